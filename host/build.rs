@@ -1,0 +1,112 @@
+//! Builds the policy components from source for `wasm32-wasip2` and puts
+//! them in `OUT_DIR`: `bash-sandbox.wasm` (embedded in the binary as the
+//! default policy) and the test fixtures the e2e suites load with `--policy`.
+//!
+//! The inner cargo gets its own target directory (the outer build holds the
+//! lock on its own) and none of the outer build's target settings
+//! (`RUSTFLAGS`, `CARGO_*`, wrappers), which are meant for the host target.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// (package, artifact stem, file name in OUT_DIR)
+const GUESTS: &[(&str, &str, &str)] = &[
+    (
+        "cordon-bash-sandbox",
+        "cordon_bash_sandbox",
+        "bash-sandbox.wasm",
+    ),
+    (
+        "cordon-fixture-strict-policy",
+        "cordon_fixture_strict_policy",
+        "strict-policy.wasm",
+    ),
+];
+
+const TARGET: &str = "wasm32-wasip2";
+const PROFILE: &str = "guest";
+
+fn main() {
+    let manifest_dir =
+        PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    let root = manifest_dir.parent().expect("workspace root").to_path_buf();
+    let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
+    for watched in [
+        "wit",
+        "components",
+        "tests/fixtures",
+        "Cargo.lock",
+        "Cargo.toml",
+    ] {
+        println!("cargo:rerun-if-changed={}", root.join(watched).display());
+    }
+    println!("cargo:rerun-if-env-changed=CARGO_TARGET_DIR");
+
+    let target_dir = env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
+        .join("guests");
+    build_guests(&root, &target_dir);
+
+    let artifacts = target_dir.join(TARGET).join(PROFILE);
+    for (_, stem, name) in GUESTS {
+        let built = artifacts.join(format!("{stem}.wasm"));
+        std::fs::copy(&built, out_dir.join(name))
+            .unwrap_or_else(|err| panic!("copying {}: {err}", built.display()));
+    }
+}
+
+fn build_guests(root: &Path, target_dir: &Path) {
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command
+        .current_dir(root)
+        .args([
+            "build",
+            "--locked",
+            "--target",
+            TARGET,
+            "--profile",
+            PROFILE,
+        ])
+        .arg("--target-dir")
+        .arg(target_dir);
+    for (package, _, _) in GUESTS {
+        command.args(["-p", package]);
+    }
+    for (name, _) in env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        let outer_setting = (name.starts_with("CARGO_") && name != "CARGO_HOME")
+            || name.starts_with("RUSTC")
+            || name.starts_with("RUSTDOC")
+            || matches!(
+                name,
+                "RUSTFLAGS"
+                    | "TARGET"
+                    | "HOST"
+                    | "OUT_DIR"
+                    | "PROFILE"
+                    | "OPT_LEVEL"
+                    | "DEBUG"
+                    | "NUM_JOBS"
+                    | "MAKEFLAGS"
+                    | "MFLAGS"
+            );
+        if outer_setting {
+            command.env_remove(name);
+        }
+    }
+    let output = command
+        .output()
+        .unwrap_or_else(|err| panic!("cannot run cargo to build the policy components: {err}"));
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let hint = if stderr.contains(TARGET) {
+            format!("\nhint: install the component target with `rustup target add {TARGET}`")
+        } else {
+            String::new()
+        };
+        panic!("building the policy components failed:\n{stderr}{hint}");
+    }
+}

@@ -1,0 +1,56 @@
+//! The `cordon` binary's exit codes. A finished command's own exit code is
+//! passed through; cordon's own outcomes use the `sysexits.h` range so they
+//! are easy to tell apart in scripts.
+
+use std::process::ExitCode;
+
+use cordon::RunError;
+
+/// The command was killed at its timeout (as coreutils `timeout`).
+pub const TIMED_OUT: u8 = 124;
+/// Invalid request: a malformed field or a mode above the ceiling.
+pub const INVALID_REQUEST: u8 = 64;
+/// The working directory is unusable.
+pub const WORKDIR: u8 = 66;
+/// `SANDBOX_UNAVAILABLE`: no usable sandbox; nothing ran.
+pub const SANDBOX_UNAVAILABLE: u8 = 69;
+/// The policy component failed (load, trap, deadline, bad return).
+pub const POLICY_FAILED: u8 = 70;
+/// The command could not be started.
+pub const SPAWN_FAILED: u8 = 71;
+
+/// The exit code for an error.
+pub fn for_error(error: &RunError) -> u8 {
+    match error {
+        RunError::InvalidRequest(_) | RunError::AboveCeiling { .. } => INVALID_REQUEST,
+        RunError::SandboxUnavailable { .. } => SANDBOX_UNAVAILABLE,
+        RunError::PolicyFailed { .. } => POLICY_FAILED,
+        RunError::Workdir { .. } => WORKDIR,
+        RunError::Spawn { .. } => SPAWN_FAILED,
+    }
+}
+
+/// The exit code mirroring a finished command: its own code, 128+N for a
+/// signal, [`TIMED_OUT`] for a timeout.
+pub fn for_result(result: &cordon::ExecResult) -> ExitCode {
+    if result.timed_out {
+        return ExitCode::from(TIMED_OUT);
+    }
+    match (result.exit_code, result.signal) {
+        (Some(code), _) => ExitCode::from(code.clamp(0, 255) as u8),
+        (None, Some(signal)) => ExitCode::from((128 + signal).clamp(0, 255) as u8),
+        (None, None) => ExitCode::FAILURE,
+    }
+}
+
+/// The table printed in `cordon run --help`.
+pub const HELP: &str = "\
+Exit codes:
+  N    the command's own exit code (128+N when it died by signal N)
+  124  the command was killed at its timeout
+  2    usage error
+  64   invalid request (bad field, or mode above the deployment ceiling)
+  66   the working directory is unusable
+  69   SANDBOX_UNAVAILABLE: no usable sandbox backend; the command did not run
+  70   the policy component failed
+  71   the command could not be started";

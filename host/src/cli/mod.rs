@@ -1,0 +1,33 @@
+//! Argument parsing and rendering for the `cordon` binary. No logic lives
+//! here that the library lacks: every subcommand builds a library request,
+//! calls the library, and renders what comes back.
+
+mod exit;
+mod run;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Run agent-issued shell commands under an OS sandbox, with policy in a
+/// WebAssembly component.
+#[derive(Debug, Parser)]
+#[command(name = "cordon", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run one shell command in the foreground under the sandbox.
+    Run(run::RunArgs),
+}
+
+/// Parse the command line, run it, and turn the outcome into an exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run(args) => run::main(args),
+    }
+}

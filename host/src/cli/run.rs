@@ -1,0 +1,146 @@
+//! `cordon run`: one foreground command.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+use cordon::process::{OutputSink, Stream};
+use cordon::{
+    Deployment, ExecRequest, Host, PolicySource, RunError, RunOptions, SandboxMode, SandboxPolicy,
+};
+
+use super::exit;
+
+/// Flags of `cordon run`.
+#[derive(Debug, Args)]
+#[command(after_help = exit::HELP)]
+pub struct RunArgs {
+    /// Sandbox mode: read-only, workspace-write or danger-full-access
+    /// [default: the deployment's, read-only].
+    #[arg(long, value_name = "MODE")]
+    mode: Option<SandboxMode>,
+
+    /// Workspace root that workspace-write may write to [default: the
+    /// current directory].
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+
+    /// Working directory of the command [default: the current directory].
+    #[arg(long, value_name = "DIR")]
+    workdir: Option<PathBuf>,
+
+    /// Timeout in milliseconds [default: 120000, capped at 600000].
+    #[arg(long, value_name = "N")]
+    timeout_ms: Option<u64>,
+
+    /// Policy component to use instead of the embedded bash-sandbox.
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+
+    /// The deployment ceiling: the widest mode this invocation may run.
+    #[arg(long, value_name = "MODE", default_value = "workspace-write")]
+    max_mode: SandboxMode,
+
+    /// Print the whole result (or error) as JSON instead of streaming output.
+    #[arg(long)]
+    json: bool,
+
+    /// The shell command line; several words are joined with spaces.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+/// Run the command and mirror its exit code.
+pub fn main(args: RunArgs) -> ExitCode {
+    let json = args.json;
+    match execute(args) {
+        Ok(Outcome::Finished(code)) => code,
+        Ok(Outcome::Failed(error)) => {
+            if json {
+                println!("{}", error_json(&error));
+            } else {
+                eprintln!("cordon: {}: {error}", error.code());
+            }
+            ExitCode::from(exit::for_error(&error))
+        }
+        Err(error) => {
+            eprintln!("cordon: {error:#}");
+            ExitCode::from(exit::POLICY_FAILED)
+        }
+    }
+}
+
+enum Outcome {
+    Finished(ExitCode),
+    Failed(RunError),
+}
+
+fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
+    let cwd = std::env::current_dir().context("cannot determine the current directory")?;
+    let mut deployment = Deployment::in_dir(&cwd);
+    deployment.max_mode = args.max_mode;
+    let source = match args.policy {
+        Some(path) => PolicySource::File(path),
+        None => PolicySource::Embedded,
+    };
+    let host = Host::builder()
+        .policy(source)
+        .deployment(deployment)
+        .build()?;
+
+    let mut request = ExecRequest::new(args.command.join(" "));
+    request.workdir = args.workdir;
+    request.timeout_ms = args.timeout_ms;
+    if args.mode.is_some() || args.workspace.is_some() {
+        request.policy = Some(SandboxPolicy::new(
+            args.mode.unwrap_or(SandboxMode::ReadOnly),
+            args.workspace.unwrap_or(cwd),
+        ));
+    }
+    let options = RunOptions {
+        sink: (!args.json).then(|| Arc::new(Terminal) as Arc<dyn OutputSink>),
+    };
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let result = match runtime.block_on(host.run_with(request, options)) {
+        Ok(result) => result,
+        Err(error) => return Ok(Outcome::Failed(error)),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+    } else if result.timed_out {
+        eprintln!("cordon: timed out after {} ms", result.timeout_ms);
+    }
+    Ok(Outcome::Finished(exit::for_result(&result)))
+}
+
+/// Streams the command's output to cordon's own stdout and stderr.
+struct Terminal;
+
+impl OutputSink for Terminal {
+    fn write(&self, stream: Stream, bytes: &[u8]) {
+        let _ = match stream {
+            Stream::Stdout => std::io::stdout().lock().write_all(bytes),
+            Stream::Stderr => std::io::stderr().lock().write_all(bytes),
+        };
+    }
+}
+
+/// `{"error": {"code", "message", ...}}` for `--json`.
+fn error_json(error: &RunError) -> String {
+    let mut body = serde_json::json!({
+        "code": error.code(),
+        "message": error.to_string(),
+    });
+    if let RunError::SandboxUnavailable { mode, detail } = error {
+        body["mode"] = serde_json::json!(mode);
+        body["detail"] = serde_json::json!(detail);
+    }
+    serde_json::json!({ "error": body }).to_string()
+}

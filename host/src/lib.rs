@@ -1,0 +1,27 @@
+//! cordon runs agent-issued shell commands under an OS sandbox and reports
+//! what happened as facts.
+//!
+//! The host (this crate) owns everything that touches the operating system:
+//! spawning ([`process`]), the platform sandbox runners ([`sandbox`]). The
+//! *policy* — defaulting a request, building and confining the argv,
+//! classifying the finished run — lives in a WebAssembly component that the
+//! host calls for every run ([`policy`]). [`run`] sequences the two and
+//! checks the host invariants on everything the component returns.
+//!
+//! Start with [`Host::builder`].
+
+mod error;
+mod host;
+pub mod model;
+pub mod policy;
+pub mod process;
+pub mod run;
+pub mod sandbox;
+
+pub use error::{RunError, sandbox_unavailable_message};
+pub use host::{BuildError, Host, HostBuilder, PolicySource};
+pub use model::{
+    Deployment, Enforcement, ExecRequest, ExecResult, SandboxFacts, SandboxMode, SandboxPolicy,
+    StreamOutput,
+};
+pub use run::RunOptions;

@@ -1,0 +1,344 @@
+//! The neutral vocabulary of the host: requests, specs, outcomes, results and
+//! sandbox facts.
+//!
+//! Every layer (policy bindings, sandbox runners, process mechanics, the CLI
+//! and embedders) speaks these types; the versioned policy bindings convert
+//! them to and from the WIT types of the interface version they bind, so a
+//! second interface version adds a binding layer, not a second vocabulary.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// What a command may change on disk; ordered narrowest first, so `<`
+/// compares width (`ReadOnly < WorkspaceWrite < DangerFullAccess`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// No writes except `/dev/null`.
+    ReadOnly,
+    /// Writes inside the workspace root and a temporary area only.
+    WorkspaceWrite,
+    /// No confinement.
+    DangerFullAccess,
+}
+
+impl SandboxMode {
+    /// Every mode, narrowest first.
+    pub const ALL: [SandboxMode; 3] = [
+        SandboxMode::ReadOnly,
+        SandboxMode::WorkspaceWrite,
+        SandboxMode::DangerFullAccess,
+    ];
+
+    /// The mode's name: `read-only`, `workspace-write` or `danger-full-access`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::ReadOnly => "read-only",
+            SandboxMode::WorkspaceWrite => "workspace-write",
+            SandboxMode::DangerFullAccess => "danger-full-access",
+        }
+    }
+
+    /// Whether a run in this mode must be confined by a sandbox runner.
+    pub fn is_confined(self) -> bool {
+        self != SandboxMode::DangerFullAccess
+    }
+}
+
+impl fmt::Display for SandboxMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The text was not a mode name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown sandbox mode {0:?}; expected read-only, workspace-write or danger-full-access")]
+pub struct UnknownMode(pub String);
+
+impl FromStr for SandboxMode {
+    type Err = UnknownMode;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        SandboxMode::ALL
+            .into_iter()
+            .find(|mode| mode.as_str() == s)
+            .ok_or_else(|| UnknownMode(s.to_owned()))
+    }
+}
+
+/// How completely a backend enforces what a mode promises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Enforcement {
+    /// Everything the mode promises.
+    Full,
+    /// Not every file right the mode denies (e.g. Landlock on an older ABI).
+    Partial,
+}
+
+/// The platform mechanism that confines a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    /// bubblewrap.
+    Bwrap,
+    /// cordon's Landlock launcher.
+    Landlock,
+    /// macOS `sandbox-exec`.
+    Seatbelt,
+    /// An operator-configured runner command.
+    RunnerCommand,
+}
+
+/// Which sandbox a run gets.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxPolicy {
+    /// The file-effect mode.
+    pub mode: SandboxMode,
+    /// The directory `workspace-write` may write to.
+    pub workspace_root: PathBuf,
+}
+
+impl SandboxPolicy {
+    /// A policy of `mode` rooted at `workspace_root`.
+    pub fn new(mode: SandboxMode, workspace_root: impl Into<PathBuf>) -> Self {
+        SandboxPolicy {
+            mode,
+            workspace_root: workspace_root.into(),
+        }
+    }
+}
+
+/// A caller's request to run one shell command. Everything but the command
+/// may be left out; the policy component fills in the defaults.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ExecRequest {
+    /// The shell command line.
+    pub command: String,
+    /// Working directory; the deployment's when absent. Relative paths are
+    /// taken from the deployment's working directory.
+    pub workdir: Option<PathBuf>,
+    /// Timeout in milliseconds; the policy's default when absent.
+    pub timeout_ms: Option<u64>,
+    /// Extra environment entries; they win over every default and survive
+    /// the credential scrub.
+    pub env: Vec<(String, String)>,
+    /// The request's own sandbox policy; the deployment's when absent.
+    pub policy: Option<SandboxPolicy>,
+}
+
+impl ExecRequest {
+    /// A request to run `command` with every default.
+    pub fn new(command: impl Into<String>) -> Self {
+        ExecRequest {
+            command: command.into(),
+            ..ExecRequest::default()
+        }
+    }
+
+    /// The same request with its own sandbox policy.
+    pub fn with_policy(mut self, policy: SandboxPolicy) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// The same request with a working directory.
+    pub fn with_workdir(mut self, workdir: impl Into<PathBuf>) -> Self {
+        self.workdir = Some(workdir.into());
+        self
+    }
+
+    /// The same request with a timeout.
+    pub fn with_timeout_ms(mut self, timeout_ms: u64) -> Self {
+        self.timeout_ms = Some(timeout_ms);
+        self
+    }
+
+    /// The same request with one more environment entry.
+    pub fn with_env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((name.into(), value.into()));
+        self
+    }
+}
+
+/// What the operator configured: the defaults and the ceiling of a host.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Deployment {
+    /// The policy for requests that bring none.
+    pub policy: SandboxPolicy,
+    /// The widest mode this host runs (**host invariant**: enforced whatever
+    /// the policy component returns).
+    pub max_mode: SandboxMode,
+    /// The default working directory.
+    pub workdir: PathBuf,
+}
+
+impl Deployment {
+    /// The default deployment in `dir`: read-only rooted at `dir`, ceiling
+    /// `workspace-write`, working directory `dir`.
+    pub fn in_dir(dir: impl Into<PathBuf>) -> Self {
+        let dir = dir.into();
+        Deployment {
+            policy: SandboxPolicy::new(SandboxMode::ReadOnly, dir.clone()),
+            max_mode: SandboxMode::WorkspaceWrite,
+            workdir: dir,
+        }
+    }
+}
+
+/// A fully-defaulted request, as resolved by the policy component and
+/// canonicalised by the host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExecSpec {
+    /// The shell command line.
+    pub command: String,
+    /// Absolute working directory.
+    pub workdir: PathBuf,
+    /// Effective timeout.
+    pub timeout_ms: u64,
+    /// Entries laid over the scrubbed host environment, later wins.
+    pub env: Vec<(String, String)>,
+    /// The sandbox policy of the run (workspace root canonicalised).
+    pub policy: SandboxPolicy,
+}
+
+/// A backend's message dialect: how its runner failures and its denials
+/// look on stderr (case-insensitive substrings of one line).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Signatures {
+    /// Lines meaning the runner itself failed.
+    pub runner_failure: Vec<String>,
+    /// The exit code a runner failure also needs, if the runner has one.
+    pub runner_failure_exit: Option<i32>,
+    /// Informational lines that are never a runner failure.
+    pub runner_notices: Vec<String>,
+    /// Lines meaning the sandbox denied a write.
+    pub denial: Vec<String>,
+}
+
+/// The facts of one confinement, fixed when the host wrapped the argv.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WrapFacts {
+    /// The backend.
+    pub backend: Backend,
+    /// Its enforcement.
+    pub enforcement: Enforcement,
+    /// Its message dialect.
+    pub signatures: Signatures,
+}
+
+/// How a run was launched, as handed back to the policy's settle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchFacts {
+    /// A background task rather than a foreground run.
+    pub background: bool,
+    /// The confinement; none for an unconfined launch.
+    pub wrap: Option<WrapFacts>,
+}
+
+/// What the runner reported out of band.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunnerStatus {
+    /// The runner started the command.
+    Launched,
+    /// The runner failed before the command started.
+    Failed(String),
+    /// No out-of-band report; classify by text.
+    Unknown,
+}
+
+/// How a launched process ended, as observed by the host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// Exit code; none when killed by a signal.
+    pub exit_code: Option<i32>,
+    /// The signal that killed the process.
+    pub signal: Option<i32>,
+    /// Killed because the timeout passed.
+    pub timed_out: bool,
+    /// Killed because the caller aborted.
+    pub aborted: bool,
+    /// The retained stderr tail, lossy UTF-8.
+    pub stderr_tail: String,
+    /// The runner's out-of-band report.
+    pub runner_status: RunnerStatus,
+}
+
+/// The sandbox facts stamped on a result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxFacts {
+    /// The mode the run had.
+    pub mode: SandboxMode,
+    /// The sandbox denied a write.
+    pub denied: bool,
+    /// Enforcement of the confinement; absent when unconfined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforcement: Option<Enforcement>,
+    /// The runner failed (background tasks only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub runner_failed: bool,
+}
+
+/// One output stream of a finished run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamOutput {
+    /// The retained tail, decoded as lossy UTF-8.
+    pub text: String,
+    /// Output was dropped from the front to keep the tail bounded.
+    pub truncated: bool,
+    /// A file with the complete stream, when it was spilled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spill_path: Option<PathBuf>,
+}
+
+/// The result of a foreground run: facts, never an interpretation. A
+/// nonzero exit, a timeout or a denial is a result, not an error.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecResult {
+    /// Exit code; none when the command died by a signal.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the command.
+    pub signal: Option<i32>,
+    /// The host killed the command at its timeout.
+    pub timed_out: bool,
+    /// The caller aborted the command.
+    pub aborted: bool,
+    /// The effective timeout.
+    pub timeout_ms: u64,
+    /// Standard output.
+    pub stdout: StreamOutput,
+    /// Standard error.
+    pub stderr: StreamOutput,
+    /// What the sandbox did, as classified by the policy component.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxFacts>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_order_by_width_and_round_trip_their_names() {
+        assert!(SandboxMode::ReadOnly < SandboxMode::WorkspaceWrite);
+        assert!(SandboxMode::WorkspaceWrite < SandboxMode::DangerFullAccess);
+        for mode in SandboxMode::ALL {
+            assert_eq!(mode.as_str().parse::<SandboxMode>(), Ok(mode));
+            assert_eq!(
+                serde_json::to_string(&mode).unwrap(),
+                format!("\"{}\"", mode.as_str())
+            );
+        }
+        assert!("full".parse::<SandboxMode>().is_err());
+    }
+}

@@ -1,0 +1,107 @@
+//! The bubblewrap backend: profiles per mode (SPEC.md §6) and its dialect.
+//!
+//! Every confined mode gets a read-only view of `/`, a fresh minimal `/dev`
+//! (so `/dev/null` is writable and nothing else is) and a fresh `/proc`,
+//! plus cordon's hardening: a new PID namespace (the command sees only its
+//! own processes, and everything it leaves behind dies with it), a new
+//! session (no terminal injection through `TIOCSTI`) and no capabilities,
+//! even when the host runs as root. `workspace-write` adds an ephemeral
+//! `/tmp` and a writable bind of the workspace root.
+
+use std::path::Path;
+
+use crate::model::{Backend, Enforcement, SandboxMode, SandboxPolicy, Signatures, WrapFacts};
+
+use super::Wrap;
+
+/// The runner's program name.
+pub const PROGRAM: &str = "bwrap";
+
+/// The mount profile of `mode`, without the runner, the hardening or the argv.
+pub fn profile(policy: &SandboxPolicy) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--die-with-parent",
+    ]
+    .map(String::from)
+    .to_vec();
+    if policy.mode == SandboxMode::WorkspaceWrite {
+        let root = policy.workspace_root.to_string_lossy().into_owned();
+        args.extend(["--tmpfs".into(), "/tmp".into()]);
+        args.extend(["--bind".into(), root.clone(), root]);
+    }
+    args
+}
+
+/// cordon's hardening, added to every confined mode.
+pub const HARDENING: &[&str] = &["--unshare-pid", "--new-session", "--cap-drop", "ALL"];
+
+/// The full argv: `runner PROFILE HARDENING -- argv`.
+pub fn wrap(runner: &Path, argv: &[String], policy: &SandboxPolicy) -> Wrap {
+    let mut full = vec![runner.to_string_lossy().into_owned()];
+    full.extend(profile(policy));
+    full.extend(HARDENING.iter().map(|s| (*s).to_owned()));
+    full.push("--".into());
+    full.extend(argv.iter().cloned());
+    Wrap::new(full, policy.clone(), facts())
+}
+
+/// bubblewrap's facts: full enforcement; it reports its own failures as
+/// `bwrap: …` lines, and a denied write as `Read-only file system`.
+pub fn facts() -> WrapFacts {
+    WrapFacts {
+        backend: Backend::Bwrap,
+        enforcement: Enforcement::Full,
+        signatures: Signatures {
+            runner_failure: vec!["bwrap: ".into()],
+            runner_failure_exit: None,
+            runner_notices: vec![],
+            denial: vec!["read-only file system".into()],
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv_of(mode: SandboxMode) -> Vec<String> {
+        let policy = SandboxPolicy::new(mode, "/home/me/ws");
+        let wrap = wrap(Path::new("/usr/bin/bwrap"), &["true".into()], &policy);
+        wrap.argv().to_vec()
+    }
+
+    #[test]
+    fn read_only_profile_is_exact() {
+        assert_eq!(
+            argv_of(SandboxMode::ReadOnly).join(" "),
+            "/usr/bin/bwrap --ro-bind / / --dev /dev --proc /proc --die-with-parent \
+             --unshare-pid --new-session --cap-drop ALL -- true"
+        );
+    }
+
+    #[test]
+    fn workspace_write_profile_adds_ephemeral_tmp_and_the_workspace() {
+        assert_eq!(
+            argv_of(SandboxMode::WorkspaceWrite).join(" "),
+            "/usr/bin/bwrap --ro-bind / / --dev /dev --proc /proc --die-with-parent \
+             --tmpfs /tmp --bind /home/me/ws /home/me/ws \
+             --unshare-pid --new-session --cap-drop ALL -- true"
+        );
+    }
+
+    #[test]
+    fn argv_after_the_separator_is_untouched() {
+        let policy = SandboxPolicy::new(SandboxMode::ReadOnly, "/ws");
+        let odd = vec!["bash".into(), "-c".into(), "echo \"$x\" \\\n --".into()];
+        let wrap = wrap(Path::new("bwrap"), &odd, &policy);
+        let at = wrap.argv().iter().position(|a| a == "--").unwrap();
+        assert_eq!(&wrap.argv()[at + 1..], &odd[..]);
+    }
+}

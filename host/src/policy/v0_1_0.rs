@@ -22,8 +22,8 @@ wasmtime::component::bindgen!({
     imports: { default: trappable },
 });
 
-pub use cordon::sandbox::types as wit;
-pub use exports::cordon::sandbox::executor::Launch as WitLaunch;
+pub use self::cordon::sandbox::types as wit;
+pub use self::exports::cordon::sandbox::executor::Launch as WitLaunch;
 
 impl WasiView for StoreState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
@@ -36,7 +36,7 @@ impl WasiView for StoreState {
 
 impl wit::Host for StoreState {}
 
-impl cordon::sandbox::sandbox::Host for StoreState {
+impl self::cordon::sandbox::sandbox::Host for StoreState {
     fn confine(
         &mut self,
         argv: Vec<String>,
@@ -60,7 +60,7 @@ impl cordon::sandbox::sandbox::Host for StoreState {
     }
 }
 
-impl cordon::sandbox::sandbox::HostConfined for StoreState {
+impl self::cordon::sandbox::sandbox::HostConfined for StoreState {
     fn argv(&mut self, wrap: Resource<Wrap>) -> wasmtime::Result<Vec<String>> {
         Ok(self.table.get(&wrap)?.argv().to_vec())
     }

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what cordon needs to build and test, idempotently:
+#   * the Rust toolchain pinned in rust-toolchain.toml, with the wasm32-wasip2
+#     target the policy components are built for;
+#   * bubblewrap, the Linux sandbox runner (needs root or sudo for apt-get).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pinned=$(sed -n 's/^channel *= *"\(.*\)"/\1/p' rust-toolchain.toml)
+host_triple=$(rustc +stable -vV 2>/dev/null | sed -n 's/^host: //p' || true)
+
+if ! rustup toolchain list | grep -q "^${pinned}"; then
+    stable_version=$(rustc +stable --version 2>/dev/null | awk '{print $2}' || true)
+    toolchains="${RUSTUP_HOME:-$HOME/.rustup}/toolchains"
+    if [ "$stable_version" = "$pinned" ] && [ -n "$host_triple" ]; then
+        # This machine's stable toolchain is the pinned version: use it under
+        # the pinned name instead of downloading it again.
+        ln -s "stable-${host_triple}" "${toolchains}/${pinned}-${host_triple}"
+    else
+        rustup toolchain install "$pinned" --profile minimal --component rustfmt,clippy
+    fi
+fi
+rustup target add --toolchain "$pinned" wasm32-wasip2 >/dev/null
+rustup component add --toolchain "$pinned" rustfmt clippy >/dev/null
+
+if [ "$(uname -s)" = Linux ] && ! command -v bwrap >/dev/null 2>&1; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    $sudo apt-get install -y -qq bubblewrap
+fi

@@ -1,0 +1,98 @@
+//! Helpers shared by the end-to-end suites: the real `cordon` binary, real
+//! workspaces (outside `/tmp`, which bwrap replaces), and loud skips.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// The `cordon` binary under test.
+pub fn cordon() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_cordon"))
+}
+
+/// A fresh directory under the target dir (not `/tmp`), removed on drop.
+pub fn workspace() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("cordon-e2e-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("create workspace")
+}
+
+/// A built policy component from `OUT_DIR` (see host/build.rs).
+pub fn component(name: &str) -> PathBuf {
+    Path::new(env!("OUT_DIR")).join(name)
+}
+
+/// `cordon run --json ARGS -- COMMAND` in `dir`: exit code and parsed JSON.
+pub fn run_json(dir: &Path, args: &[&str], command: &str) -> (i32, Value) {
+    let output = cordon()
+        .current_dir(dir)
+        .arg("run")
+        .arg("--json")
+        .args(args)
+        .arg("--")
+        .arg(command)
+        .output()
+        .expect("spawn cordon");
+    (output.status.code().unwrap_or(-1), parse(&output))
+}
+
+/// Parse cordon's JSON stdout, with its stderr in the panic if it is not JSON.
+pub fn parse(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {
+        panic!(
+            "cordon printed no JSON ({err}); stdout: {}; stderr: {}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+/// Whether bubblewrap can run here. When it cannot, say so loudly; with
+/// `CORDON_E2E_REQUIRE_BWRAP=1` (set by `.ci/run` on Linux) that is a failure,
+/// not a skip.
+pub fn bwrap_usable(test: &str) -> bool {
+    let probe = Command::new("bwrap")
+        .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
+        .args(["--die-with-parent", "--unshare-pid", "--", "true"])
+        .output();
+    let why = match probe {
+        Ok(out) if out.status.success() => return true,
+        Ok(out) => format!(
+            "bwrap probe failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+        Err(err) => format!("bwrap is not runnable: {err}"),
+    };
+    if std::env::var_os("CORDON_E2E_REQUIRE_BWRAP").is_some_and(|v| v == "1") {
+        panic!("{test}: CORDON_E2E_REQUIRE_BWRAP=1 but {why}");
+    }
+    eprintln!("SKIPPED {test}: {why} (install bubblewrap to run this suite)");
+    false
+}
+
+/// The `sandbox` object of a result.
+pub fn sandbox(result: &Value) -> &Value {
+    &result["sandbox"]
+}
+
+/// Every live process on the host whose command line contains `needle`.
+pub fn host_processes_with(needle: &str) -> Vec<u32> {
+    let mut found = vec![];
+    for entry in std::fs::read_dir("/proc").expect("read /proc").flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(needle) {
+            found.push(pid);
+        }
+    }
+    found
+}

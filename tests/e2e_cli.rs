@@ -1,0 +1,157 @@
+//! `cordon run` as a user drives it: danger-full-access, byte-exact
+//! commands, the ceiling, fail-closed without a runner, exit codes.
+
+mod common;
+
+use common::{bwrap_usable, cordon, parse, run_json, sandbox, workspace};
+use serde_json::json;
+
+#[test]
+fn danger_full_access_runs_unconfined_with_mode_only_facts() {
+    let ws = workspace();
+    let outside = workspace();
+    let target = outside.path().join("written.txt");
+    let (code, result) = run_json(
+        ws.path(),
+        &["--mode", "danger-full-access", "--max-mode", "danger-full-access"],
+        &format!("echo free > {}; cat /proc/1/comm", target.display()),
+    );
+    assert_eq!(code, 0, "{result}");
+    assert_eq!(
+        sandbox(&result),
+        &json!({"mode": "danger-full-access", "denied": false})
+    );
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "free\n");
+    assert_ne!(result["stdout"]["text"], "bwrap\n", "no runner wraps it");
+}
+
+#[test]
+fn danger_full_access_above_the_ceiling_is_refused_before_anything_runs() {
+    let ws = workspace();
+    let marker = ws.path().join("ran");
+    let output = cordon()
+        .current_dir(ws.path())
+        .args(["run", "--mode", "danger-full-access", "--"])
+        .arg(format!("touch {}", marker.display()))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("exceeds this deployment's ceiling"), "{stderr}");
+    assert!(stderr.contains("--max-mode"), "{stderr}");
+    assert!(!marker.exists());
+}
+
+#[test]
+fn the_command_reaches_bash_byte_exact() {
+    let command = "printf '%s|' \"dq\" 'sq$HOME' \"back\\\\slash\" 'a\\b'\nprintf '%s\\n' \"$((6*7))\"";
+    let expected = "dq|sq$HOME|back\\slash|a\\b|42\n";
+    let ws = workspace();
+    let mut modes: Vec<&[&str]> = vec![&["--mode", "danger-full-access", "--max-mode", "danger-full-access"]];
+    if bwrap_usable("the_command_reaches_bash_byte_exact (confined)") {
+        modes.push(&[]);
+    }
+    for args in modes {
+        let (code, result) = run_json(ws.path(), args, command);
+        assert_eq!(code, 0, "{result}");
+        assert_eq!(result["stdout"]["text"], expected, "args {args:?}");
+    }
+}
+
+#[test]
+fn no_runner_fails_closed_and_nothing_runs() {
+    let ws = workspace();
+    let marker = ws.path().join("ran");
+    for json in [false, true] {
+        let mut command = cordon();
+        command
+            .current_dir(ws.path())
+            .env("PATH", "/nonexistent-cordon-test")
+            .args(["run", "--mode", "workspace-write"]);
+        if json {
+            command.arg("--json");
+        }
+        let output = command
+            .arg("--")
+            .arg(format!("touch {}", marker.display()))
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(69), "json={json}");
+        if json {
+            let error = &parse(&output)["error"];
+            assert_eq!(error["code"], "SANDBOX_UNAVAILABLE");
+            assert_eq!(error["mode"], "workspace-write");
+        } else {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+            assert!(stderr.starts_with("cordon: SANDBOX_UNAVAILABLE: sandbox mode \"workspace-write\" is requested but no sandbox backend is usable on this host; refusing to run the command unconfined."), "{stderr}");
+        }
+        assert!(!marker.exists(), "the command ran without a sandbox");
+    }
+}
+
+#[test]
+fn exit_codes_mirror_the_command() {
+    let ws = workspace();
+    let danger = ["--mode", "danger-full-access", "--max-mode", "danger-full-access"];
+    let status = |command: &str, extra: &[&str]| {
+        cordon()
+            .current_dir(ws.path())
+            .arg("run")
+            .args(danger)
+            .args(extra)
+            .arg("--")
+            .arg(command)
+            .output()
+            .unwrap()
+    };
+    assert_eq!(status("exit 7", &[]).status.code(), Some(7));
+    assert_eq!(status("kill -TERM $$", &[]).status.code(), Some(128 + 15));
+    let timed_out = status("sleep 5", &["--timeout-ms", "100"]);
+    assert_eq!(timed_out.status.code(), Some(124));
+    let out = status("echo out; echo err >&2", &[]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "out\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "err\n");
+}
+
+#[test]
+fn timeout_is_reported_as_a_fact() {
+    let ws = workspace();
+    let (code, result) = run_json(
+        ws.path(),
+        &["--mode", "danger-full-access", "--max-mode", "danger-full-access", "--timeout-ms", "100"],
+        "sleep 60",
+    );
+    assert_eq!(code, 124);
+    assert_eq!(result["timedOut"], json!(true));
+    assert_eq!(result["signal"], json!(15));
+    assert_eq!(result["exitCode"], json!(null));
+    assert_eq!(result["timeoutMs"], json!(100));
+}
+
+#[test]
+fn a_missing_workdir_is_an_ordinary_error() {
+    let ws = workspace();
+    let output = cordon()
+        .current_dir(ws.path())
+        .args(["run", "--workdir", "no/such/dir", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(66));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cordon: WORKDIR: working directory"), "{stderr}");
+    assert!(stderr.contains("no/such/dir"), "{stderr}");
+}
+
+#[test]
+fn invalid_requests_name_the_field() {
+    let ws = workspace();
+    let output = cordon()
+        .current_dir(ws.path())
+        .args(["run", "--timeout-ms", "0", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("timeout-ms must be positive"), "{stderr}");
+}

@@ -1,0 +1,59 @@
+//! Policy components as operators deploy them: `--policy` swaps behaviour
+//! without rebuilding the host, and a bad component is a clear error.
+
+mod common;
+
+use common::{bwrap_usable, component, cordon, run_json, sandbox, workspace};
+use serde_json::json;
+
+#[test]
+fn a_policy_file_changes_behaviour_without_a_rebuild() {
+    if !bwrap_usable("a_policy_file_changes_behaviour_without_a_rebuild") {
+        return;
+    }
+    let ws = workspace();
+    let strict = component("strict-policy.wasm");
+    let strict = strict.to_str().unwrap();
+
+    let (code, default) = run_json(ws.path(), &[], "exit 3");
+    assert_eq!(code, 3);
+    assert_eq!(sandbox(&default)["denied"], json!(false));
+
+    let (code, swapped) = run_json(ws.path(), &["--policy", strict], "exit 3");
+    assert_eq!(code, 3);
+    assert_eq!(
+        sandbox(&swapped),
+        &json!({"mode": "read-only", "denied": true, "enforcement": "full"})
+    );
+}
+
+#[test]
+fn a_file_that_is_not_a_component_is_a_policy_error() {
+    let ws = workspace();
+    let bogus = ws.path().join("bogus.wasm");
+    std::fs::write(&bogus, b"not wasm at all").unwrap();
+    let marker = ws.path().join("ran");
+    let output = cordon()
+        .current_dir(ws.path())
+        .args(["run", "--policy", bogus.to_str().unwrap(), "--"])
+        .arg(format!("touch {}", marker.display()))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(70));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("policy component failed in load"), "{stderr}");
+    assert!(!marker.exists());
+}
+
+#[test]
+fn a_missing_policy_file_is_named() {
+    let ws = workspace();
+    let output = cordon()
+        .current_dir(ws.path())
+        .args(["run", "--policy", "nope.wasm", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(70));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cannot read policy component nope.wasm"), "{stderr}");
+}

@@ -5,8 +5,8 @@
 use std::sync::{Arc, Mutex};
 
 use cordon::model::{
-    Backend, Deployment, Enforcement, ExecRequest, LaunchFacts, Outcome, RunnerStatus,
-    SandboxMode, SandboxPolicy, Signatures, WrapFacts,
+    Backend, Deployment, Enforcement, ExecRequest, LaunchFacts, Outcome, RunnerStatus, SandboxMode,
+    SandboxPolicy, Signatures, WrapFacts,
 };
 use cordon::policy::{EMBEDDED_DEFAULT, Launch, Limits, Policy, PolicyEngine};
 use cordon::sandbox::{Confine, Unavailable, Wrap};
@@ -103,7 +103,10 @@ fn plan_confines_through_the_import_and_returns_the_hosts_wrap() {
     let Launch::Confined(wrap) = launch else {
         panic!("expected a confined launch");
     };
-    assert_eq!(wrap.argv(), ["env", "FAKE_WRAPPED=1", "bash", "-c", "echo 'hi'"]);
+    assert_eq!(
+        wrap.argv(),
+        ["env", "FAKE_WRAPPED=1", "bash", "-c", "echo 'hi'"]
+    );
     assert_eq!(wrap.facts(), &fake_facts());
     let asked = fake.asked.lock().unwrap();
     assert_eq!(asked.len(), 1);
@@ -156,7 +159,9 @@ fn settle_reads_the_wraps_own_dialect() {
     let err = policy
         .settle(&spec, &facts, &outcome("fake-runner: broke\n"))
         .unwrap_err();
-    assert!(matches!(err, RunError::SandboxUnavailable { detail: Some(d), .. } if d == "fake-runner: broke"));
+    assert!(
+        matches!(err, RunError::SandboxUnavailable { detail: Some(d), .. } if d == "fake-runner: broke")
+    );
 }
 
 #[tokio::test]
@@ -186,11 +191,12 @@ async fn the_pipeline_never_runs_a_confined_mode_bare() {
         .deployment(Deployment::in_dir(&dir))
         .build()
         .unwrap();
-    let request = ExecRequest::new("echo ran").with_policy(SandboxPolicy::new(
-        SandboxMode::WorkspaceWrite,
-        dir.clone(),
-    ));
+    let request = ExecRequest::new("echo ran")
+        .with_policy(SandboxPolicy::new(SandboxMode::WorkspaceWrite, dir.clone()));
     let err = host.run(request).await.unwrap_err();
     assert_eq!(err.code(), "SANDBOX_UNAVAILABLE");
-    assert!(err.to_string().contains("Runner failure: fake says no"), "{err}");
+    assert!(
+        err.to_string().contains("Runner failure: fake says no"),
+        "{err}"
+    );
 }

@@ -59,7 +59,10 @@ fn workspace_write_allows_its_root_only() {
         sandbox(&result),
         &json!({"mode": "workspace-write", "denied": false, "enforcement": "full"})
     );
-    assert_eq!(std::fs::read_to_string(ws.join("inside.txt")).unwrap(), "landed\n");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("inside.txt")).unwrap(),
+        "landed\n"
+    );
 
     let outside = sibling.join("outside.txt");
     let (code, result) = run_json(&ws, &args, &format!("echo x > {}", outside.display()));
@@ -104,7 +107,10 @@ fn hardening_holds_even_for_root() {
         ),
     );
     assert_ne!(code, 0, "{result}");
-    assert!(!target.exists(), "a remount made the read-only bind writable");
+    assert!(
+        !target.exists(),
+        "a remount made the read-only bind writable"
+    );
     assert_eq!(sandbox(&result)["denied"], json!(true));
 
     // No capabilities at all.
@@ -125,7 +131,11 @@ fn the_command_sees_only_its_own_processes() {
     assert_eq!(code, 0, "{result}");
     let text = result["stdout"]["text"].as_str().unwrap();
     let mut lines = text.lines();
-    assert_eq!(lines.next(), Some("bwrap"), "pid 1 is the sandbox's own init");
+    assert_eq!(
+        lines.next(),
+        Some("bwrap"),
+        "pid 1 is the sandbox's own init"
+    );
     let visible: u32 = lines.next().unwrap().parse().unwrap();
     assert!(visible <= 6, "the sandbox sees {visible} processes: {text}");
 }

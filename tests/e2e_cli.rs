@@ -13,7 +13,12 @@ fn danger_full_access_runs_unconfined_with_mode_only_facts() {
     let target = outside.path().join("written.txt");
     let (code, result) = run_json(
         ws.path(),
-        &["--mode", "danger-full-access", "--max-mode", "danger-full-access"],
+        &[
+            "--mode",
+            "danger-full-access",
+            "--max-mode",
+            "danger-full-access",
+        ],
         &format!("echo free > {}; cat /proc/1/comm", target.display()),
     );
     assert_eq!(code, 0, "{result}");
@@ -37,17 +42,26 @@ fn danger_full_access_above_the_ceiling_is_refused_before_anything_runs() {
         .unwrap();
     assert_eq!(output.status.code(), Some(64));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("exceeds this deployment's ceiling"), "{stderr}");
+    assert!(
+        stderr.contains("exceeds this deployment's ceiling"),
+        "{stderr}"
+    );
     assert!(stderr.contains("--max-mode"), "{stderr}");
     assert!(!marker.exists());
 }
 
 #[test]
 fn the_command_reaches_bash_byte_exact() {
-    let command = "printf '%s|' \"dq\" 'sq$HOME' \"back\\\\slash\" 'a\\b'\nprintf '%s\\n' \"$((6*7))\"";
+    let command =
+        "printf '%s|' \"dq\" 'sq$HOME' \"back\\\\slash\" 'a\\b'\nprintf '%s\\n' \"$((6*7))\"";
     let expected = "dq|sq$HOME|back\\slash|a\\b|42\n";
     let ws = workspace();
-    let mut modes: Vec<&[&str]> = vec![&["--mode", "danger-full-access", "--max-mode", "danger-full-access"]];
+    let mut modes: Vec<&[&str]> = vec![&[
+        "--mode",
+        "danger-full-access",
+        "--max-mode",
+        "danger-full-access",
+    ]];
     if bwrap_usable("the_command_reaches_bash_byte_exact (confined)") {
         modes.push(&[]);
     }
@@ -93,7 +107,12 @@ fn no_runner_fails_closed_and_nothing_runs() {
 #[test]
 fn exit_codes_mirror_the_command() {
     let ws = workspace();
-    let danger = ["--mode", "danger-full-access", "--max-mode", "danger-full-access"];
+    let danger = [
+        "--mode",
+        "danger-full-access",
+        "--max-mode",
+        "danger-full-access",
+    ];
     let status = |command: &str, extra: &[&str]| {
         cordon()
             .current_dir(ws.path())
@@ -119,7 +138,14 @@ fn timeout_is_reported_as_a_fact() {
     let ws = workspace();
     let (code, result) = run_json(
         ws.path(),
-        &["--mode", "danger-full-access", "--max-mode", "danger-full-access", "--timeout-ms", "100"],
+        &[
+            "--mode",
+            "danger-full-access",
+            "--max-mode",
+            "danger-full-access",
+            "--timeout-ms",
+            "100",
+        ],
         "sleep 60",
     );
     assert_eq!(code, 124);
@@ -139,7 +165,10 @@ fn a_missing_workdir_is_an_ordinary_error() {
         .unwrap();
     assert_eq!(output.status.code(), Some(66));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("cordon: WORKDIR: working directory"), "{stderr}");
+    assert!(
+        stderr.contains("cordon: WORKDIR: working directory"),
+        "{stderr}"
+    );
     assert!(stderr.contains("no/such/dir"), "{stderr}");
 }
 

@@ -41,7 +41,10 @@ fn a_file_that_is_not_a_component_is_a_policy_error() {
         .unwrap();
     assert_eq!(output.status.code(), Some(70));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("policy component failed in load"), "{stderr}");
+    assert!(
+        stderr.contains("policy component failed in load"),
+        "{stderr}"
+    );
     assert!(!marker.exists());
 }
 
@@ -55,5 +58,8 @@ fn a_missing_policy_file_is_named() {
         .unwrap();
     assert_eq!(output.status.code(), Some(70));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("cannot read policy component nope.wasm"), "{stderr}");
+    assert!(
+        stderr.contains("cannot read policy component nope.wasm"),
+        "{stderr}"
+    );
 }

@@ -83,7 +83,11 @@ pub fn sandbox(result: &Value) -> &Value {
 pub fn host_processes_with(needle: &str) -> Vec<u32> {
     let mut found = vec![];
     for entry in std::fs::read_dir("/proc").expect("read /proc").flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
             continue;
         };
         let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {

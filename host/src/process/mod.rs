@@ -87,16 +87,7 @@ pub async fn run(
     launch: &Launch,
     sink: Option<Arc<dyn OutputSink>>,
 ) -> Result<Finished, SpawnError> {
-    match std::fs::metadata(&launch.workdir) {
-        Ok(meta) if meta.is_dir() => {}
-        Ok(_) => {
-            return Err(SpawnError::Workdir(io::Error::new(
-                io::ErrorKind::NotADirectory,
-                "not a directory",
-            )));
-        }
-        Err(err) => return Err(SpawnError::Workdir(err)),
-    }
+    check_workdir(&launch.workdir).map_err(SpawnError::Workdir)?;
     let (program, args) = launch
         .argv
         .split_first()
@@ -157,6 +148,18 @@ pub async fn run(
         stdout: take(stdout),
         stderr: take(stderr),
     })
+}
+
+/// The working directory must be a directory we can enter, so that a
+/// later `ENOENT`/`EACCES` from spawning names the program, not the directory.
+fn check_workdir(dir: &std::path::Path) -> io::Result<()> {
+    if !std::fs::metadata(dir)?.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotADirectory,
+            "not a directory",
+        ));
+    }
+    nix::unistd::access(dir, nix::unistd::AccessFlags::X_OK).map_err(io::Error::from)
 }
 
 /// `SIGTERM` the group; `SIGKILL` it once the grace has passed if any

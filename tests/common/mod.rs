@@ -13,11 +13,21 @@ pub fn cordon() -> Command {
     Command::new(env!("CARGO_BIN_EXE_cordon"))
 }
 
-/// A fresh directory under the target dir (not `/tmp`), removed on drop.
+/// A fresh directory outside `/tmp` (bwrap's `workspace-write` replaces
+/// `/tmp` with an empty tmpfs), removed on drop: under the target dir, or
+/// under `/var/tmp` when the checkout itself lives in `/tmp`.
 pub fn workspace() -> tempfile::TempDir {
+    let target_tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let parent = if target_tmp.starts_with("/tmp") {
+        let parent = Path::new("/var/tmp/cordon-e2e");
+        std::fs::create_dir_all(parent).expect("create /var/tmp/cordon-e2e");
+        parent
+    } else {
+        target_tmp
+    };
     tempfile::Builder::new()
         .prefix("cordon-e2e-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .tempdir_in(parent)
         .expect("create workspace")
 }
 

@@ -8,8 +8,10 @@ use std::sync::Arc;
 use crate::RunError;
 use crate::model::{Deployment, ExecRequest, ExecResult};
 use crate::policy::{self, ExecutorInfo, Limits, Policy, PolicyEngine};
-use crate::run::{self, RunContext, RunOptions};
+use crate::process::spill::SpillDir;
+use crate::run::{self, ProcessLimits, RunContext, RunOptions};
 use crate::sandbox::{Confine, Sandbox};
+use crate::tasks::{TaskHandle, TaskId, TaskSnapshot, Tasks};
 
 /// Where the policy component comes from.
 #[derive(Clone, Debug)]
@@ -49,6 +51,8 @@ pub struct HostBuilder {
     deployment: Option<Deployment>,
     confiner: Option<Arc<dyn Confine>>,
     limits: Option<Limits>,
+    process: Option<ProcessLimits>,
+    spill_parent: Option<PathBuf>,
 }
 
 impl HostBuilder {
@@ -77,6 +81,19 @@ impl HostBuilder {
         self
     }
 
+    /// Tail size, spill limit and kill grace (defaults: SPEC.md §3).
+    pub fn process_limits(mut self, limits: ProcessLimits) -> Self {
+        self.process = Some(limits);
+        self
+    }
+
+    /// Create the private spill directory under `parent` instead of the
+    /// system temp dir.
+    pub fn spill_parent(mut self, parent: impl Into<PathBuf>) -> Self {
+        self.spill_parent = Some(parent.into());
+        self
+    }
+
     /// Load the policy component and build the host.
     pub fn build(self) -> Result<Host, BuildError> {
         let bytes = match self.policy.unwrap_or(PolicySource::Embedded) {
@@ -92,10 +109,19 @@ impl HostBuilder {
         };
         let engine = PolicyEngine::new()?;
         let policy = Policy::load(&engine, &bytes, self.limits.unwrap_or_default())?;
+        let spill_dir = match self.spill_parent {
+            Some(parent) => SpillDir::under(&parent),
+            None => SpillDir::in_temp_dir(),
+        };
         Ok(Host {
-            policy,
-            confiner: self.confiner.unwrap_or_else(|| Arc::new(Sandbox::new())),
-            deployment,
+            cx: RunContext {
+                policy: Arc::new(policy),
+                confiner: self.confiner.unwrap_or_else(|| Arc::new(Sandbox::new())),
+                deployment: Arc::new(deployment),
+                spill_dir,
+                limits: self.process.unwrap_or_default(),
+            },
+            tasks: Tasks::default(),
             _engine: engine,
         })
     }
@@ -116,9 +142,8 @@ impl HostBuilder {
 /// # Ok(()) }
 /// ```
 pub struct Host {
-    policy: Policy,
-    confiner: Arc<dyn Confine>,
-    deployment: Deployment,
+    cx: RunContext,
+    tasks: Tasks,
     _engine: PolicyEngine,
 }
 
@@ -130,12 +155,12 @@ impl Host {
 
     /// What the loaded policy component says about itself.
     pub fn policy_info(&self) -> &ExecutorInfo {
-        self.policy.info()
+        self.cx.policy.info()
     }
 
     /// The deployment this host runs under.
     pub fn deployment(&self) -> &Deployment {
-        &self.deployment
+        &self.cx.deployment
     }
 
     /// Run `request` in the foreground and return its result.
@@ -149,11 +174,45 @@ impl Host {
         request: ExecRequest,
         options: RunOptions,
     ) -> Result<ExecResult, RunError> {
-        let cx = RunContext {
-            policy: &self.policy,
-            confiner: self.confiner.clone(),
-            deployment: &self.deployment,
-        };
-        run::run(cx, request, options).await
+        run::run(&self.cx, request, options).await
+    }
+
+    /// Start `request` as a background task and return its handle at once.
+    ///
+    /// Must be called within a tokio runtime (the task is followed by a
+    /// tokio task). No timeout applies unless the request names one.
+    ///
+    /// ```no_run
+    /// # async fn demo(host: cordon::Host) -> Result<(), cordon::RunError> {
+    /// let task = host.start(cordon::ExecRequest::new("make -j2"))?;
+    /// let first = task.read();          // consuming: only what is new
+    /// let done = task.wait(None).await; // facts are stamped before this returns
+    /// println!("{first:?} {:?} {:?}", done.status, done.sandbox);
+    /// # Ok(()) }
+    /// ```
+    pub fn start(&self, request: ExecRequest) -> Result<TaskHandle, RunError> {
+        run::start(&self.cx, &self.tasks, request)
+    }
+
+    /// The background task with this id.
+    pub fn task(&self, id: TaskId) -> Option<TaskHandle> {
+        self.tasks.get(id)
+    }
+
+    /// Every background task this host holds, oldest first.
+    pub fn tasks(&self) -> Vec<TaskSnapshot> {
+        self.tasks.list()
+    }
+
+    /// Forget a settled task, freeing its spill files. False for an
+    /// unknown or running task.
+    pub fn remove_task(&self, id: TaskId) -> bool {
+        self.tasks.remove(id)
+    }
+
+    /// Terminate every live task group (with the kill grace) and wait for
+    /// each task to settle. Dropping the host instead `SIGKILL`s them.
+    pub async fn shutdown(&self) {
+        self.tasks.shutdown().await;
     }
 }

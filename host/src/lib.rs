@@ -8,7 +8,8 @@
 //! host calls for every run ([`policy`]). [`run`] sequences the two and
 //! checks the host invariants on everything the component returns.
 //!
-//! Start with [`Host::builder`].
+//! Start with [`Host::builder`]: [`Host::run`] runs a command in the
+//! foreground, [`Host::start`] as a background task.
 
 mod error;
 mod host;
@@ -17,6 +18,7 @@ pub mod policy;
 pub mod process;
 pub mod run;
 pub mod sandbox;
+pub mod tasks;
 
 pub use error::{RunError, sandbox_unavailable_message};
 pub use host::{BuildError, Host, HostBuilder, PolicySource};
@@ -24,4 +26,6 @@ pub use model::{
     Deployment, Enforcement, ExecRequest, ExecResult, SandboxFacts, SandboxMode, SandboxPolicy,
     StreamOutput,
 };
-pub use run::RunOptions;
+pub use run::{ProcessLimits, RunOptions};
+pub use tasks::{TaskHandle, TaskId, TaskRead, TaskSnapshot, TaskStatus};
+pub use tokio_util::sync::CancellationToken;

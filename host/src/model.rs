@@ -9,8 +9,12 @@
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+
+use crate::process::Capture;
+use crate::process::spill::SpillFile;
 
 /// What a command may change on disk; ordered narrowest first, so `<`
 /// compares width (`ReadOnly < WorkspaceWrite < DangerFullAccess`).
@@ -131,6 +135,10 @@ pub struct ExecRequest {
     pub env: Vec<(String, String)>,
     /// The request's own sandbox policy; the deployment's when absent.
     pub policy: Option<SandboxPolicy>,
+    /// Bytes for the command's stdin; `/dev/null` when absent. They stay
+    /// in the host: the policy component never sees them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stdin: Option<Vec<u8>>,
 }
 
 impl ExecRequest {
@@ -157,6 +165,12 @@ impl ExecRequest {
     /// The same request with a timeout.
     pub fn with_timeout_ms(mut self, timeout_ms: u64) -> Self {
         self.timeout_ms = Some(timeout_ms);
+        self
+    }
+
+    /// The same request with bytes for stdin.
+    pub fn with_stdin(mut self, stdin: impl Into<Vec<u8>>) -> Self {
+        self.stdin = Some(stdin.into());
         self
     }
 
@@ -288,7 +302,11 @@ pub struct SandboxFacts {
 }
 
 /// One output stream of a finished run.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// When the stream outgrew its tail, `spill_path` names a file with the
+/// complete stream (up to the spill limit). The file lives as long as this
+/// value (or a clone) does; [`StreamOutput::keep_spill`] keeps it for good.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StreamOutput {
     /// The retained tail, decoded as lossy UTF-8.
@@ -298,7 +316,37 @@ pub struct StreamOutput {
     /// A file with the complete stream, when it was spilled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spill_path: Option<PathBuf>,
+    #[serde(skip)]
+    spill: Option<Arc<SpillFile>>,
 }
+
+impl StreamOutput {
+    /// The captured state of a stream.
+    pub fn from_capture(capture: &Capture) -> Self {
+        let spill = capture.spill().cloned();
+        StreamOutput {
+            text: String::from_utf8_lossy(&capture.tail().to_vec()).into_owned(),
+            truncated: capture.tail().truncated(),
+            spill_path: spill.as_ref().map(|s| s.path().to_path_buf()),
+            spill,
+        }
+    }
+
+    /// Keep the spill file after this value is dropped; the caller then
+    /// owns (and deletes) it.
+    pub fn keep_spill(&self) -> Option<&std::path::Path> {
+        self.spill.as_deref().map(SpillFile::keep)
+    }
+}
+
+impl PartialEq for StreamOutput {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.text, self.truncated, &self.spill_path)
+            == (&other.text, other.truncated, &other.spill_path)
+    }
+}
+
+impl Eq for StreamOutput {}
 
 /// The result of a foreground run: facts, never an interpretation. A
 /// nonzero exit, a timeout or a denial is a result, not an error.

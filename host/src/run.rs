@@ -8,40 +8,233 @@
 //! 3. an unconfined launch is accepted only for `danger-full-access`;
 //! 4. a runner that could not start is a sandbox failure, never a reason
 //!    to run the command some other way.
+//!
+//! Foreground runs ([`run`]) and background tasks ([`start`]) share the
+//! preparation and the classification; they differ only in who waits.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio_util::sync::CancellationToken;
+
 use crate::RunError;
 use crate::model::{
-    Deployment, ExecRequest, ExecResult, ExecSpec, LaunchFacts, Outcome, RunnerStatus, SandboxMode,
-    StreamOutput,
+    Deployment, ExecRequest, ExecResult, ExecSpec, LaunchFacts, Outcome, RunnerStatus,
+    SandboxFacts, SandboxMode, StreamOutput, WrapFacts,
 };
 use crate::policy::{Launch, Policy};
-use crate::process::{self, OutputSink, SpawnError, Tail};
+use crate::process::spill::{DEFAULT_SPILL_LIMIT, SpillDir};
+use crate::process::{self, Finished, OutputSink, Process, SpawnError};
 use crate::sandbox::Confine;
+use crate::tasks::{Ending, TaskHandle, TaskStatus, Tasks};
 
 /// Per-run options that are not part of the request.
 #[derive(Clone, Default)]
 pub struct RunOptions {
     /// Receives output as it is produced.
     pub sink: Option<Arc<dyn OutputSink>>,
+    /// Cancel to abort the run: its process group is terminated and the
+    /// result says `aborted`. (Dropping the run's future kills the group too.)
+    pub abort: Option<CancellationToken>,
+}
+
+/// Process-level settings of a host.
+#[derive(Clone, Debug)]
+pub struct ProcessLimits {
+    /// Bytes kept in memory per stream.
+    pub tail_bytes: usize,
+    /// Bytes a spill file may hold.
+    pub spill_limit: u64,
+    /// Time between `SIGTERM` and `SIGKILL`.
+    pub kill_grace: Duration,
+}
+
+impl Default for ProcessLimits {
+    fn default() -> Self {
+        ProcessLimits {
+            tail_bytes: process::output::DEFAULT_TAIL_BYTES,
+            spill_limit: DEFAULT_SPILL_LIMIT,
+            kill_grace: process::DEFAULT_KILL_GRACE,
+        }
+    }
 }
 
 /// Everything a run needs from its host.
-pub(crate) struct RunContext<'a> {
-    pub policy: &'a Policy,
+#[derive(Clone)]
+pub(crate) struct RunContext {
+    pub policy: Arc<Policy>,
     pub confiner: Arc<dyn Confine>,
-    pub deployment: &'a Deployment,
+    pub deployment: Arc<Deployment>,
+    pub spill_dir: Arc<SpillDir>,
+    pub limits: ProcessLimits,
+}
+
+/// A request resolved, planned and checked: ready to spawn.
+struct Prepared {
+    spec: ExecSpec,
+    launch: process::Launch,
+    wrap: Option<WrapFacts>,
 }
 
 /// Run `request` in the foreground.
 pub(crate) async fn run(
-    cx: RunContext<'_>,
+    cx: &RunContext,
     request: ExecRequest,
     options: RunOptions,
 ) -> Result<ExecResult, RunError> {
+    let prepared = prepare(cx, request)?;
+    let facts = LaunchFacts {
+        background: false,
+        wrap: prepared.wrap.clone(),
+    };
+    let process = match process::spawn(&prepared.launch, Some(&cx.spill_dir), options.sink) {
+        Ok(process) => process,
+        Err(err) => return Err(spawn_failed(cx, &prepared, &facts, err)?),
+    };
+    let (stdout, stderr) = (process.stdout().clone(), process.stderr().clone());
+    let abort = options.abort.unwrap_or_default();
+    let deadline = Some(Duration::from_millis(prepared.spec.timeout_ms));
+    let finished = process
+        .wait(deadline, cx.limits.kill_grace, &abort)
+        .await
+        .map_err(|source| RunError::Spawn {
+            program: prepared.launch.argv[0].clone(),
+            source,
+        })?;
+    let stderr = StreamOutput::from_capture(&stderr.lock().expect("capture lock"));
+    let stdout = StreamOutput::from_capture(&stdout.lock().expect("capture lock"));
+    let sandbox = classify(cx, &prepared.spec, &facts, &finished, &stderr.text)?;
+    Ok(ExecResult {
+        exit_code: finished.exit_code,
+        signal: finished.signal,
+        timed_out: finished.timed_out,
+        aborted: finished.aborted,
+        timeout_ms: prepared.spec.timeout_ms,
+        stdout,
+        stderr,
+        sandbox,
+    })
+}
+
+/// Start `request` as a background task and return at once.
+///
+/// Errors before the spawn (invalid request, no sandbox, policy failure)
+/// are returned here; a failure of the spawn itself settles the task as
+/// `killed` and is delivered once by its next read. No executor timeout
+/// applies to a task unless the request names one.
+pub(crate) fn start(
+    cx: &RunContext,
+    tasks: &Tasks,
+    request: ExecRequest,
+) -> Result<TaskHandle, RunError> {
+    let explicit_timeout = request.timeout_ms.is_some();
+    let prepared = prepare(cx, request)?;
+    let facts = LaunchFacts {
+        background: true,
+        wrap: prepared.wrap.clone(),
+    };
+    match process::spawn(&prepared.launch, Some(&cx.spill_dir), None) {
+        Ok(process) => {
+            let task = tasks.register(
+                prepared.spec.command.clone(),
+                process.stdout().clone(),
+                process.stderr().clone(),
+            );
+            task.set_group(process.group());
+            let deadline =
+                explicit_timeout.then(|| Duration::from_millis(prepared.spec.timeout_ms));
+            tokio::spawn(follow(
+                cx.clone(),
+                task.clone(),
+                prepared,
+                facts,
+                process,
+                deadline,
+            ));
+            Ok(task)
+        }
+        Err(err) => {
+            let empty = || {
+                Arc::new(std::sync::Mutex::new(process::Capture::new(
+                    process::Stream::Stdout,
+                    0,
+                    None,
+                    0,
+                )))
+            };
+            let task = tasks.register(prepared.spec.command.clone(), empty(), empty());
+            let sandbox = match (&err, &prepared.wrap) {
+                (SpawnError::Program(_), Some(_)) => {
+                    let outcome = runner_missing(&prepared, &err);
+                    cx.policy
+                        .settle(&prepared.spec, &facts, &outcome)
+                        .ok()
+                        .flatten()
+                }
+                _ => None,
+            };
+            task.settle(Ending {
+                status: TaskStatus::Killed,
+                exit_code: None,
+                signal: None,
+                timed_out: false,
+                sandbox,
+                notice: Some(format!("spawn failed: {err}\n")),
+            });
+            Ok(task)
+        }
+    }
+}
+
+/// Follow a background task to its end: wait, settle with the policy that
+/// planned it, stamp the facts, then wake the waiters.
+async fn follow(
+    cx: RunContext,
+    task: TaskHandle,
+    prepared: Prepared,
+    facts: LaunchFacts,
+    process: Process,
+    deadline: Option<Duration>,
+) {
+    let stderr = process.stderr().clone();
+    let kill = task.kill_token().clone();
+    let ending = match process.wait(deadline, cx.limits.kill_grace, &kill).await {
+        Ok(finished) => {
+            let tail = StreamOutput::from_capture(&stderr.lock().expect("capture lock")).text;
+            let (sandbox, notice) = match classify(&cx, &prepared.spec, &facts, &finished, &tail) {
+                Ok(sandbox) => (sandbox, None),
+                Err(err) => (None, Some(format!("cordon: {}: {err}\n", err.code()))),
+            };
+            let runner_failed = sandbox.as_ref().is_some_and(|f| f.runner_failed);
+            let exited = finished.exit_code.is_some() && !finished.aborted && !finished.timed_out;
+            Ending {
+                status: if exited && !runner_failed {
+                    TaskStatus::Completed
+                } else {
+                    TaskStatus::Killed
+                },
+                exit_code: finished.exit_code,
+                signal: finished.signal,
+                timed_out: finished.timed_out,
+                sandbox,
+                notice,
+            }
+        }
+        Err(err) => Ending {
+            status: TaskStatus::Killed,
+            exit_code: None,
+            signal: None,
+            timed_out: false,
+            sandbox: None,
+            notice: Some(format!("cordon: waiting for the task failed: {err}\n")),
+        },
+    };
+    task.settle(ending);
+}
+
+/// Resolve, canonicalise, check the ceiling, plan, and check the launch.
+fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> {
     let ceiling = cx.deployment.max_mode;
     if let Some(policy) = &request.policy
         && policy.mode > ceiling
@@ -52,7 +245,7 @@ pub(crate) async fn run(
         });
     }
 
-    let mut spec = cx.policy.resolve(&request, cx.deployment)?;
+    let mut spec = cx.policy.resolve(&request, &cx.deployment)?;
     canonicalise(&mut spec)?;
     if spec.policy.mode > ceiling {
         return Err(RunError::PolicyFailed {
@@ -93,62 +286,41 @@ pub(crate) async fn run(
             });
         }
     };
+    if argv.is_empty() {
+        return Err(RunError::PolicyFailed {
+            phase: "plan",
+            reason: "returned an empty argv".into(),
+        });
+    }
 
     let launch = process::Launch {
         argv,
         env: process::env::child_env(std::env::vars_os(), &spec.env),
         workdir: spec.workdir.clone(),
-        timeout: Duration::from_millis(spec.timeout_ms),
-        kill_grace: process::DEFAULT_KILL_GRACE,
-        tail_bytes: process::output::DEFAULT_TAIL_BYTES,
+        stdin: request.stdin,
+        tail_bytes: cx.limits.tail_bytes,
+        spill_limit: cx.limits.spill_limit,
     };
-    let confined = wrap.is_some();
-    let facts = LaunchFacts {
-        background: false,
-        wrap,
-    };
-    let finished = match process::run(&launch, options.sink).await {
-        Ok(finished) => finished,
-        Err(SpawnError::Program(err)) if confined => {
-            // The runner itself is missing or not executable: a sandbox
-            // failure, classified by the policy like any other.
-            let outcome = Outcome {
-                exit_code: None,
-                signal: None,
-                timed_out: false,
-                aborted: false,
-                stderr_tail: String::new(),
-                runner_status: RunnerStatus::Failed(format!("{}: {err}", launch.argv[0])),
-            };
-            cx.policy.settle(&spec, &facts, &outcome)?;
-            return Err(RunError::SandboxUnavailable {
-                mode: spec.policy.mode,
-                detail: Some(format!("{}: {err}", launch.argv[0])),
-            });
-        }
-        Err(SpawnError::Workdir(err)) => {
-            return Err(RunError::Workdir {
-                path: spec.workdir,
-                reason: err.to_string(),
-            });
-        }
-        Err(SpawnError::Program(err) | SpawnError::Other(err)) => {
-            return Err(RunError::Spawn {
-                program: launch.argv[0].clone(),
-                source: err,
-            });
-        }
-    };
+    Ok(Prepared { spec, launch, wrap })
+}
 
+/// Have the policy classify a finished run, and check what it stamped.
+fn classify(
+    cx: &RunContext,
+    spec: &ExecSpec,
+    facts: &LaunchFacts,
+    finished: &Finished,
+    stderr_tail: &str,
+) -> Result<Option<SandboxFacts>, RunError> {
     let outcome = Outcome {
         exit_code: finished.exit_code,
         signal: finished.signal,
         timed_out: finished.timed_out,
-        aborted: false,
-        stderr_tail: String::from_utf8_lossy(&finished.stderr.to_vec()).into_owned(),
+        aborted: finished.aborted,
+        stderr_tail: stderr_tail.to_owned(),
         runner_status: RunnerStatus::Unknown,
     };
-    let sandbox = cx.policy.settle(&spec, &facts, &outcome)?;
+    let sandbox = cx.policy.settle(spec, facts, &outcome)?;
     if let Some(stamped) = &sandbox
         && stamped.mode != spec.policy.mode
     {
@@ -160,16 +332,48 @@ pub(crate) async fn run(
             ),
         });
     }
-    Ok(ExecResult {
-        exit_code: outcome.exit_code,
-        signal: outcome.signal,
-        timed_out: outcome.timed_out,
-        aborted: outcome.aborted,
-        timeout_ms: spec.timeout_ms,
-        stdout: stream_output(&finished.stdout),
-        stderr: stream_output(&finished.stderr),
-        sandbox,
+    Ok(sandbox)
+}
+
+/// The error for a foreground spawn failure. A confined run whose runner
+/// binary is missing or not executable is a sandbox failure (settled by the
+/// policy like any other runner failure); the rest are ordinary errors.
+fn spawn_failed(
+    cx: &RunContext,
+    prepared: &Prepared,
+    facts: &LaunchFacts,
+    err: SpawnError,
+) -> Result<RunError, RunError> {
+    let program = prepared.launch.argv[0].clone();
+    Ok(match err {
+        SpawnError::Program(_) if prepared.wrap.is_some() => {
+            let outcome = runner_missing(prepared, &err);
+            cx.policy.settle(&prepared.spec, facts, &outcome)?;
+            RunError::SandboxUnavailable {
+                mode: prepared.spec.policy.mode,
+                detail: Some(format!("{program}: {err}")),
+            }
+        }
+        SpawnError::Workdir(err) => RunError::Workdir {
+            path: prepared.spec.workdir.clone(),
+            reason: err.to_string(),
+        },
+        SpawnError::Program(source) | SpawnError::Other(source) => {
+            RunError::Spawn { program, source }
+        }
     })
+}
+
+/// The outcome of a run whose runner binary could not be started.
+fn runner_missing(prepared: &Prepared, err: &SpawnError) -> Outcome {
+    Outcome {
+        exit_code: None,
+        signal: None,
+        timed_out: false,
+        aborted: false,
+        stderr_tail: String::new(),
+        runner_status: RunnerStatus::Failed(format!("{}: {err}", prepared.launch.argv[0])),
+    }
 }
 
 /// Make the spec's paths absolute and the workspace root canonical, and
@@ -191,12 +395,4 @@ fn canonicalise(spec: &mut ExecSpec) -> Result<(), RunError> {
 fn absolute(path: &Path, field: &str) -> Result<PathBuf, RunError> {
     std::path::absolute(path)
         .map_err(|err| RunError::InvalidRequest(format!("{field} {}: {err}", path.display())))
-}
-
-fn stream_output(tail: &Tail) -> StreamOutput {
-    StreamOutput {
-        text: String::from_utf8_lossy(&tail.to_vec()).into_owned(),
-        truncated: tail.truncated(),
-        spill_path: None,
-    }
 }

@@ -110,3 +110,58 @@ pub fn host_processes_with(needle: &str) -> Vec<u32> {
     }
     found
 }
+
+/// A library host rooted at `dir`, allowed every mode, with a 500 ms kill
+/// grace and a `tail`-byte tail; spills go under `dir` too.
+pub fn test_host(dir: &Path, tail: usize) -> cordon::Host {
+    let mut deployment = cordon::Deployment::in_dir(dir);
+    deployment.max_mode = cordon::SandboxMode::DangerFullAccess;
+    cordon::Host::builder()
+        .deployment(deployment)
+        .process_limits(cordon::ProcessLimits {
+            tail_bytes: tail,
+            kill_grace: TEST_GRACE,
+            ..cordon::ProcessLimits::default()
+        })
+        .spill_parent(dir)
+        .build()
+        .expect("build test host")
+}
+
+/// The kill grace of [`test_host`].
+pub const TEST_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// A request for `command` under `mode` rooted at `root`.
+pub fn request(mode: cordon::SandboxMode, root: &Path, command: &str) -> cordon::ExecRequest {
+    cordon::ExecRequest::new(command).with_policy(cordon::SandboxPolicy::new(mode, root))
+}
+
+/// A `danger-full-access` request (no runner needed).
+pub fn danger(root: &Path, command: &str) -> cordon::ExecRequest {
+    request(cordon::SandboxMode::DangerFullAccess, root, command)
+}
+
+/// Wait (up to 10 s) until at least `count` host processes carry `needle`.
+pub fn wait_for_processes(needle: &str, count: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while host_processes_with(needle).len() < count {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{needle:?} never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Wait (up to 5 s) until no host process carries `needle`; false if some
+/// still do.
+pub fn processes_gone(needle: &str) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        if host_processes_with(needle).is_empty() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    false
+}

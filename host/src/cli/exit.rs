@@ -8,6 +8,8 @@ use cordon::RunError;
 
 /// The command was killed at its timeout (as coreutils `timeout`).
 pub const TIMED_OUT: u8 = 124;
+/// The run was interrupted (Ctrl-C / SIGTERM to cordon).
+pub const INTERRUPTED: u8 = 130;
 /// Invalid request: a malformed field or a mode above the ceiling.
 pub const INVALID_REQUEST: u8 = 64;
 /// The working directory is unusable.
@@ -36,6 +38,9 @@ pub fn for_result(result: &cordon::ExecResult) -> ExitCode {
     if result.timed_out {
         return ExitCode::from(TIMED_OUT);
     }
+    if result.aborted {
+        return ExitCode::from(INTERRUPTED);
+    }
     match (result.exit_code, result.signal) {
         (Some(code), _) => ExitCode::from(code.clamp(0, 255) as u8),
         (None, Some(signal)) => ExitCode::from((128 + signal).clamp(0, 255) as u8),
@@ -48,6 +53,7 @@ pub const HELP: &str = "\
 Exit codes:
   N    the command's own exit code (128+N when it died by signal N)
   124  the command was killed at its timeout
+  130  cordon was interrupted and terminated the command's process group
   2    usage error
   64   invalid request (bad field, or mode above the deployment ceiling)
   66   the working directory is unusable

@@ -9,7 +9,8 @@ use anyhow::Context;
 use clap::Args;
 use cordon::process::{OutputSink, Stream};
 use cordon::{
-    Deployment, ExecRequest, Host, PolicySource, RunError, RunOptions, SandboxMode, SandboxPolicy,
+    CancellationToken, Deployment, ExecRequest, Host, PolicySource, RunError, RunOptions,
+    SandboxMode, SandboxPolicy,
 };
 
 use super::exit;
@@ -35,6 +36,15 @@ pub struct RunArgs {
     /// Timeout in milliseconds [default: 120000, capped at 600000].
     #[arg(long, value_name = "N")]
     timeout_ms: Option<u64>,
+
+    /// Feed this file to the command's stdin (default: /dev/null).
+    #[arg(long, value_name = "FILE")]
+    stdin_file: Option<PathBuf>,
+
+    /// Set an environment variable for the command (repeatable); it wins
+    /// over every default and survives the credential scrub.
+    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env)]
+    env: Vec<(String, String)>,
 
     /// Policy component to use instead of the embedded bash-sandbox.
     #[arg(long, value_name = "FILE")]
@@ -94,28 +104,64 @@ fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
     let mut request = ExecRequest::new(args.command.join(" "));
     request.workdir = args.workdir;
     request.timeout_ms = args.timeout_ms;
+    request.env = args.env;
+    if let Some(path) = &args.stdin_file {
+        request.stdin = Some(
+            std::fs::read(path)
+                .with_context(|| format!("cannot read --stdin-file {}", path.display()))?,
+        );
+    }
     if args.mode.is_some() || args.workspace.is_some() {
         request.policy = Some(SandboxPolicy::new(
             args.mode.unwrap_or(SandboxMode::ReadOnly),
             args.workspace.unwrap_or(cwd),
         ));
     }
+    let abort = CancellationToken::new();
     let options = RunOptions {
         sink: (!args.json).then(|| Arc::new(Terminal) as Arc<dyn OutputSink>),
+        abort: Some(abort.clone()),
     };
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let result = match runtime.block_on(host.run_with(request, options)) {
+    let outcome = runtime.block_on(async {
+        // Ctrl-C (or SIGTERM to cordon) terminates the command's whole
+        // process group, not just its leader.
+        let interrupted = async {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("install SIGTERM handler");
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        };
+        let run = host.run_with(request, options);
+        tokio::pin!(run);
+        tokio::select! {
+            outcome = &mut run => outcome,
+            () = interrupted => {
+                abort.cancel();
+                run.await
+            }
+        }
+    });
+    let result = match outcome {
         Ok(result) => result,
         Err(error) => return Ok(Outcome::Failed(error)),
     };
     if args.json {
+        // The caller reads the spill files after cordon exits: keep them.
+        result.stdout.keep_spill();
+        result.stderr.keep_spill();
         println!("{}", serde_json::to_string_pretty(&result)?);
     } else if result.timed_out {
         eprintln!("cordon: timed out after {} ms", result.timeout_ms);
+    } else if result.aborted {
+        eprintln!("cordon: interrupted; the command's process group was terminated");
     }
     Ok(Outcome::Finished(exit::for_result(&result)))
 }
@@ -143,4 +189,12 @@ fn error_json(error: &RunError) -> String {
         body["detail"] = serde_json::json!(detail);
     }
     serde_json::json!({ "error": body }).to_string()
+}
+
+/// `NAME=VALUE` for `--env`.
+fn parse_env(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_owned(), value.to_owned())),
+        _ => Err(format!("expected NAME=VALUE, got {text:?}")),
+    }
 }

@@ -1,36 +1,44 @@
 //! Process mechanics: spawning an argv in its own session and process
-//! group, capturing bounded output, and the timeout with kill escalation.
+//! group, bounded output capture with spill, stdin, and termination.
 //!
 //! This layer knows nothing about sandboxes or policy: it runs exactly the
 //! argv it is given (the run pipeline decides which argv that may be) and
 //! reports what happened.
 //!
-//! * Every run gets its own session (so its own process group); a timeout
-//!   signals the whole group: `SIGTERM`, then `SIGKILL` after the grace,
-//!   even if the leader already exited while others in the group live on.
-//! * stdin is `/dev/null`; stdout and stderr are kept as bounded tails.
+//! * Every run gets its own session, so its own process group. A timeout, an
+//!   abort or a kill signals the whole group: `SIGTERM`, then `SIGKILL` once
+//!   the grace has passed if any member is still alive — even when the
+//!   leader already exited. Dropping a [`Process`] before it finished (a
+//!   dropped future) `SIGKILL`s its group.
+//! * stdin is `/dev/null` unless the launch carries bytes; those are fed by
+//!   a detached writer, so a child that never reads them cannot stall the host.
+//! * Only fds 0–2 reach the child: everything else is marked close-on-exec
+//!   between fork and exec.
 //! * When the leader exits, output still buffered is drained for a short
 //!   bound, so a daemon that inherited the pipes cannot hold the run open.
 
 pub mod env;
 pub mod output;
+pub mod spill;
 
 use std::ffi::OsString;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep, timeout};
+use tokio_util::sync::CancellationToken;
 
-pub use output::{OutputSink, Stream, Tail};
+pub use output::{Capture, OutputSink, Stream, Tail};
+use spill::SpillDir;
 
 /// Time between `SIGTERM` and `SIGKILL` (SPEC.md §3).
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_millis(3_000);
@@ -38,7 +46,7 @@ pub const DEFAULT_KILL_GRACE: Duration = Duration::from_millis(3_000);
 /// How long output is still read after the leader exited.
 const DRAIN_BOUND: Duration = Duration::from_millis(500);
 
-/// What to run and how.
+/// What to run.
 #[derive(Clone, Debug)]
 pub struct Launch {
     /// Program and arguments.
@@ -47,46 +55,81 @@ pub struct Launch {
     pub env: Vec<(OsString, OsString)>,
     /// Working directory.
     pub workdir: PathBuf,
-    /// Kill the group after this long.
-    pub timeout: Duration,
-    /// Time between `SIGTERM` and `SIGKILL`.
-    pub kill_grace: Duration,
-    /// Bytes kept per stream.
+    /// Bytes for stdin; `/dev/null` when none.
+    pub stdin: Option<Vec<u8>>,
+    /// Bytes kept in memory per stream.
     pub tail_bytes: usize,
-}
-
-/// What happened to a launched process.
-#[derive(Debug)]
-pub struct Finished {
-    /// Exit code; none when killed by a signal.
-    pub exit_code: Option<i32>,
-    /// The signal that ended the leader.
-    pub signal: Option<i32>,
-    /// Killed at the timeout.
-    pub timed_out: bool,
-    /// Retained stdout.
-    pub stdout: Tail,
-    /// Retained stderr.
-    pub stderr: Tail,
+    /// Bytes a spill file may hold.
+    pub spill_limit: u64,
 }
 
 /// Why a launch could not start.
 #[derive(Debug)]
 pub enum SpawnError {
     /// The program itself is missing or not executable (`ENOENT`/`EACCES`
-    /// on the program with a usable working directory).
+    /// with a usable working directory).
     Program(io::Error),
-    /// The working directory is missing or not a directory.
+    /// The working directory is missing, not a directory, or not enterable.
     Workdir(io::Error),
     /// Any other failure to start (`ENOEXEC`, `EMFILE`, …).
     Other(io::Error),
 }
 
-/// Run `launch` to completion, streaming output to `sink` if given.
-pub async fn run(
+impl std::fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpawnError::Program(err) | SpawnError::Other(err) => err.fmt(f),
+            SpawnError::Workdir(err) => write!(f, "working directory: {err}"),
+        }
+    }
+}
+
+/// How a process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Finished {
+    /// Exit code; none when killed by a signal.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the leader.
+    pub signal: Option<i32>,
+    /// Terminated at the timeout.
+    pub timed_out: bool,
+    /// Terminated because the caller aborted (or killed) it.
+    pub aborted: bool,
+}
+
+/// A process group that is `SIGKILL`ed when this guard is dropped armed.
+#[derive(Debug)]
+struct GroupGuard {
+    group: Pid,
+    armed: bool,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = killpg(self.group, Signal::SIGKILL);
+        }
+    }
+}
+
+/// A running process and its captured output.
+#[derive(Debug)]
+pub struct Process {
+    child: Child,
+    guard: GroupGuard,
+    stdout: Arc<Mutex<Capture>>,
+    stderr: Arc<Mutex<Capture>>,
+    readers: Vec<JoinHandle<()>>,
+    feeder: Option<JoinHandle<()>>,
+}
+
+/// Start `launch` in its own session, capturing output (spilling into
+/// `spill_dir` when given) and streaming it to `sink`.
+pub fn spawn(
     launch: &Launch,
+    spill_dir: Option<&Arc<SpillDir>>,
     sink: Option<Arc<dyn OutputSink>>,
-) -> Result<Finished, SpawnError> {
+) -> Result<Process, SpawnError> {
     check_workdir(&launch.workdir).map_err(SpawnError::Workdir)?;
     let (program, args) = launch
         .argv
@@ -98,61 +141,129 @@ pub async fn run(
         .env_clear()
         .envs(launch.env.iter().map(|(k, v)| (k, v)))
         .current_dir(&launch.workdir)
-        .stdin(Stdio::null())
+        .stdin(if launch.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    // SAFETY: `setsid` is async-signal-safe and touches no memory of ours.
+        .stderr(Stdio::piped());
+    // SAFETY: between fork and exec we only make async-signal-safe system
+    // calls (setsid, close_range / fcntl) and touch no shared memory.
     unsafe {
-        command.pre_exec(|| nix::unistd::setsid().map(drop).map_err(io::Error::from));
+        command.pre_exec(|| {
+            nix::unistd::setsid().map_err(io::Error::from)?;
+            close_inherited_fds();
+            Ok(())
+        });
     }
     let mut child = command.spawn().map_err(|err| match err.kind() {
         io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied => SpawnError::Program(err),
         _ => SpawnError::Other(err),
     })?;
-    let group = child
-        .id()
-        .map(|pid| Pid::from_raw(pid as i32))
-        .ok_or_else(|| {
-            SpawnError::Other(io::Error::other("child exited before its pid was read"))
-        })?;
+    let group = Pid::from_raw(child.id().expect("a just-spawned child has a pid") as i32);
+    let guard = GroupGuard { group, armed: true };
 
-    let stdout = Arc::new(Mutex::new(Tail::new(launch.tail_bytes)));
-    let stderr = Arc::new(Mutex::new(Tail::new(launch.tail_bytes)));
-    let readers = [
-        child
-            .stdout
-            .take()
-            .map(|pipe| pump(pipe, Stream::Stdout, stdout.clone(), sink.clone())),
-        child
-            .stderr
-            .take()
-            .map(|pipe| pump(pipe, Stream::Stderr, stderr.clone(), sink.clone())),
-    ];
-
-    let (status, timed_out) = tokio::select! {
-        status = child.wait() => (status.map_err(SpawnError::Other)?, false),
-        () = sleep(launch.timeout) => (terminate(&mut child, group, launch.kill_grace).await?, true),
+    let capture = |stream| {
+        Arc::new(Mutex::new(Capture::new(
+            stream,
+            launch.tail_bytes,
+            spill_dir.cloned(),
+            launch.spill_limit,
+        )))
     };
-
-    for reader in readers.into_iter().flatten() {
-        let abort = reader.abort_handle();
-        if timeout(DRAIN_BOUND, reader).await.is_err() {
-            abort.abort();
-        }
+    let stdout = capture(Stream::Stdout);
+    let stderr = capture(Stream::Stderr);
+    let mut readers = vec![];
+    if let Some(pipe) = child.stdout.take() {
+        readers.push(pump(pipe, Stream::Stdout, stdout.clone(), sink.clone()));
     }
-    Ok(Finished {
+    if let Some(pipe) = child.stderr.take() {
+        readers.push(pump(pipe, Stream::Stderr, stderr.clone(), sink));
+    }
+    let feeder = match (child.stdin.take(), &launch.stdin) {
+        (Some(mut pipe), Some(bytes)) => {
+            let bytes = bytes.clone();
+            Some(tokio::spawn(async move {
+                // A child that exits or never reads gives EPIPE: fine.
+                let _ = pipe.write_all(&bytes).await;
+            }))
+        }
+        _ => None,
+    };
+    Ok(Process {
+        child,
+        guard,
+        stdout,
+        stderr,
+        readers,
+        feeder,
+    })
+}
+
+impl Process {
+    /// The process group (equal to the leader's pid).
+    pub fn group(&self) -> Pid {
+        self.guard.group
+    }
+
+    /// The live stdout capture.
+    pub fn stdout(&self) -> &Arc<Mutex<Capture>> {
+        &self.stdout
+    }
+
+    /// The live stderr capture.
+    pub fn stderr(&self) -> &Arc<Mutex<Capture>> {
+        &self.stderr
+    }
+
+    /// Wait for the leader to exit, terminating the group at `deadline` or
+    /// when `abort` is cancelled (whichever comes first wins), then drain
+    /// the output for a short bound.
+    pub async fn wait(
+        mut self,
+        deadline: Option<Duration>,
+        grace: Duration,
+        abort: &CancellationToken,
+    ) -> io::Result<Finished> {
+        let timer = async {
+            match deadline {
+                Some(after) => sleep(after).await,
+                None => std::future::pending().await,
+            }
+        };
+        let group = self.guard.group;
+        let (status, timed_out, aborted) = tokio::select! {
+            status = self.child.wait() => (status?, false, false),
+            () = timer => (terminate(&mut self.child, group, grace).await?, true, false),
+            () = abort.cancelled() => (terminate(&mut self.child, group, grace).await?, false, true),
+        };
+        self.guard.armed = false;
+        for reader in self.readers.drain(..) {
+            let stop = reader.abort_handle();
+            if timeout(DRAIN_BOUND, reader).await.is_err() {
+                stop.abort();
+            }
+        }
+        if let Some(feeder) = self.feeder.take() {
+            feeder.abort();
+        }
+        Ok(finished(status, timed_out, aborted))
+    }
+}
+
+fn finished(status: ExitStatus, timed_out: bool, aborted: bool) -> Finished {
+    Finished {
         exit_code: status.code(),
         signal: status.signal(),
         timed_out,
-        stdout: take(stdout),
-        stderr: take(stderr),
-    })
+        aborted,
+    }
 }
 
 /// The working directory must be a directory we can enter, so that a
 /// later `ENOENT`/`EACCES` from spawning names the program, not the directory.
-fn check_workdir(dir: &std::path::Path) -> io::Result<()> {
+fn check_workdir(dir: &Path) -> io::Result<()> {
     if !std::fs::metadata(dir)?.is_dir() {
         return Err(io::Error::new(
             io::ErrorKind::NotADirectory,
@@ -162,19 +273,36 @@ fn check_workdir(dir: &std::path::Path) -> io::Result<()> {
     nix::unistd::access(dir, nix::unistd::AccessFlags::X_OK).map_err(io::Error::from)
 }
 
+/// Mark every fd above 2 close-on-exec (runs between fork and exec).
+fn close_inherited_fds() {
+    use nix::libc;
+    // SAFETY: plain system calls on integer fds; no memory is touched.
+    unsafe {
+        let rc = libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        );
+        if rc != 0 {
+            // Kernels before 5.11: mark each possible fd.
+            let max = libc::sysconf(libc::_SC_OPEN_MAX).clamp(3, 65_536) as i32;
+            for fd in 3..max {
+                libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+            }
+        }
+    }
+}
+
 /// `SIGTERM` the group; `SIGKILL` it once the grace has passed if any
 /// member is still alive (the leader may have exited already).
-async fn terminate(
-    child: &mut Child,
-    group: Pid,
-    grace: Duration,
-) -> Result<ExitStatus, SpawnError> {
+async fn terminate(child: &mut Child, group: Pid, grace: Duration) -> io::Result<ExitStatus> {
     let _ = killpg(group, Signal::SIGTERM);
     let deadline = Instant::now() + grace;
     let mut status = None;
     loop {
         if status.is_none() {
-            status = child.try_wait().map_err(SpawnError::Other)?;
+            status = child.try_wait()?;
         }
         if status.is_some() && !group_alive(group) {
             break;
@@ -187,7 +315,7 @@ async fn terminate(
     }
     match status {
         Some(status) => Ok(status),
-        None => child.wait().await.map_err(SpawnError::Other),
+        None => child.wait().await,
     }
 }
 
@@ -196,15 +324,20 @@ fn group_alive(group: Pid) -> bool {
     killpg(group, None).is_ok()
 }
 
-/// Copy a pipe into its tail (and the sink) until EOF.
+/// `SIGKILL` a group at once (host shutdown without a runtime to wait on).
+pub fn kill_group_now(group: Pid) {
+    let _ = killpg(group, Signal::SIGKILL);
+}
+
+/// Copy a pipe into its capture (and the sink) until EOF.
 fn pump(
     mut pipe: impl AsyncRead + Unpin + Send + 'static,
     stream: Stream,
-    tail: Arc<Mutex<Tail>>,
+    capture: Arc<Mutex<Capture>>,
     sink: Option<Arc<dyn OutputSink>>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let mut buf = vec![0u8; 16 * 1024];
+        let mut buf = vec![0u8; 64 * 1024];
         loop {
             match pipe.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
@@ -213,17 +346,9 @@ fn pump(
                     if let Some(sink) = &sink {
                         sink.write(stream, chunk);
                     }
-                    tail.lock().expect("tail lock").push(chunk);
+                    capture.lock().expect("capture lock").push(chunk);
                 }
             }
         }
     })
-}
-
-fn take(tail: Arc<Mutex<Tail>>) -> Tail {
-    match Arc::try_unwrap(tail) {
-        Ok(mutex) => mutex.into_inner().expect("tail lock"),
-        // A reader that was cut off at the drain bound still holds a clone.
-        Err(shared) => shared.lock().expect("tail lock").clone(),
-    }
 }

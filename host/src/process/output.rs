@@ -1,7 +1,17 @@
-//! Bounded capture of one output stream: the last `cap` bytes, byte-exact,
-//! however much the command prints.
+//! Bounded capture of one output stream.
+//!
+//! A [`Capture`] keeps the last `cap` bytes in memory (byte-exact; exactly
+//! `cap` bytes is not truncated) and, once the stream outgrows that, the
+//! complete stream in a spill file up to the spill limit; past the limit the
+//! spill is dropped and only the tail remains. Memory stays bounded however
+//! much the command prints. A consuming reader (background tasks) reads the
+//! delta since its last read; when it fell behind the tail the read is
+//! *lossy* and returns the retained tail instead.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
+
+use super::spill::{SpillDir, SpillFile, SpillWriter};
 
 /// Bytes kept in memory per stream (SPEC.md §3).
 pub const DEFAULT_TAIL_BYTES: usize = 64_000;
@@ -28,6 +38,13 @@ pub struct Tail {
     cap: usize,
     bytes: VecDeque<u8>,
     total: u64,
+}
+
+impl Tail {
+    /// Bytes seen in all.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
 }
 
 impl Tail {
@@ -60,9 +77,160 @@ impl Tail {
     }
 }
 
+/// One stream's capture: tail, spill, and the consuming reader's position.
+#[derive(Debug)]
+pub struct Capture {
+    stream: Stream,
+    tail: Tail,
+    spill_dir: Option<Arc<SpillDir>>,
+    spill_limit: u64,
+    spill: Option<SpillWriter>,
+    spill_done: bool,
+    read_pos: u64,
+}
+
+/// What a consuming read returns for one stream.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Delta {
+    /// New bytes since the last read (or the retained tail, when lossy).
+    pub bytes: Vec<u8>,
+    /// The reader fell behind the tail; bytes in between are only in the spill.
+    pub lossy: bool,
+}
+
+impl Capture {
+    /// An empty capture of `stream` keeping `tail_bytes` in memory and
+    /// spilling into `spill_dir` (no spill when none) up to `spill_limit`.
+    pub fn new(
+        stream: Stream,
+        tail_bytes: usize,
+        spill_dir: Option<Arc<SpillDir>>,
+        spill_limit: u64,
+    ) -> Self {
+        Capture {
+            stream,
+            tail: Tail::new(tail_bytes),
+            spill_dir,
+            spill_limit,
+            spill: None,
+            spill_done: false,
+            read_pos: 0,
+        }
+    }
+
+    /// Append a chunk the command wrote.
+    pub fn push(&mut self, chunk: &[u8]) {
+        let outgrows = self.tail.total + chunk.len() as u64 > self.tail.cap as u64;
+        if outgrows && self.spill.is_none() && !self.spill_done {
+            self.spill_done = true;
+            // Nothing has been dropped from the tail yet: it holds the
+            // whole stream so far, which opens the spill.
+            self.spill = self.spill_dir.as_ref().and_then(|dir| {
+                let mut writer = SpillWriter::create(dir, self.stream, self.spill_limit).ok()?;
+                writer.append(&self.tail.to_vec()).ok()?.then_some(writer)
+            });
+        }
+        if let Some(writer) = &mut self.spill
+            && !writer.append(chunk).unwrap_or(false)
+        {
+            // Over the limit (or unwritable): the spill is dropped whole.
+            self.spill = None;
+        }
+        self.tail.push(chunk);
+    }
+
+    /// The retained tail.
+    pub fn tail(&self) -> &Tail {
+        &self.tail
+    }
+
+    /// The spill file, while there is one.
+    pub fn spill(&self) -> Option<&Arc<SpillFile>> {
+        self.spill.as_ref().map(SpillWriter::handle)
+    }
+
+    /// Everything since the previous read (consuming).
+    pub fn read_delta(&mut self) -> Delta {
+        let total = self.tail.total;
+        let tail_start = total - self.tail.bytes.len() as u64;
+        let delta = if self.read_pos < tail_start {
+            Delta {
+                bytes: self.tail.to_vec(),
+                lossy: true,
+            }
+        } else {
+            let skip = (self.read_pos - tail_start) as usize;
+            Delta {
+                bytes: self.tail.bytes.iter().skip(skip).copied().collect(),
+                lossy: false,
+            }
+        };
+        self.read_pos = total;
+        delta
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn spilling(cap: usize, limit: u64) -> (tempfile::TempDir, Capture) {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = SpillDir::under(parent.path());
+        (parent, Capture::new(Stream::Stdout, cap, Some(dir), limit))
+    }
+
+    #[test]
+    fn past_the_cap_the_spill_holds_everything() {
+        let (_parent, mut capture) = spilling(100, 1 << 20);
+        let data: Vec<u8> = (0..600u32).map(|i| (i % 251) as u8).collect();
+        for chunk in data.chunks(33) {
+            capture.push(chunk);
+        }
+        assert!(capture.tail().truncated());
+        assert_eq!(capture.tail().to_vec(), &data[500..]);
+        let spill = capture.spill().expect("spilled");
+        assert_eq!(std::fs::read(spill.path()).unwrap(), data);
+    }
+
+    #[test]
+    fn exactly_the_cap_neither_truncates_nor_spills() {
+        let (_parent, mut capture) = spilling(100, 1 << 20);
+        capture.push(&[b'a'; 100]);
+        assert!(!capture.tail().truncated());
+        assert!(capture.spill().is_none());
+    }
+
+    #[test]
+    fn past_the_spill_limit_only_the_tail_remains() {
+        let (_parent, mut capture) = spilling(10, 50);
+        capture.push(&[b'a'; 30]);
+        let path = capture.spill().unwrap().path().to_path_buf();
+        capture.push(&[b'b'; 30]);
+        assert!(capture.spill().is_none());
+        assert!(!path.exists(), "a dropped spill is deleted");
+        assert_eq!(capture.tail().to_vec(), [b'b'; 10]);
+    }
+
+    #[test]
+    fn consuming_reads_return_deltas_then_lossy_tails() {
+        let (_parent, mut capture) = spilling(8, 1 << 20);
+        capture.push(b"first\n");
+        assert_eq!(
+            capture.read_delta(),
+            Delta {
+                bytes: b"first\n".to_vec(),
+                lossy: false
+            }
+        );
+        capture.push(b"second\n");
+        assert_eq!(capture.read_delta().bytes, b"second\n");
+        assert_eq!(capture.read_delta(), Delta::default());
+        capture.push(b"0123456789abcdef");
+        let lossy = capture.read_delta();
+        assert!(lossy.lossy);
+        assert_eq!(lossy.bytes, b"89abcdef");
+    }
 
     #[test]
     fn keeps_the_last_cap_bytes_exactly() {

@@ -1,0 +1,329 @@
+//! Background tasks: started at once, read incrementally, killed, waited on.
+//!
+//! A task is a run without a foreground caller. The host spawns it, returns
+//! its id, and a tokio task follows it to the end: it waits for the process,
+//! has the policy component that *planned* the task settle it (so a policy
+//! swapped meanwhile never sees half a run), stamps the sandbox facts and
+//! status, and only then wakes the waiters.
+//!
+//! * `read` is consuming: the delta since the last read, stdout first, then
+//!   `[stderr]\n` and the stderr delta (SPEC.md §4).
+//! * `kill` is true only for the first kill of a running task; the group is
+//!   terminated with the usual grace escalation; status becomes `killed`.
+//! * status: `running` → `completed` (any exit code) or `killed` (killed,
+//!   aborted, died by a signal, or its runner failed).
+//! * A task stays in its host until [`Tasks::remove`] (or host shutdown);
+//!   its spill files live exactly as long.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::model::SandboxFacts;
+use crate::process::{self, Capture};
+
+/// A task's id, unique within its host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TaskId(pub u64);
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Where a task is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TaskStatus {
+    /// Still running.
+    Running,
+    /// Exited by itself, with any exit code.
+    Completed,
+    /// Killed, aborted, died by a signal, or never started.
+    Killed,
+}
+
+/// A consuming read of a task's output.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskRead {
+    /// New stdout, then (when stderr has new text) `[stderr]\n` and that text.
+    pub text: String,
+    /// The reader fell behind the in-memory tail: `text` is the retained
+    /// tail, and the complete output is in `spill_paths`.
+    pub lossy: bool,
+    /// Spill files of the task's streams (set on lossy reads).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spill_paths: Vec<PathBuf>,
+    /// The task's status at the time of the read.
+    pub status: TaskStatus,
+}
+
+/// A task's state at one moment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskSnapshot {
+    /// The task's id.
+    pub id: TaskId,
+    /// The command line it runs.
+    pub command: String,
+    /// Its status.
+    pub status: TaskStatus,
+    /// Exit code, once exited by itself.
+    pub exit_code: Option<i32>,
+    /// The signal that ended it.
+    pub signal: Option<i32>,
+    /// Killed at an explicit timeout.
+    pub timed_out: bool,
+    /// Sandbox facts, stamped before any waiter wakes; absent for an
+    /// unconfined task, and while running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxFacts>,
+}
+
+/// How a task ended, as recorded by its follower.
+#[derive(Clone, Debug)]
+pub(crate) struct Ending {
+    pub status: TaskStatus,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub sandbox: Option<SandboxFacts>,
+    /// Text delivered once, as the stderr section of the next read
+    /// (`spawn failed: …`).
+    pub notice: Option<String>,
+}
+
+#[derive(Debug)]
+struct State {
+    status: TaskStatus,
+    ending: Ending,
+    group: Option<Pid>,
+}
+
+/// One background task, shared by the registry, handles and its follower.
+#[derive(Debug)]
+struct Task {
+    id: TaskId,
+    command: String,
+    stdout: Arc<Mutex<Capture>>,
+    stderr: Arc<Mutex<Capture>>,
+    state: Mutex<State>,
+    kill: CancellationToken,
+    done: watch::Sender<bool>,
+}
+
+/// A handle on one task. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct TaskHandle(Arc<Task>);
+
+impl TaskHandle {
+    /// The task's id.
+    pub fn id(&self) -> TaskId {
+        self.0.id
+    }
+
+    /// Consume and return the output produced since the previous read.
+    pub fn read(&self) -> TaskRead {
+        let task = &self.0;
+        let status = lock(&task.state).status;
+        let out = lock(&task.stdout).read_delta();
+        let err = lock(&task.stderr).read_delta();
+        let notice = lock(&task.state).ending.notice.take();
+        let mut stdout = String::from_utf8_lossy(&out.bytes).into_owned();
+        let mut stderr = String::from_utf8_lossy(&err.bytes).into_owned();
+        if let Some(notice) = notice {
+            stderr.push_str(&notice);
+        }
+        if !stderr.is_empty() {
+            if !stdout.is_empty() && !stdout.ends_with('\n') {
+                stdout.push('\n');
+            }
+            stdout.push_str("[stderr]\n");
+            stdout.push_str(&stderr);
+        }
+        let lossy = out.lossy || err.lossy;
+        let spill_paths = if lossy {
+            [&task.stdout, &task.stderr]
+                .iter()
+                .filter_map(|c| lock(c).spill().map(|s| s.path().to_path_buf()))
+                .collect()
+        } else {
+            vec![]
+        };
+        TaskRead {
+            text: stdout,
+            lossy,
+            spill_paths,
+            status,
+        }
+    }
+
+    /// Kill the task's process group. True only for the first kill of a
+    /// running task.
+    pub fn kill(&self) -> bool {
+        let running = lock(&self.0.state).status == TaskStatus::Running;
+        if !running || self.0.kill.is_cancelled() {
+            return false;
+        }
+        self.0.kill.cancel();
+        true
+    }
+
+    /// The task's state now.
+    pub fn snapshot(&self) -> TaskSnapshot {
+        let state = lock(&self.0.state);
+        TaskSnapshot {
+            id: self.0.id,
+            command: self.0.command.clone(),
+            status: state.status,
+            exit_code: state.ending.exit_code,
+            signal: state.ending.signal,
+            timed_out: state.ending.timed_out,
+            sandbox: state.ending.sandbox.clone(),
+        }
+    }
+
+    /// Wait until the task has settled, or `bound` has passed; returns the
+    /// state at that moment (still `running` when the bound passed first).
+    pub async fn wait(&self, bound: Option<Duration>) -> TaskSnapshot {
+        let mut done = self.0.done.subscribe();
+        let settled = done.wait_for(|settled| *settled);
+        match bound {
+            Some(bound) => {
+                let _ = tokio::time::timeout(bound, settled).await;
+            }
+            None => {
+                let _ = settled.await;
+            }
+        }
+        self.snapshot()
+    }
+
+    /// The token a follower watches for kills.
+    pub(crate) fn kill_token(&self) -> &CancellationToken {
+        &self.0.kill
+    }
+
+    /// Record the spawned group (for shutdown).
+    pub(crate) fn set_group(&self, group: Pid) {
+        lock(&self.0.state).group = Some(group);
+    }
+
+    /// Stamp how the task ended, then wake every waiter — in that order.
+    pub(crate) fn settle(&self, ending: Ending) {
+        {
+            let mut state = lock(&self.0.state);
+            state.status = ending.status;
+            state.ending = ending;
+            state.group = None;
+        }
+        self.0.done.send_replace(true);
+    }
+}
+
+/// The tasks of one host.
+#[derive(Debug, Default)]
+pub struct Tasks {
+    next: AtomicU64,
+    tasks: Mutex<BTreeMap<TaskId, TaskHandle>>,
+}
+
+impl Tasks {
+    /// Register a new running task for `command` with these captures.
+    pub(crate) fn register(
+        &self,
+        command: String,
+        stdout: Arc<Mutex<Capture>>,
+        stderr: Arc<Mutex<Capture>>,
+    ) -> TaskHandle {
+        let id = TaskId(self.next.fetch_add(1, Ordering::Relaxed) + 1);
+        let handle = TaskHandle(Arc::new(Task {
+            id,
+            command,
+            stdout,
+            stderr,
+            state: Mutex::new(State {
+                status: TaskStatus::Running,
+                ending: Ending {
+                    status: TaskStatus::Running,
+                    exit_code: None,
+                    signal: None,
+                    timed_out: false,
+                    sandbox: None,
+                    notice: None,
+                },
+                group: None,
+            }),
+            kill: CancellationToken::new(),
+            done: watch::channel(false).0,
+        }));
+        lock(&self.tasks).insert(id, handle.clone());
+        handle
+    }
+
+    /// The task with this id.
+    pub fn get(&self, id: TaskId) -> Option<TaskHandle> {
+        lock(&self.tasks).get(&id).cloned()
+    }
+
+    /// Every task, oldest first.
+    pub fn list(&self) -> Vec<TaskSnapshot> {
+        lock(&self.tasks)
+            .values()
+            .map(TaskHandle::snapshot)
+            .collect()
+    }
+
+    /// Forget a settled task (freeing its spill files). Returns false for an
+    /// unknown or still running task.
+    pub fn remove(&self, id: TaskId) -> bool {
+        let mut tasks = lock(&self.tasks);
+        match tasks.get(&id) {
+            Some(task) if lock(&task.0.state).status != TaskStatus::Running => {
+                tasks.remove(&id);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Kill every running task and wait for each to settle.
+    pub async fn shutdown(&self) {
+        let running: Vec<TaskHandle> = lock(&self.tasks).values().cloned().collect();
+        for task in &running {
+            task.kill();
+        }
+        for task in &running {
+            task.wait(None).await;
+        }
+    }
+}
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        // No runtime to wait on here: SIGKILL whatever still runs.
+        for task in lock(&self.tasks).values() {
+            task.0.kill.cancel();
+            if let Some(group) = lock(&task.0.state).group {
+                process::kill_group_now(group);
+            }
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}

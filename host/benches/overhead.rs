@@ -1,0 +1,234 @@
+//! The host's own overhead, measured side by side in one run against doing
+//! the same thing directly. Run with `cargo bench -p cordon --bench overhead`;
+//! it prints the markdown table recorded in BENCHMARKS.md.
+//!
+//! Rounds are interleaved (one sample of every case per round) so a busy
+//! machine slows every case alike; each figure is the median of its samples.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cordon::{Deployment, ExecRequest, Host, SandboxMode, SandboxPolicy};
+
+const FLOOD_BYTES: u64 = 100 << 20;
+
+/// One benchmark case: its name, one sample of it, and how many samples.
+type Case<'a> = (&'a str, Box<dyn FnMut() + 'a>, usize);
+
+fn main() {
+    let rounds: usize = std::env::var("ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(100);
+    let flood_rounds = (rounds / 10).max(3);
+    let dir = std::env::current_dir().expect("cwd");
+    let mut deployment = Deployment::in_dir(&dir);
+    deployment.max_mode = SandboxMode::DangerFullAccess;
+    let host = Host::builder()
+        .deployment(deployment)
+        .build()
+        .expect("host");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let bwrap = which("bwrap");
+    let cordon_bin = env!("CARGO_BIN_EXE_cordon");
+
+    let run = |mode: SandboxMode, command: &str| {
+        let request = ExecRequest::new(command).with_policy(SandboxPolicy::new(mode, &dir));
+        let result = runtime.block_on(host.run(request)).expect("cordon run");
+        assert_eq!(result.exit_code, Some(0), "{result:?}");
+    };
+    let flood = format!("head -c {FLOOD_BYTES} /dev/zero");
+
+    let engine = cordon::policy::PolicyEngine::new().expect("engine");
+    let policy = cordon::policy::Policy::load(
+        &engine,
+        cordon::policy::EMBEDDED_DEFAULT,
+        cordon::policy::Limits::default(),
+    )
+    .expect("policy");
+    let policy_deployment = Deployment::in_dir(&dir);
+    let confiner: std::sync::Arc<dyn cordon::sandbox::Confine> =
+        std::sync::Arc::new(cordon::sandbox::Sandbox::new());
+    let round_trip = move || {
+        let spec = policy
+            .resolve(&ExecRequest::new("true"), &policy_deployment)
+            .expect("resolve");
+        let launch = policy.plan(&spec, confiner.clone());
+        let wrap = match launch {
+            Ok(cordon::policy::Launch::Confined(wrap)) => Some(wrap.facts().clone()),
+            _ => None,
+        };
+        let facts = cordon::model::LaunchFacts {
+            background: false,
+            wrap,
+        };
+        let outcome = cordon::model::Outcome {
+            exit_code: Some(0),
+            signal: None,
+            timed_out: false,
+            aborted: false,
+            stderr_tail: String::new(),
+            runner_status: cordon::model::RunnerStatus::Unknown,
+        };
+        policy.settle(&spec, &facts, &outcome).expect("settle");
+    };
+
+    let mut cases: Vec<Case> = vec![
+        (
+            "policy round trip only (3 fresh instances: resolve, plan+confine, settle)",
+            Box::new(round_trip),
+            rounds,
+        ),
+        (
+            "`bash -c true` directly",
+            Box::new(|| direct(&["bash", "-c", "true"])),
+            rounds,
+        ),
+        (
+            "cordon library, danger-full-access, `true`",
+            Box::new(|| run(SandboxMode::DangerFullAccess, "true")),
+            rounds,
+        ),
+    ];
+    if let Some(bwrap) = &bwrap {
+        let bwrap = bwrap.clone();
+        cases.push((
+            "`bwrap <read-only profile> -- bash -c true` directly",
+            Box::new(move || direct(&bwrap_argv(&bwrap, &["bash", "-c", "true"]))),
+            rounds,
+        ));
+        cases.push((
+            "cordon library, read-only (bwrap), `true`",
+            Box::new(|| run(SandboxMode::ReadOnly, "true")),
+            rounds,
+        ));
+        cases.push((
+            "`cordon run -- true` (CLI, cold process)",
+            Box::new(move || {
+                let status = Command::new(cordon_bin)
+                    .args(["run", "--", "true"])
+                    .status()
+                    .expect("cordon");
+                assert!(status.success());
+            }),
+            rounds,
+        ));
+    } else {
+        eprintln!("SKIPPED bwrap cases: bwrap not found on PATH");
+    }
+    let flood_direct = flood.clone();
+    cases.push((
+        "100 MiB to stdout, read directly",
+        Box::new(move || direct_drain(&["bash", "-c", &flood_direct])),
+        flood_rounds,
+    ));
+    cases.push((
+        "100 MiB to stdout, through cordon (danger-full-access)",
+        Box::new(|| run(SandboxMode::DangerFullAccess, &flood)),
+        flood_rounds,
+    ));
+
+    let max_rounds = cases.iter().map(|c| c.2).max().unwrap_or(0);
+    let mut samples: Vec<Vec<Duration>> = vec![vec![]; cases.len()];
+    for round in 0..max_rounds {
+        for (i, (_, case, wanted)) in cases.iter_mut().enumerate() {
+            if round < *wanted {
+                let start = Instant::now();
+                case();
+                samples[i].push(start.elapsed());
+            }
+        }
+    }
+
+    let medians: Vec<Duration> = samples.iter_mut().map(|s| median(s)).collect();
+    let find = |name: &str| cases.iter().position(|c| c.0 == name).map(|i| medians[i]);
+    let bash_true = find("`bash -c true` directly").expect("baseline");
+    let bwrap_true = find("`bwrap <read-only profile> -- bash -c true` directly");
+    println!("| case | median | vs `bash -c true` | vs bwrap `true` |");
+    println!("|---|---|---|---|");
+    for (i, (name, _, _)) in cases.iter().enumerate() {
+        let m = medians[i];
+        let vs_bwrap = bwrap_true
+            .map(|b| format!("{:.2}×", ratio(m, b)))
+            .unwrap_or_else(|| "—".into());
+        println!(
+            "| {name} | {:.2} ms | {:.2}× | {vs_bwrap} |",
+            m.as_secs_f64() * 1e3,
+            ratio(m, bash_true)
+        );
+    }
+    let flood_direct = find("100 MiB to stdout, read directly").unwrap();
+    let flood_cordon = find("100 MiB to stdout, through cordon (danger-full-access)").unwrap();
+    println!();
+    println!(
+        "100 MiB flood through cordon vs direct: {:.2}× ({} rounds; other cases {} rounds)",
+        ratio(flood_cordon, flood_direct),
+        flood_rounds,
+        rounds
+    );
+}
+
+fn direct(argv: &[&str]) {
+    let status = Command::new(argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::null())
+        .status()
+        .expect("spawn");
+    assert!(status.success());
+}
+
+fn direct_drain(argv: &[&str]) {
+    let mut child = Command::new(argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut out = child.stdout.take().unwrap();
+    let mut buf = vec![0u8; 64 * 1024];
+    while out.read(&mut buf).expect("read") > 0 {}
+    assert!(child.wait().expect("wait").success());
+}
+
+fn bwrap_argv<'a>(bwrap: &'a str, argv: &[&'a str]) -> Vec<&'a str> {
+    let mut full = vec![
+        bwrap,
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+    ];
+    full.extend([
+        "--die-with-parent",
+        "--unshare-pid",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--",
+    ]);
+    full.extend(argv);
+    full
+}
+
+fn which(program: &str) -> Option<String> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+        .map(|p| p.to_string_lossy().into_owned())
+}
+
+fn median(samples: &mut [Duration]) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64()
+}

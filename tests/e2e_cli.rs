@@ -81,7 +81,9 @@ fn no_runner_fails_closed_and_nothing_runs() {
         command
             .current_dir(ws.path())
             .env("PATH", "/nonexistent-cordon-test")
-            .args(["run", "--mode", "workspace-write"]);
+            // Pinned to bwrap, which is not on this PATH: no rung is usable
+            // (the Landlock rung would otherwise confine the run).
+            .args(["run", "--backend", "bwrap", "--mode", "workspace-write"]);
         if json {
             command.arg("--json");
         }

@@ -10,7 +10,7 @@ use crate::model::{Deployment, ExecRequest, ExecResult};
 use crate::policy::{self, ExecutorInfo, Limits, Policy, PolicyEngine};
 use crate::process::spill::SpillDir;
 use crate::run::{self, ProcessLimits, RunContext, RunOptions};
-use crate::sandbox::{Confine, Sandbox};
+use crate::sandbox::{Confine, Probe, Sandbox, SandboxConfig};
 use crate::tasks::{TaskHandle, TaskId, TaskSnapshot, Tasks};
 
 /// Where the policy component comes from.
@@ -50,6 +50,7 @@ pub struct HostBuilder {
     policy: Option<PolicySource>,
     deployment: Option<Deployment>,
     confiner: Option<Arc<dyn Confine>>,
+    sandbox: Option<SandboxConfig>,
     limits: Option<Limits>,
     process: Option<ProcessLimits>,
     spill_parent: Option<PathBuf>,
@@ -66,6 +67,13 @@ impl HostBuilder {
     /// directory).
     pub fn deployment(mut self, deployment: Deployment) -> Self {
         self.deployment = Some(deployment);
+        self
+    }
+
+    /// Configure the platform ladder (pinned backend, runner command,
+    /// probe timeout, Landlock launcher).
+    pub fn sandbox(mut self, config: SandboxConfig) -> Self {
+        self.sandbox = Some(config);
         self
     }
 
@@ -116,7 +124,10 @@ impl HostBuilder {
         Ok(Host {
             cx: RunContext {
                 policy: Arc::new(policy),
-                confiner: self.confiner.unwrap_or_else(|| Arc::new(Sandbox::new())),
+                confiner: match self.confiner {
+                    Some(confiner) => confiner,
+                    None => Arc::new(Sandbox::with_config(self.sandbox.unwrap_or_default())),
+                },
                 deployment: Arc::new(deployment),
                 spill_dir,
                 limits: self.process.unwrap_or_default(),
@@ -156,6 +167,13 @@ impl Host {
     /// What the loaded policy component says about itself.
     pub fn policy_info(&self) -> &ExecutorInfo {
         self.cx.policy.info()
+    }
+
+    /// Which sandbox backend confines runs, its enforcement, and why each
+    /// rung of the ladder is or is not usable (probing on first use). None
+    /// for a custom confiner without a ladder.
+    pub fn probe(&self) -> Option<Probe> {
+        self.cx.confiner.probe()
     }
 
     /// The deployment this host runs under.

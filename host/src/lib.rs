@@ -11,6 +11,7 @@
 //! Start with [`Host::builder`]: [`Host::run`] runs a command in the
 //! foreground, [`Host::start`] as a background task.
 
+pub mod config;
 mod error;
 mod host;
 pub mod model;

@@ -26,7 +26,7 @@ use crate::model::{
 use crate::policy::{Launch, Policy};
 use crate::process::spill::{DEFAULT_SPILL_LIMIT, SpillDir};
 use crate::process::{self, Finished, OutputSink, Process, SpawnError};
-use crate::sandbox::Confine;
+use crate::sandbox::{Confine, StatusReport};
 use crate::tasks::{Ending, TaskHandle, TaskStatus, Tasks};
 
 /// Per-run options that are not part of the request.
@@ -75,6 +75,7 @@ struct Prepared {
     spec: ExecSpec,
     launch: process::Launch,
     wrap: Option<WrapFacts>,
+    report: StatusReport,
 }
 
 /// Run `request` in the foreground.
@@ -104,7 +105,7 @@ pub(crate) async fn run(
         })?;
     let stderr = StreamOutput::from_capture(&stderr.lock().expect("capture lock"));
     let stdout = StreamOutput::from_capture(&stdout.lock().expect("capture lock"));
-    let sandbox = classify(cx, &prepared.spec, &facts, &finished, &stderr.text)?;
+    let sandbox = classify(cx, &prepared, &facts, &finished, &stderr.text)?;
     Ok(ExecResult {
         exit_code: finished.exit_code,
         signal: finished.signal,
@@ -202,7 +203,7 @@ async fn follow(
     let ending = match process.wait(deadline, cx.limits.kill_grace, &kill).await {
         Ok(finished) => {
             let tail = StreamOutput::from_capture(&stderr.lock().expect("capture lock")).text;
-            let (sandbox, notice) = match classify(&cx, &prepared.spec, &facts, &finished, &tail) {
+            let (sandbox, notice) = match classify(&cx, &prepared, &facts, &finished, &tail) {
                 Ok(sandbox) => (sandbox, None),
                 Err(err) => (None, Some(format!("cordon: {}: {err}\n", err.code()))),
             };
@@ -257,10 +258,12 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
         });
     }
 
-    let (argv, wrap) = match cx.policy.plan(&spec, cx.confiner.clone())? {
-        Launch::Confined(wrap) if *wrap.policy() == spec.policy => {
-            (wrap.argv().to_vec(), Some(wrap.facts().clone()))
-        }
+    let (argv, wrap, report) = match cx.policy.plan(&spec, cx.confiner.clone())? {
+        Launch::Confined(wrap) if *wrap.policy() == spec.policy => (
+            wrap.argv().to_vec(),
+            Some(wrap.facts().clone()),
+            wrap.report(),
+        ),
         Launch::Confined(wrap) => {
             return Err(RunError::PolicyFailed {
                 phase: "plan",
@@ -274,7 +277,7 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
             });
         }
         Launch::Unconfined(argv) if spec.policy.mode == SandboxMode::DangerFullAccess => {
-            (argv, None)
+            (argv, None, StatusReport::None)
         }
         Launch::Unconfined(_) => {
             return Err(RunError::PolicyFailed {
@@ -300,25 +303,38 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
         stdin: request.stdin,
         tail_bytes: cx.limits.tail_bytes,
         spill_limit: cx.limits.spill_limit,
+        status_pipe: report.needs_pipe(),
     };
-    Ok(Prepared { spec, launch, wrap })
+    Ok(Prepared {
+        spec,
+        launch,
+        wrap,
+        report,
+    })
 }
 
 /// Have the policy classify a finished run, and check what it stamped.
 fn classify(
     cx: &RunContext,
-    spec: &ExecSpec,
+    prepared: &Prepared,
     facts: &LaunchFacts,
     finished: &Finished,
     stderr_tail: &str,
 ) -> Result<Option<SandboxFacts>, RunError> {
+    let spec = &prepared.spec;
+    let killed = finished.timed_out || finished.aborted || finished.signal.is_some();
     let outcome = Outcome {
         exit_code: finished.exit_code,
         signal: finished.signal,
         timed_out: finished.timed_out,
         aborted: finished.aborted,
         stderr_tail: stderr_tail.to_owned(),
-        runner_status: RunnerStatus::Unknown,
+        runner_status: prepared.report.interpret(
+            finished.status_report.as_deref(),
+            killed,
+            finished.exit_code,
+            stderr_tail,
+        ),
     };
     let sandbox = cx.policy.settle(spec, facts, &outcome)?;
     if let Some(stamped) = &sandbox

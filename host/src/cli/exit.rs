@@ -20,6 +20,8 @@ pub const SANDBOX_UNAVAILABLE: u8 = 69;
 pub const POLICY_FAILED: u8 = 70;
 /// The command could not be started.
 pub const SPAWN_FAILED: u8 = 71;
+/// The configuration (file or flags) is unusable.
+pub const CONFIG: u8 = 78;
 
 /// The exit code for an error.
 pub fn for_error(error: &RunError) -> u8 {
@@ -59,4 +61,5 @@ Exit codes:
   66   the working directory is unusable
   69   SANDBOX_UNAVAILABLE: no usable sandbox backend; the command did not run
   70   the policy component failed
-  71   the command could not be started";
+  71   the command could not be started
+  78   the configuration (cordon.toml or flags) is unusable";

@@ -2,7 +2,9 @@
 //! here that the library lacks: every subcommand builds a library request,
 //! calls the library, and renders what comes back.
 
+mod deploy;
 mod exit;
+mod probe;
 mod run;
 
 use std::process::ExitCode;
@@ -22,6 +24,8 @@ struct Cli {
 enum Command {
     /// Run one shell command in the foreground under the sandbox.
     Run(run::RunArgs),
+    /// Show which sandbox backend confines runs here, and why.
+    Probe(probe::ProbeArgs),
 }
 
 /// Parse the command line, run it, and turn the outcome into an exit code.
@@ -29,5 +33,9 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => run::main(args),
+        Command::Probe(args) => probe::main(args).unwrap_or_else(|error| {
+            eprintln!("cordon: {error:#}");
+            ExitCode::from(exit::CONFIG)
+        }),
     }
 }

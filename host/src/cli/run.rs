@@ -9,10 +9,10 @@ use anyhow::Context;
 use clap::Args;
 use cordon::process::{OutputSink, Stream};
 use cordon::{
-    CancellationToken, Deployment, ExecRequest, Host, PolicySource, RunError, RunOptions,
-    SandboxMode, SandboxPolicy,
+    CancellationToken, ExecRequest, PolicySource, RunError, RunOptions, SandboxMode, SandboxPolicy,
 };
 
+use super::deploy::DeployArgs;
 use super::exit;
 
 /// Flags of `cordon run`.
@@ -50,9 +50,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
 
-    /// The deployment ceiling: the widest mode this invocation may run.
-    #[arg(long, value_name = "MODE", default_value = "workspace-write")]
-    max_mode: SandboxMode,
+    #[command(flatten)]
+    deploy: DeployArgs,
 
     /// Print the whole result (or error) as JSON instead of streaming output.
     #[arg(long)]
@@ -78,7 +77,12 @@ pub fn main(args: RunArgs) -> ExitCode {
         }
         Err(error) => {
             eprintln!("cordon: {error:#}");
-            ExitCode::from(exit::POLICY_FAILED)
+            let code = if error.downcast_ref::<cordon::BuildError>().is_some() {
+                exit::POLICY_FAILED
+            } else {
+                exit::CONFIG
+            };
+            ExitCode::from(code)
         }
     }
 }
@@ -89,17 +93,12 @@ enum Outcome {
 }
 
 fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
-    let cwd = std::env::current_dir().context("cannot determine the current directory")?;
-    let mut deployment = Deployment::in_dir(&cwd);
-    deployment.max_mode = args.max_mode;
+    let (builder, cwd) = args.deploy.host_builder()?;
     let source = match args.policy {
         Some(path) => PolicySource::File(path),
         None => PolicySource::Embedded,
     };
-    let host = Host::builder()
-        .policy(source)
-        .deployment(deployment)
-        .build()?;
+    let host = builder.policy(source).build()?;
 
     let mut request = ExecRequest::new(args.command.join(" "));
     request.workdir = args.workdir;

@@ -23,6 +23,7 @@ pub mod spill;
 
 use std::ffi::OsString;
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -61,7 +62,13 @@ pub struct Launch {
     pub tail_bytes: usize,
     /// Bytes a spill file may hold.
     pub spill_limit: u64,
+    /// Give the program a status pipe as fd [`STATUS_FD`] (for a runner's
+    /// out-of-band report); its contents come back in [`Finished::status_report`].
+    pub status_pipe: bool,
 }
+
+/// The fd number a runner's status pipe has in the child.
+pub const STATUS_FD: i32 = 3;
 
 /// Why a launch could not start.
 #[derive(Debug)]
@@ -85,7 +92,7 @@ impl std::fmt::Display for SpawnError {
 }
 
 /// How a process ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finished {
     /// Exit code; none when killed by a signal.
     pub exit_code: Option<i32>,
@@ -95,6 +102,9 @@ pub struct Finished {
     pub timed_out: bool,
     /// Terminated because the caller aborted (or killed) it.
     pub aborted: bool,
+    /// What the runner wrote to its status pipe (when it had one and the
+    /// pipe closed in time).
+    pub status_report: Option<Vec<u8>>,
 }
 
 /// A process group that is `SIGKILL`ed when this guard is dropped armed.
@@ -121,6 +131,7 @@ pub struct Process {
     stderr: Arc<Mutex<Capture>>,
     readers: Vec<JoinHandle<()>>,
     feeder: Option<JoinHandle<()>>,
+    status: Option<JoinHandle<Vec<u8>>>,
 }
 
 /// Start `launch` in its own session, capturing output (spilling into
@@ -148,12 +159,23 @@ pub fn spawn(
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    // The status pipe: the parent keeps the read end; the write end becomes
+    // fd 3 in the child (both ends are close-on-exec until then).
+    let status_pipe = if launch.status_pipe {
+        Some(
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+                .map_err(|e| SpawnError::Other(e.into()))?,
+        )
+    } else {
+        None
+    };
+    let status_write = status_pipe.as_ref().map(|(_, w)| w.as_raw_fd());
     // SAFETY: between fork and exec we only make async-signal-safe system
-    // calls (setsid, close_range / fcntl) and touch no shared memory.
+    // calls (setsid, dup2, close_range / fcntl) and touch no shared memory.
     unsafe {
-        command.pre_exec(|| {
+        command.pre_exec(move || {
             nix::unistd::setsid().map_err(io::Error::from)?;
-            close_inherited_fds();
+            close_inherited_fds(status_write);
             Ok(())
         });
     }
@@ -161,6 +183,16 @@ pub fn spawn(
         io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied => SpawnError::Program(err),
         _ => SpawnError::Other(err),
     })?;
+    let status = status_pipe.map(|(read, write)| {
+        drop(write);
+        // The runner closes the pipe when it execs (or exits); a blocking
+        // read of a few bytes on the blocking pool is all this needs.
+        tokio::task::spawn_blocking(move || {
+            let mut report = vec![];
+            let _ = std::io::Read::read_to_end(&mut std::fs::File::from(read), &mut report);
+            report
+        })
+    });
     let group = Pid::from_raw(child.id().expect("a just-spawned child has a pid") as i32);
     let guard = GroupGuard { group, armed: true };
 
@@ -198,6 +230,7 @@ pub fn spawn(
         stderr,
         readers,
         feeder,
+        status,
     })
 }
 
@@ -248,16 +281,21 @@ impl Process {
         if let Some(feeder) = self.feeder.take() {
             feeder.abort();
         }
-        Ok(finished(status, timed_out, aborted))
-    }
-}
-
-fn finished(status: ExitStatus, timed_out: bool, aborted: bool) -> Finished {
-    Finished {
-        exit_code: status.code(),
-        signal: status.signal(),
-        timed_out,
-        aborted,
+        let mut status_report = None;
+        if let Some(reader) = self.status.take() {
+            let stop = reader.abort_handle();
+            match timeout(DRAIN_BOUND, reader).await {
+                Ok(Ok(report)) => status_report = Some(report),
+                _ => stop.abort(),
+            }
+        }
+        Ok(Finished {
+            exit_code: status.code(),
+            signal: status.signal(),
+            timed_out,
+            aborted,
+            status_report,
+        })
     }
 }
 
@@ -273,21 +311,34 @@ fn check_workdir(dir: &Path) -> io::Result<()> {
     nix::unistd::access(dir, nix::unistd::AccessFlags::X_OK).map_err(io::Error::from)
 }
 
-/// Mark every fd above 2 close-on-exec (runs between fork and exec).
-fn close_inherited_fds() {
+/// Between fork and exec: put the status pipe (if any) at [`STATUS_FD`]
+/// and mark every other fd above 2 close-on-exec.
+fn close_inherited_fds(status_write: Option<i32>) {
     use nix::libc;
     // SAFETY: plain system calls on integer fds; no memory is touched.
     unsafe {
+        let first_closed = match status_write {
+            Some(fd) => {
+                if fd == STATUS_FD {
+                    libc::fcntl(fd, libc::F_SETFD, 0);
+                } else {
+                    // dup2 clears close-on-exec on the new fd.
+                    libc::dup2(fd, STATUS_FD);
+                }
+                STATUS_FD + 1
+            }
+            None => 3,
+        };
         let rc = libc::syscall(
             libc::SYS_close_range,
-            3u32,
+            first_closed as u32,
             u32::MAX,
             libc::CLOSE_RANGE_CLOEXEC,
         );
         if rc != 0 {
             // Kernels before 5.11: mark each possible fd.
             let max = libc::sysconf(libc::_SC_OPEN_MAX).clamp(3, 65_536) as i32;
-            for fd in 3..max {
+            for fd in first_closed..max {
                 libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
             }
         }

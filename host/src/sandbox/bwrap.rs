@@ -12,7 +12,8 @@ use std::path::Path;
 
 use crate::model::{Backend, Enforcement, SandboxMode, SandboxPolicy, Signatures, WrapFacts};
 
-use super::Wrap;
+use super::{StatusReport, Wrap};
+use crate::process::STATUS_FD;
 
 /// The runner's program name.
 pub const PROGRAM: &str = "bwrap";
@@ -39,17 +40,37 @@ pub fn profile(policy: &SandboxPolicy) -> Vec<String> {
     args
 }
 
+/// The probe (SPEC.md §5): `bwrap PROBE_ARGS` exits 0 when bwrap works here.
+pub const PROBE_ARGS: &[&str] = &[
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--die-with-parent",
+    "--",
+    "true",
+];
+
 /// cordon's hardening, added to every confined mode.
 pub const HARDENING: &[&str] = &["--unshare-pid", "--new-session", "--cap-drop", "ALL"];
 
-/// The full argv: `runner PROFILE HARDENING -- argv`.
+/// The full argv: `runner --json-status-fd 3 PROFILE HARDENING -- argv`.
+/// The status fd is cordon's out-of-band evidence that bwrap really started
+/// the command (see [`StatusReport::BwrapJson`]).
 pub fn wrap(runner: &Path, argv: &[String], policy: &SandboxPolicy) -> Wrap {
-    let mut full = vec![runner.to_string_lossy().into_owned()];
+    let mut full = vec![
+        runner.to_string_lossy().into_owned(),
+        "--json-status-fd".into(),
+        STATUS_FD.to_string(),
+    ];
     full.extend(profile(policy));
     full.extend(HARDENING.iter().map(|s| (*s).to_owned()));
     full.push("--".into());
     full.extend(argv.iter().cloned());
-    Wrap::new(full, policy.clone(), facts())
+    Wrap::new(full, policy.clone(), facts()).reporting(StatusReport::BwrapJson)
 }
 
 /// bubblewrap's facts: full enforcement; it reports its own failures as
@@ -81,7 +102,7 @@ mod tests {
     fn read_only_profile_is_exact() {
         assert_eq!(
             argv_of(SandboxMode::ReadOnly).join(" "),
-            "/usr/bin/bwrap --ro-bind / / --dev /dev --proc /proc --die-with-parent \
+            "/usr/bin/bwrap --json-status-fd 3 --ro-bind / / --dev /dev --proc /proc --die-with-parent \
              --unshare-pid --new-session --cap-drop ALL -- true"
         );
     }
@@ -90,7 +111,7 @@ mod tests {
     fn workspace_write_profile_adds_ephemeral_tmp_and_the_workspace() {
         assert_eq!(
             argv_of(SandboxMode::WorkspaceWrite).join(" "),
-            "/usr/bin/bwrap --ro-bind / / --dev /dev --proc /proc --die-with-parent \
+            "/usr/bin/bwrap --json-status-fd 3 --ro-bind / / --dev /dev --proc /proc --die-with-parent \
              --tmpfs /tmp --bind /home/me/ws /home/me/ws \
              --unshare-pid --new-session --cap-drop ALL -- true"
         );

@@ -1,22 +1,30 @@
 //! The host side of `sandbox.confine`: wrapping an argv in a platform
-//! sandbox runner.
+//! sandbox runner, and choosing the runner.
 //!
 //! A [`Confine`] implementation turns `(argv, policy)` into a [`Wrap`]: the
-//! full argv to spawn plus the facts of the confinement. The policy bindings
+//! full argv to spawn, the facts of the confinement, and how the runner
+//! reports out of band whether it launched the command. The policy bindings
 //! hand a `Wrap` to the component only as an opaque resource, and the run
 //! pipeline spawns confined modes only from a `Wrap` the host issued, so a
 //! component can neither forge nor edit what actually runs.
 //!
-//! [`Sandbox`] is the platform ladder. Today it has one rung, bubblewrap
-//! ([`bwrap`]): present → confine with it; absent → `unavailable`, so the
-//! command is refused rather than run unconfined.
+//! [`Sandbox`] is the platform ladder (SPEC.md §5): on Linux bubblewrap,
+//! then cordon's own Landlock launcher, then fail closed; on macOS
+//! Seatbelt; elsewhere fail closed without probing. Each rung is probed
+//! once, lazily, within a timeout, and the verdict — including "nothing
+//! usable" — is kept for the ladder's life. An operator may pin a backend
+//! or give a runner command instead ([`SandboxConfig`]).
 
 pub mod bwrap;
+mod ladder;
+pub mod landlock;
+pub mod runner;
+pub mod seatbelt;
 
-use std::path::PathBuf;
-use std::sync::OnceLock;
+pub use ladder::{BackendChoice, DEFAULT_PROBE_TIMEOUT, Probe, Rung, Sandbox, SandboxConfig};
+pub use runner::RunnerCommand;
 
-use crate::model::{SandboxMode, SandboxPolicy, WrapFacts};
+use crate::model::{RunnerStatus, SandboxMode, SandboxPolicy, WrapFacts};
 
 /// Why a policy cannot be confined here.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,6 +35,64 @@ pub struct Unavailable {
     pub detail: Option<String>,
 }
 
+/// How a runner reports, out of band, whether it launched the command.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StatusReport {
+    /// No report; the policy classifies by text alone.
+    #[default]
+    None,
+    /// bubblewrap's `--json-status-fd`: an `"exit-code"` record is written
+    /// only when the command ran.
+    BwrapJson,
+    /// cordon's Landlock launcher: `exec` just before exec, `failed: …` on
+    /// any failure of its own.
+    Launcher,
+}
+
+impl StatusReport {
+    /// Whether the runner needs a status pipe at fd 3.
+    pub fn needs_pipe(self) -> bool {
+        self != StatusReport::None
+    }
+
+    /// Interpret what the runner wrote. `killed` is true when the host (or
+    /// a signal) ended the run, so a missing record proves nothing.
+    pub fn interpret(
+        self,
+        report: Option<&[u8]>,
+        killed: bool,
+        exit_code: Option<i32>,
+        stderr_tail: &str,
+    ) -> RunnerStatus {
+        let Some(report) = report else {
+            return RunnerStatus::Unknown;
+        };
+        let text = String::from_utf8_lossy(report);
+        match self {
+            StatusReport::None => RunnerStatus::Unknown,
+            StatusReport::BwrapJson if text.contains("\"exit-code\"") => RunnerStatus::Launched,
+            StatusReport::BwrapJson if killed => RunnerStatus::Unknown,
+            StatusReport::BwrapJson => RunnerStatus::Failed(
+                stderr_tail
+                    .lines()
+                    .find(|line| line.contains("bwrap: "))
+                    .map(|line| line.trim().to_owned())
+                    .unwrap_or_else(|| {
+                        format!(
+                            "bwrap exited ({}) before starting the command",
+                            exit_code.map_or("by a signal".into(), |c| format!("code {c}"))
+                        )
+                    }),
+            ),
+            StatusReport::Launcher => match text.lines().find_map(|l| l.strip_prefix("failed: ")) {
+                Some(detail) => RunnerStatus::Failed(detail.to_owned()),
+                None if text.lines().any(|l| l == "exec") => RunnerStatus::Launched,
+                None => RunnerStatus::Unknown,
+            },
+        }
+    }
+}
+
 /// An argv wrapped in a sandbox runner, with the facts of its confinement.
 /// Only the host creates these.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,6 +100,7 @@ pub struct Wrap {
     argv: Vec<String>,
     policy: SandboxPolicy,
     facts: WrapFacts,
+    report: StatusReport,
 }
 
 impl Wrap {
@@ -43,7 +110,14 @@ impl Wrap {
             argv,
             policy,
             facts,
+            report: StatusReport::None,
         }
+    }
+
+    /// The same wrap, with a runner that reports out of band.
+    pub fn reporting(mut self, report: StatusReport) -> Self {
+        self.report = report;
+        self
     }
 
     /// The full argv to spawn, runner first.
@@ -60,6 +134,11 @@ impl Wrap {
     pub fn facts(&self) -> &WrapFacts {
         &self.facts
     }
+
+    /// How the runner reports whether it launched the command.
+    pub fn report(&self) -> StatusReport {
+        self.report
+    }
 }
 
 /// Something that can confine an argv: the platform ladder in production,
@@ -67,57 +146,67 @@ impl Wrap {
 pub trait Confine: Send + Sync {
     /// Wrap `argv` for `policy`, or say why that is impossible here.
     fn confine(&self, argv: &[String], policy: &SandboxPolicy) -> Result<Wrap, Unavailable>;
-}
 
-/// The platform ladder: bubblewrap when it is installed, otherwise fail closed.
-#[derive(Debug, Default)]
-pub struct Sandbox {
-    bwrap: OnceLock<Option<PathBuf>>,
-}
-
-impl Sandbox {
-    /// A ladder that looks for its runners lazily, on the first confine.
-    pub fn new() -> Self {
-        Sandbox::default()
-    }
-
-    fn bwrap(&self) -> Option<&PathBuf> {
-        self.bwrap
-            .get_or_init(|| find_on_path(bwrap::PROGRAM))
-            .as_ref()
+    /// Which backend confines runs and why (the ladder's verdict); none for
+    /// a confiner that has no ladder.
+    fn probe(&self) -> Option<Probe> {
+        None
     }
 }
 
-impl Confine for Sandbox {
-    fn confine(&self, argv: &[String], policy: &SandboxPolicy) -> Result<Wrap, Unavailable> {
-        if !policy.mode.is_confined() {
-            return Err(Unavailable {
-                mode: policy.mode,
-                detail: Some(
-                    "danger-full-access is never confined; plan an unconfined launch".into(),
-                ),
-            });
-        }
-        match self.bwrap() {
-            Some(runner) => Ok(bwrap::wrap(runner, argv, policy)),
-            None => Err(Unavailable {
-                mode: policy.mode,
-                detail: None,
-            }),
-        }
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// The first executable file called `program` on `PATH`.
-fn find_on_path(program: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .filter(|dir| dir.is_absolute())
-        .map(|dir| dir.join(program))
-        .find(|candidate| {
-            candidate
-                .metadata()
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
+    #[test]
+    fn bwrap_reports_launched_only_with_an_exit_code_record() {
+        let ran = br#"{ "child-pid": 7 }
+{ "exit-code": 1 }"#;
+        assert_eq!(
+            StatusReport::BwrapJson.interpret(Some(ran), false, Some(1), "bwrap: spoofed"),
+            RunnerStatus::Launched
+        );
+        let failed = br#"{ "child-pid": 7 }"#;
+        assert_eq!(
+            StatusReport::BwrapJson.interpret(
+                Some(failed),
+                false,
+                Some(1),
+                "bwrap: Can't find source path /x: No such file or directory\n"
+            ),
+            RunnerStatus::Failed(
+                "bwrap: Can't find source path /x: No such file or directory".into()
+            )
+        );
+        assert_eq!(
+            StatusReport::BwrapJson.interpret(Some(failed), true, None, ""),
+            RunnerStatus::Unknown,
+            "a run the host killed proves nothing"
+        );
+        assert_eq!(
+            StatusReport::BwrapJson.interpret(None, false, Some(1), ""),
+            RunnerStatus::Unknown
+        );
+    }
+
+    #[test]
+    fn the_launcher_reports_exec_or_its_failure() {
+        assert_eq!(
+            StatusReport::Launcher.interpret(Some(b"exec\n"), false, Some(1), ""),
+            RunnerStatus::Launched
+        );
+        assert_eq!(
+            StatusReport::Launcher.interpret(
+                Some(b"exec\nfailed: cannot execute nope: No such file or directory\n"),
+                false,
+                Some(125),
+                ""
+            ),
+            RunnerStatus::Failed("cannot execute nope: No such file or directory".into())
+        );
+        assert_eq!(
+            StatusReport::Launcher.interpret(Some(b""), false, Some(125), ""),
+            RunnerStatus::Unknown
+        );
+    }
 }

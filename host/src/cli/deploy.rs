@@ -1,0 +1,64 @@
+//! Flags shared by the subcommands that build a host: the config file and
+//! the deployment settings that override it.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use cordon::config::Config;
+use cordon::sandbox::BackendChoice;
+use cordon::{HostBuilder, SandboxMode};
+
+/// Deployment flags; each overrides the same key of the config file.
+#[derive(Debug, Args)]
+pub struct DeployArgs {
+    /// The deployment config file (cordon.toml). Never read implicitly
+    /// from the working directory, which a command could write to.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+
+    /// The deployment ceiling: the widest mode this host may run
+    /// [default: workspace-write].
+    #[arg(long, value_name = "MODE")]
+    max_mode: Option<SandboxMode>,
+
+    /// Sandbox backend: auto (the ladder), bwrap, landlock or seatbelt.
+    #[arg(long, value_name = "BACKEND")]
+    backend: Option<BackendChoice>,
+
+    /// Bound on each runner probe in milliseconds [default: 5000].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    probe_timeout_ms: Option<u64>,
+}
+
+impl DeployArgs {
+    /// The config file (if any) with the flags laid over it.
+    pub fn config(&self) -> anyhow::Result<Config> {
+        let mut config = match &self.config {
+            Some(path) => Config::load(path)?,
+            None => Config::default(),
+        };
+        if let Some(max) = self.max_mode {
+            config.max_mode = Some(max);
+        }
+        if let Some(backend) = self.backend {
+            anyhow::ensure!(
+                config.sandbox.runner.is_none() || backend == BackendChoice::Auto,
+                "--backend {backend:?} conflicts with the runner command in the config file"
+            );
+            config.sandbox.backend = backend;
+        }
+        if let Some(ms) = self.probe_timeout_ms {
+            config.sandbox.probe_timeout = Duration::from_millis(ms);
+        }
+        Ok(config)
+    }
+
+    /// A host builder for this deployment in the current directory.
+    pub fn host_builder(&self) -> anyhow::Result<(HostBuilder, PathBuf)> {
+        let cwd = std::env::current_dir().context("cannot determine the current directory")?;
+        let builder = self.config()?.host_builder(Path::new(&cwd));
+        Ok((builder, cwd))
+    }
+}

@@ -1,0 +1,269 @@
+//! `cordon.toml`: the operator's deployment configuration.
+//!
+//! ```toml
+//! default_mode = "read-only"          # read-only | workspace-write | danger-full-access
+//! workspace_root = "/srv/project"     # default: the working directory
+//! max_mode = "workspace-write"        # the ceiling; danger-full-access must be allowed here
+//! backend = "auto"                    # auto | bwrap | landlock | seatbelt
+//! probe_timeout_ms = 5000             # bound on each runner probe; positive
+//! landlock_launcher = "/usr/local/bin/cordon"  # executable with the launcher mode
+//! runner_command = ["/opt/sb", "--mode", "{mode}", "--root", "{workspace}", "--"]
+//! runner_failure_signatures = ["sb: "]         # both runner keys or neither
+//! ```
+//!
+//! Every key is optional and validated; an unknown key, a wrong type or an
+//! inconsistent combination is an error that names the key. The file is
+//! read only when named explicitly (never picked up from the working
+//! directory, which a command could write to).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::model::{Deployment, SandboxMode, SandboxPolicy};
+use crate::sandbox::{BackendChoice, RunnerCommand, SandboxConfig};
+
+/// A configuration file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has an unknown key or a wrong type.
+    #[error("config {}: {message}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said (it names the key and line).
+        message: String,
+    },
+    /// A key has a value cordon cannot use.
+    #[error("config {}: {key}: {message}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The key.
+        key: &'static str,
+        /// What is wrong and what to do.
+        message: String,
+    },
+}
+
+/// The file as written: every key optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// The default mode for requests that bring no policy.
+    pub default_mode: Option<String>,
+    /// The default workspace root.
+    pub workspace_root: Option<PathBuf>,
+    /// The ceiling.
+    pub max_mode: Option<String>,
+    /// `auto` or a pinned backend.
+    pub backend: Option<String>,
+    /// Bound on each probe, in milliseconds.
+    pub probe_timeout_ms: Option<u64>,
+    /// The executable with the Landlock launcher mode.
+    pub landlock_launcher: Option<PathBuf>,
+    /// The operator's runner command.
+    pub runner_command: Option<Vec<String>>,
+    /// Stderr signatures of the runner's own failures.
+    pub runner_failure_signatures: Option<Vec<String>>,
+}
+
+/// A validated configuration.
+#[derive(Clone, Debug, Default)]
+pub struct Config {
+    /// Default mode.
+    pub default_mode: Option<SandboxMode>,
+    /// Default workspace root.
+    pub workspace_root: Option<PathBuf>,
+    /// Ceiling.
+    pub max_mode: Option<SandboxMode>,
+    /// The sandbox ladder's configuration.
+    pub sandbox: SandboxConfig,
+}
+
+impl Config {
+    /// Read and validate `path`.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Validate `text` (named `path` in errors).
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let file: ConfigFile = toml::from_str(text).map_err(|err| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: err.to_string().trim().to_owned(),
+        })?;
+        let invalid = |key, message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            key,
+            message,
+        };
+        let mode = |key, value: Option<String>| {
+            value
+                .map(|v| {
+                    v.parse::<SandboxMode>()
+                        .map_err(|e| invalid(key, e.to_string()))
+                })
+                .transpose()
+        };
+        let default_mode = mode("default_mode", file.default_mode)?;
+        let max_mode = mode("max_mode", file.max_mode)?;
+        if let (Some(default), Some(max)) = (default_mode, max_mode)
+            && default > max
+        {
+            return Err(invalid(
+                "default_mode",
+                format!("\"{default}\" is wider than max_mode \"{max}\""),
+            ));
+        }
+        let backend = file
+            .backend
+            .map(|b| {
+                b.parse::<BackendChoice>()
+                    .map_err(|e| invalid("backend", e))
+            })
+            .transpose()?
+            .unwrap_or_default();
+        let probe_timeout = match file.probe_timeout_ms {
+            Some(0) => {
+                return Err(invalid(
+                    "probe_timeout_ms",
+                    "must be positive (milliseconds)".into(),
+                ));
+            }
+            Some(ms) => Duration::from_millis(ms),
+            None => crate::sandbox::DEFAULT_PROBE_TIMEOUT,
+        };
+        let runner = match (file.runner_command, file.runner_failure_signatures) {
+            (None, None) => None,
+            (Some(argv), Some(signatures)) => Some(
+                RunnerCommand::new(argv, signatures).map_err(|e| invalid("runner_command", e))?,
+            ),
+            (Some(_), None) => {
+                return Err(invalid(
+                    "runner_failure_signatures",
+                    "runner_command needs runner_failure_signatures too (both or neither)".into(),
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(invalid(
+                    "runner_command",
+                    "runner_failure_signatures needs runner_command too (both or neither)".into(),
+                ));
+            }
+        };
+        if runner.is_some() && backend != BackendChoice::Auto {
+            return Err(invalid(
+                "backend",
+                "a runner command replaces the ladder; remove backend or the runner keys".into(),
+            ));
+        }
+        Ok(Config {
+            default_mode,
+            workspace_root: file.workspace_root,
+            max_mode,
+            sandbox: SandboxConfig {
+                backend,
+                runner,
+                probe_timeout,
+                launcher: file.landlock_launcher,
+            },
+        })
+    }
+
+    /// A host builder with this configuration's deployment (in working
+    /// directory `cwd`) and sandbox ladder.
+    pub fn host_builder(&self, cwd: &Path) -> crate::HostBuilder {
+        crate::Host::builder()
+            .deployment(self.deployment(cwd))
+            .sandbox(self.sandbox.clone())
+    }
+
+    /// The deployment in working directory `cwd`.
+    pub fn deployment(&self, cwd: &Path) -> Deployment {
+        let mut deployment = Deployment::in_dir(cwd);
+        deployment.policy = SandboxPolicy::new(
+            self.default_mode.unwrap_or(SandboxMode::ReadOnly),
+            self.workspace_root
+                .clone()
+                .unwrap_or_else(|| cwd.to_path_buf()),
+        );
+        if let Some(max) = self.max_mode {
+            deployment.max_mode = max;
+        }
+        deployment
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("cordon.toml"))
+    }
+
+    fn error(text: &str) -> String {
+        parse(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn every_key_parses() {
+        let config = parse(
+            r#"
+            default_mode = "workspace-write"
+            workspace_root = "/srv/ws"
+            max_mode = "danger-full-access"
+            probe_timeout_ms = 250
+            landlock_launcher = "/usr/local/bin/cordon"
+            runner_command = ["/opt/sb", "{mode}"]
+            runner_failure_signatures = ["sb: "]
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.default_mode, Some(SandboxMode::WorkspaceWrite));
+        assert_eq!(config.max_mode, Some(SandboxMode::DangerFullAccess));
+        assert_eq!(config.sandbox.probe_timeout, Duration::from_millis(250));
+        assert!(config.sandbox.runner.is_some());
+        let deployment = config.deployment(Path::new("/cwd"));
+        assert_eq!(deployment.policy.workspace_root, Path::new("/srv/ws"));
+        assert_eq!(deployment.workdir, Path::new("/cwd"));
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        assert!(error("bogus = 1").contains("bogus"));
+        assert!(error("max_mode = \"full\"").contains("max_mode: unknown sandbox mode"));
+        assert!(error("probe_timeout_ms = 0").contains("probe_timeout_ms: must be positive"));
+        assert!(error("probe_timeout_ms = -5").contains("probe_timeout_ms"));
+        assert!(error("backend = \"docker\"").contains("backend: unknown backend"));
+        assert!(error("runner_command = [\"/x\"]").contains("both or neither"));
+        assert!(error("runner_failure_signatures = [\"x\"]").contains("both or neither"));
+        assert!(
+            error("runner_command = [\"/x\"]\nrunner_failure_signatures = [\"a\\nb\"]")
+                .contains("single lines")
+        );
+        assert!(
+            error("default_mode = \"danger-full-access\"\nmax_mode = \"read-only\"")
+                .contains("wider than max_mode")
+        );
+        assert!(
+            error("backend = \"bwrap\"\nrunner_command = [\"/x\"]\nrunner_failure_signatures = [\"x\"]")
+                .contains("replaces the ladder")
+        );
+    }
+}

@@ -1,0 +1,128 @@
+//! The Seatbelt backend (macOS `sandbox-exec -p PROFILE -- argv`): the
+//! profile generator of SPEC.md §6 and its dialect.
+//!
+//! The generator is pure and unit-tested on every platform; only the e2e
+//! run needs macOS.
+
+use std::path::{Path, PathBuf};
+
+use crate::model::{Backend, Enforcement, SandboxMode, SandboxPolicy, Signatures, WrapFacts};
+
+use super::Wrap;
+
+/// The runner's program.
+pub const PROGRAM: &str = "/usr/bin/sandbox-exec";
+
+/// The profile for `policy`. `user_temp` is the per-user temp dir
+/// (`confstr(_CS_DARWIN_USER_TEMP_DIR)`, canonical), writable under
+/// `workspace-write` together with the workspace and `/private/tmp`.
+pub fn profile(policy: &SandboxPolicy, user_temp: Option<&Path>) -> String {
+    let mut profile = String::from(
+        "(version 1) (allow default) (deny file-write*) \
+         (allow file-write* (literal \"/dev/null\"))",
+    );
+    if policy.mode == SandboxMode::WorkspaceWrite {
+        let mut writable: Vec<PathBuf> =
+            vec![policy.workspace_root.clone(), PathBuf::from("/private/tmp")];
+        writable.extend(user_temp.map(Path::to_path_buf));
+        let mut seen = Vec::new();
+        writable.retain(|path| {
+            let fresh = !seen.contains(path);
+            seen.push(path.clone());
+            fresh
+        });
+        profile.push_str(" (allow file-write*");
+        for path in writable {
+            profile.push_str(&format!(" (subpath \"{}\")", escape(&path)));
+        }
+        profile.push(')');
+    }
+    profile
+}
+
+/// Escape `\` and `"` for a Seatbelt string literal.
+fn escape(path: &Path) -> String {
+    path.to_string_lossy()
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+}
+
+/// The full argv: `sandbox-exec -p PROFILE -- argv`.
+pub fn wrap(argv: &[String], policy: &SandboxPolicy, user_temp: Option<&Path>) -> Wrap {
+    let mut full = vec![
+        PROGRAM.to_owned(),
+        "-p".to_owned(),
+        profile(policy, user_temp),
+        "--".to_owned(),
+    ];
+    full.extend(argv.iter().cloned());
+    Wrap::new(full, policy.clone(), facts())
+}
+
+/// Seatbelt's facts: full enforcement; `sandbox-exec: …` lines are its own
+/// failures, `Operation not permitted` a denied write.
+pub fn facts() -> WrapFacts {
+    WrapFacts {
+        backend: Backend::Seatbelt,
+        enforcement: Enforcement::Full,
+        signatures: Signatures {
+            runner_failure: vec!["sandbox-exec: ".into()],
+            runner_failure_exit: None,
+            runner_notices: vec![],
+            denial: vec!["operation not permitted".into()],
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_only_profile_is_exact() {
+        let policy = SandboxPolicy::new(SandboxMode::ReadOnly, "/Users/me/ws");
+        assert_eq!(
+            profile(&policy, Some(Path::new("/private/var/folders/x/T"))),
+            "(version 1) (allow default) (deny file-write*) (allow file-write* (literal \"/dev/null\"))"
+        );
+    }
+
+    #[test]
+    fn workspace_write_allows_workspace_tmp_and_user_temp() {
+        let policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/Users/me/ws");
+        assert_eq!(
+            profile(&policy, Some(Path::new("/private/var/folders/x/T"))),
+            "(version 1) (allow default) (deny file-write*) (allow file-write* (literal \"/dev/null\")) \
+             (allow file-write* (subpath \"/Users/me/ws\") (subpath \"/private/tmp\") \
+             (subpath \"/private/var/folders/x/T\"))"
+        );
+    }
+
+    #[test]
+    fn writable_paths_are_deduplicated() {
+        let policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/private/tmp");
+        let profile = profile(&policy, Some(Path::new("/private/tmp")));
+        assert_eq!(profile.matches("(subpath \"/private/tmp\")").count(), 1);
+    }
+
+    #[test]
+    fn quotes_and_backslashes_are_escaped() {
+        let policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/Users/me/we\"ird\\ws");
+        let profile = profile(&policy, None);
+        assert!(
+            profile.contains("(subpath \"/Users/me/we\\\"ird\\\\ws\")"),
+            "{profile}"
+        );
+    }
+
+    #[test]
+    fn wrap_puts_the_argv_after_the_separator() {
+        let policy = SandboxPolicy::new(SandboxMode::ReadOnly, "/ws");
+        let argv = vec!["bash".to_owned(), "-c".to_owned(), "true".to_owned()];
+        let wrap = wrap(&argv, &policy, None);
+        assert_eq!(wrap.argv()[0], PROGRAM);
+        assert_eq!(wrap.argv()[1], "-p");
+        assert_eq!(&wrap.argv()[3..], ["--", "bash", "-c", "true"]);
+        assert_eq!(wrap.facts().backend, Backend::Seatbelt);
+    }
+}

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 if [ "${CI:-}" = true ] && [ "$(uname -s)" = Linux ]; then
-    export CORDON_E2E_REQUIRE_BWRAP=1
+    export CORDON_E2E_REQUIRE_BWRAP=1 CORDON_E2E_REQUIRE_LANDLOCK=1
 fi
 cargo fmt --all --check
 cargo test --workspace

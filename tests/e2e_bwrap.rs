@@ -45,30 +45,7 @@ fn read_only_keeps_dev_null_writable() {
 #[test]
 fn workspace_write_allows_its_root_only() {
     require_bwrap!();
-    let parent = workspace();
-    let ws = parent.path().join("ws");
-    let sibling = parent.path().join("sibling");
-    std::fs::create_dir_all(&ws).unwrap();
-    std::fs::create_dir_all(&sibling).unwrap();
-    let ws_arg = ws.to_str().unwrap();
-    let args = ["--mode", "workspace-write", "--workspace", ws_arg];
-
-    let (code, result) = run_json(&ws, &args, "printf 'landed\\n' > inside.txt");
-    assert_eq!(code, 0, "{result}");
-    assert_eq!(
-        sandbox(&result),
-        &json!({"mode": "workspace-write", "denied": false, "enforcement": "full"})
-    );
-    assert_eq!(
-        std::fs::read_to_string(ws.join("inside.txt")).unwrap(),
-        "landed\n"
-    );
-
-    let outside = sibling.join("outside.txt");
-    let (code, result) = run_json(&ws, &args, &format!("echo x > {}", outside.display()));
-    assert_ne!(code, 0);
-    assert_eq!(sandbox(&result)["denied"], json!(true), "{result}");
-    assert!(!outside.exists(), "the sibling write landed on the host");
+    common::assert_workspace_write_allows_its_root_only(&["--backend", "bwrap"]);
 }
 
 #[test]
@@ -157,4 +134,58 @@ fn a_daemon_left_behind_dies_with_the_run() {
         survivors.is_empty(),
         "daemon outlived the run: pids {survivors:?}"
     );
+}
+
+#[test]
+fn a_spoofed_bwrap_line_is_an_ordinary_failure() {
+    require_bwrap!();
+    let ws = workspace();
+    // bwrap's status fd says the command ran, so its own "bwrap: …" line
+    // is only output, not a sandbox failure.
+    let (code, result) = run_json(
+        ws.path(),
+        &["--backend", "bwrap"],
+        "echo 'bwrap: Creating new namespace failed' >&2; exit 1",
+    );
+    assert_eq!(code, 1, "{result}");
+    assert_eq!(
+        sandbox(&result),
+        &json!({"mode": "read-only", "denied": false, "enforcement": "full"})
+    );
+}
+
+#[test]
+fn a_runner_that_fails_without_its_usual_text_is_still_sandbox_unavailable() {
+    // A bwrap stand-in that passes the probe but fails every real run with
+    // a message cordon has never seen: only the out-of-band status (no
+    // "exit-code" record) can tell, and it must.
+    use std::os::unix::fs::PermissionsExt;
+    let ws = workspace();
+    let bin = ws.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let fake = bin.join("bwrap");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\ncase \"$*\" in *'-- true') exit 0;; esac\necho 'namespace setup went sideways' >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let marker = ws.path().join("ran");
+    let output = common::cordon()
+        .current_dir(ws.path())
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        )
+        .args(["run", "--backend", "bwrap", "--"])
+        .arg(format!("touch {}", marker.display()))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(69), "{stderr}");
+    assert!(
+        stderr.contains("Runner failure: bwrap exited (code 1) before starting the command"),
+        "{stderr}"
+    );
+    assert!(!marker.exists());
 }

@@ -165,3 +165,71 @@ pub fn processes_gone(needle: &str) -> bool {
     }
     false
 }
+
+/// Whether the Landlock launcher can confine here (`cordon probe --backend
+/// landlock`). When it cannot, say so loudly; with
+/// `CORDON_E2E_REQUIRE_LANDLOCK=1` (set by `.ci/run` on Linux) that fails.
+pub fn landlock_usable(test: &str) -> bool {
+    let output = cordon()
+        .args(["probe", "--backend", "landlock", "--json"])
+        .output()
+        .expect("run cordon probe");
+    let probe: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+    if probe["backend"] == "landlock" {
+        return true;
+    }
+    let why = format!(
+        "the Landlock launcher is unusable: {}",
+        probe["rungs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| r["reason"].to_string())
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    if std::env::var_os("CORDON_E2E_REQUIRE_LANDLOCK").is_some_and(|v| v == "1") {
+        panic!("{test}: CORDON_E2E_REQUIRE_LANDLOCK=1 but {why}");
+    }
+    eprintln!("SKIPPED {test}: {why} (needs a Landlock-enforcing kernel)");
+    false
+}
+
+/// The workspace-write contract shared by every backend suite: a write in
+/// the workspace root lands, a write in a sibling directory is denied and
+/// absent. `backend` are the flags that select the backend.
+pub fn assert_workspace_write_allows_its_root_only(backend: &[&str]) {
+    let parent = workspace();
+    let ws = parent.path().join("ws");
+    let sibling = parent.path().join("sibling");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&sibling).unwrap();
+    let mut args = backend.to_vec();
+    args.extend([
+        "--mode",
+        "workspace-write",
+        "--workspace",
+        ws.to_str().unwrap(),
+    ]);
+
+    let (code, result) = run_json(&ws, &args, "printf 'landed\\n' > inside.txt");
+    assert_eq!(code, 0, "{result}");
+    assert_eq!(
+        sandbox(&result),
+        &serde_json::json!({"mode": "workspace-write", "denied": false, "enforcement": "full"})
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("inside.txt")).unwrap(),
+        "landed\n"
+    );
+
+    let outside = sibling.join("outside.txt");
+    let (code, result) = run_json(&ws, &args, &format!("echo x > {}", outside.display()));
+    assert_ne!(code, 0);
+    assert_eq!(
+        sandbox(&result)["denied"],
+        serde_json::json!(true),
+        "{result}"
+    );
+    assert!(!outside.exists(), "the sibling write landed on the host");
+}

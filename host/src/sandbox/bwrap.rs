@@ -40,19 +40,13 @@ pub fn profile(policy: &SandboxPolicy) -> Vec<String> {
     args
 }
 
-/// The probe (SPEC.md §5): `bwrap PROBE_ARGS` exits 0 when bwrap works here.
-pub const PROBE_ARGS: &[&str] = &[
-    "--ro-bind",
-    "/",
-    "/",
-    "--dev",
-    "/dev",
-    "--proc",
-    "/proc",
-    "--die-with-parent",
-    "--",
-    "true",
-];
+/// The probe's arguments (SPEC.md §5): the read-only profile running
+/// `true`; bwrap works here when it exits 0.
+pub fn probe_args() -> Vec<String> {
+    let mut args = profile(&SandboxPolicy::new(SandboxMode::ReadOnly, "/"));
+    args.extend(["--".into(), "true".into()]);
+    args
+}
 
 /// cordon's hardening, added to every confined mode.
 pub const HARDENING: &[&str] = &["--unshare-pid", "--new-session", "--cap-drop", "ALL"];
@@ -114,6 +108,14 @@ mod tests {
             "/usr/bin/bwrap --json-status-fd 3 --ro-bind / / --dev /dev --proc /proc --die-with-parent \
              --tmpfs /tmp --bind /home/me/ws /home/me/ws \
              --unshare-pid --new-session --cap-drop ALL -- true"
+        );
+    }
+
+    #[test]
+    fn the_probe_is_the_read_only_profile_running_true() {
+        assert_eq!(
+            probe_args().join(" "),
+            "--ro-bind / / --dev /dev --proc /proc --die-with-parent -- true"
         );
     }
 

@@ -280,7 +280,7 @@ fn probe_bwrap(timeout: Duration) -> (Rung, Option<Chosen>) {
         );
     };
     let mut argv = vec![runner.to_string_lossy().into_owned()];
-    argv.extend(bwrap::PROBE_ARGS.iter().map(|s| (*s).to_owned()));
+    argv.extend(bwrap::probe_args());
     match run_bounded(&argv, timeout) {
         Ok(out) if out.success => (
             Rung {

@@ -1,0 +1,151 @@
+//! `cordon probe` and the deployment config: which backend, why, bounded
+//! probes, and precise config errors.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+use common::{cordon, parse, workspace};
+
+#[test]
+fn probe_names_the_backend_and_every_rung() {
+    let output = cordon().args(["probe", "--json"]).output().unwrap();
+    let probe = parse(&output);
+    let rungs = probe["rungs"].as_array().unwrap();
+    if cfg!(target_os = "linux") {
+        assert_eq!(rungs[0]["backend"], "bwrap");
+        assert_eq!(rungs[1]["backend"], "landlock");
+        assert!(probe["landlockAbi"].is_number());
+    }
+    for rung in rungs {
+        assert!(!rung["reason"].as_str().unwrap().is_empty());
+    }
+    let human = cordon().arg("probe").output().unwrap();
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(text.starts_with("backend: "), "{text}");
+    assert_eq!(human.status.success(), probe["backend"].is_string());
+}
+
+#[test]
+fn a_hanging_bwrap_is_declared_unusable_within_the_bound() {
+    if !cfg!(target_os = "linux") {
+        eprintln!("SKIPPED a_hanging_bwrap_is_declared_unusable_within_the_bound: Linux only");
+        return;
+    }
+    let ws = workspace();
+    let bin = ws.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let fake = bin.join("bwrap");
+    std::fs::write(&fake, "#!/bin/sh\nsleep 30\n").unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let started = Instant::now();
+    let output = cordon()
+        .env("PATH", path)
+        .args(["probe", "--json", "--probe-timeout-ms", "200"])
+        .output()
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let probe = parse(&output);
+    assert_eq!(probe["rungs"][0]["usable"], false);
+    assert!(
+        probe["rungs"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("did not answer the probe within 200 ms"),
+        "{probe}"
+    );
+    assert_ne!(probe["backend"], "bwrap");
+}
+
+#[test]
+fn a_zero_probe_timeout_is_rejected() {
+    let output = cordon()
+        .args(["probe", "--probe-timeout-ms", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let ws = workspace();
+    let config = ws.path().join("cordon.toml");
+    std::fs::write(&config, "probe_timeout_ms = 0\n").unwrap();
+    let output = cordon()
+        .args(["probe", "--config", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(78));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("probe_timeout_ms: must be positive"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn config_errors_name_the_key_and_flags_override_the_file() {
+    let ws = workspace();
+    let config = ws.path().join("cordon.toml");
+    std::fs::write(&config, "max_mode = \"everything\"\n").unwrap();
+    let output = cordon()
+        .current_dir(ws.path())
+        .args(["run", "--config", config.to_str().unwrap(), "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(78));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("max_mode: unknown sandbox mode"),
+        "{stderr}"
+    );
+
+    std::fs::write(&config, "max_mode = \"danger-full-access\"\n").unwrap();
+    let allowed = cordon()
+        .current_dir(ws.path())
+        .args(["run", "--config", config.to_str().unwrap()])
+        .args(["--mode", "danger-full-access", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        allowed.status.code(),
+        Some(0),
+        "the file raised the ceiling"
+    );
+    let overridden = cordon()
+        .current_dir(ws.path())
+        .args([
+            "run",
+            "--config",
+            config.to_str().unwrap(),
+            "--max-mode",
+            "read-only",
+        ])
+        .args(["--mode", "danger-full-access", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        overridden.status.code(),
+        Some(64),
+        "the flag lowered it again"
+    );
+}
+
+#[test]
+fn seatbelt_runs_on_macos_only() {
+    if !cfg!(target_os = "macos") {
+        eprintln!(
+            "SKIPPED seatbelt_runs_on_macos_only: Seatbelt (sandbox-exec) exists only on macOS; \
+             its profiles are unit-tested on every platform"
+        );
+        return;
+    }
+    let ws = workspace();
+    let target = ws.path().join("denied.txt");
+    let (code, result) = common::run_json(
+        ws.path(),
+        &["--backend", "seatbelt"],
+        &format!("echo x > {}", target.display()),
+    );
+    assert_ne!(code, 0);
+    assert_eq!(result["sandbox"]["denied"], true);
+    assert!(!target.exists());
+}

@@ -189,3 +189,18 @@ fn a_runner_that_fails_without_its_usual_text_is_still_sandbox_unavailable() {
     );
     assert!(!marker.exists());
 }
+
+#[test]
+fn nested_children_stay_confined() {
+    require_bwrap!();
+    let ws = workspace();
+    let target = ws.path().join("nested.txt");
+    let (code, result) = run_json(
+        ws.path(),
+        &["--backend", "bwrap"],
+        &format!("bash -c \"sh -c 'echo deep > {}'\"", target.display()),
+    );
+    assert_ne!(code, 0);
+    assert_eq!(sandbox(&result)["denied"], json!(true), "{result}");
+    assert!(!target.exists());
+}

@@ -122,3 +122,19 @@ fn a_command_printing_the_launcher_prefix_is_an_ordinary_failure() {
         &json!({"mode": "read-only", "denied": false, "enforcement": "full"})
     );
 }
+
+#[test]
+fn the_launcher_sets_no_new_privs() {
+    require_landlock!();
+    let ws = workspace();
+    let (code, result) = run_json(ws.path(), &args(&[]), "grep NoNewPrivs /proc/self/status");
+    assert_eq!(code, 0, "{result}");
+    assert!(
+        result["stdout"]["text"]
+            .as_str()
+            .unwrap()
+            .trim()
+            .ends_with('1'),
+        "{result}"
+    );
+}

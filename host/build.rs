@@ -22,6 +22,11 @@ const GUESTS: &[(&str, &str, &str)] = &[
         "cordon_fixture_strict_policy",
         "strict-policy.wasm",
     ),
+    (
+        "cordon-fixture-hostile-policy",
+        "cordon_fixture_hostile_policy",
+        "hostile-policy.wasm",
+    ),
 ];
 
 const TARGET: &str = "wasm32-wasip2";

@@ -3,7 +3,7 @@
 //! requests through the pipeline in [`crate::run`].
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use crate::RunError;
 use crate::model::{Deployment, ExecRequest, ExecResult};
@@ -22,6 +22,19 @@ pub enum PolicySource {
     File(PathBuf),
     /// Component bytes.
     Bytes(Vec<u8>),
+}
+
+impl PolicySource {
+    /// The component's bytes.
+    fn read(self) -> Result<Vec<u8>, BuildError> {
+        match self {
+            PolicySource::Embedded => Ok(policy::EMBEDDED_DEFAULT.to_vec()),
+            PolicySource::Bytes(bytes) => Ok(bytes),
+            PolicySource::File(path) => {
+                std::fs::read(&path).map_err(|source| BuildError::ReadPolicy { path, source })
+            }
+        }
+    }
 }
 
 /// Why a host could not be built.
@@ -104,36 +117,30 @@ impl HostBuilder {
 
     /// Load the policy component and build the host.
     pub fn build(self) -> Result<Host, BuildError> {
-        let bytes = match self.policy.unwrap_or(PolicySource::Embedded) {
-            PolicySource::Embedded => policy::EMBEDDED_DEFAULT.to_vec(),
-            PolicySource::Bytes(bytes) => bytes,
-            PolicySource::File(path) => {
-                std::fs::read(&path).map_err(|source| BuildError::ReadPolicy { path, source })?
-            }
-        };
+        let bytes = self.policy.unwrap_or(PolicySource::Embedded).read()?;
         let deployment = match self.deployment {
             Some(deployment) => deployment,
             None => Deployment::in_dir(std::env::current_dir().map_err(BuildError::Workdir)?),
         };
         let engine = PolicyEngine::new()?;
-        let policy = Policy::load(&engine, &bytes, self.limits.unwrap_or_default())?;
+        let limits = self.limits.unwrap_or_default();
+        let policy = Policy::load(&engine, &bytes, limits.clone())?;
         let spill_dir = match self.spill_parent {
             Some(parent) => SpillDir::under(&parent),
             None => SpillDir::in_temp_dir(),
         };
         Ok(Host {
-            cx: RunContext {
-                policy: Arc::new(policy),
-                confiner: match self.confiner {
-                    Some(confiner) => confiner,
-                    None => Arc::new(Sandbox::with_config(self.sandbox.unwrap_or_default())),
-                },
-                deployment: Arc::new(deployment),
-                spill_dir,
-                limits: self.process.unwrap_or_default(),
+            policy: RwLock::new(Arc::new(policy)),
+            limits,
+            confiner: match self.confiner {
+                Some(confiner) => confiner,
+                None => Arc::new(Sandbox::with_config(self.sandbox.unwrap_or_default())),
             },
+            deployment: Arc::new(deployment),
+            spill_dir,
+            process: self.process.unwrap_or_default(),
             tasks: Tasks::default(),
-            _engine: engine,
+            engine,
         })
     }
 }
@@ -153,9 +160,17 @@ impl HostBuilder {
 /// # Ok(()) }
 /// ```
 pub struct Host {
-    cx: RunContext,
+    /// The active policy; replaced whole by [`Host::reload`]. Each run
+    /// takes its own reference, so a run or task finishes with the version
+    /// that planned it.
+    policy: RwLock<Arc<Policy>>,
+    limits: Limits,
+    confiner: Arc<dyn Confine>,
+    deployment: Arc<Deployment>,
+    spill_dir: Arc<SpillDir>,
+    process: ProcessLimits,
     tasks: Tasks,
-    _engine: PolicyEngine,
+    engine: PolicyEngine,
 }
 
 impl Host {
@@ -164,21 +179,51 @@ impl Host {
         HostBuilder::default()
     }
 
-    /// What the loaded policy component says about itself.
-    pub fn policy_info(&self) -> &ExecutorInfo {
-        self.cx.policy.info()
+    /// What the active policy component says about itself.
+    pub fn policy_info(&self) -> ExecutorInfo {
+        self.active_policy().info().clone()
+    }
+
+    /// Replace the policy component. The new one is loaded and validated
+    /// first; if that fails the previous one stays active and the error
+    /// says why. Runs and tasks already under way finish with the version
+    /// that planned them.
+    pub fn reload(&self, source: PolicySource) -> Result<ExecutorInfo, BuildError> {
+        let bytes = source.read()?;
+        let policy = Policy::load(&self.engine, &bytes, self.limits.clone())?;
+        let info = policy.info().clone();
+        *self.policy.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
+        Ok(info)
+    }
+
+    fn active_policy(&self) -> Arc<Policy> {
+        self.policy
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The context of one run: the active policy at this moment.
+    fn run_context(&self) -> RunContext {
+        RunContext {
+            policy: self.active_policy(),
+            confiner: self.confiner.clone(),
+            deployment: self.deployment.clone(),
+            spill_dir: self.spill_dir.clone(),
+            limits: self.process.clone(),
+        }
     }
 
     /// Which sandbox backend confines runs, its enforcement, and why each
     /// rung of the ladder is or is not usable (probing on first use). None
     /// for a custom confiner without a ladder.
     pub fn probe(&self) -> Option<Probe> {
-        self.cx.confiner.probe()
+        self.confiner.probe()
     }
 
     /// The deployment this host runs under.
     pub fn deployment(&self) -> &Deployment {
-        &self.cx.deployment
+        &self.deployment
     }
 
     /// Run `request` in the foreground and return its result.
@@ -192,7 +237,7 @@ impl Host {
         request: ExecRequest,
         options: RunOptions,
     ) -> Result<ExecResult, RunError> {
-        run::run(&self.cx, request, options).await
+        run::run(&self.run_context(), request, options).await
     }
 
     /// Start `request` as a background task and return its handle at once.
@@ -209,7 +254,7 @@ impl Host {
     /// # Ok(()) }
     /// ```
     pub fn start(&self, request: ExecRequest) -> Result<TaskHandle, RunError> {
-        run::start(&self.cx, &self.tasks, request)
+        run::start(&self.run_context(), &self.tasks, request)
     }
 
     /// The background task with this id.

@@ -337,18 +337,47 @@ fn classify(
         ),
     };
     let sandbox = cx.policy.settle(spec, facts, &outcome)?;
-    if let Some(stamped) = &sandbox
-        && stamped.mode != spec.policy.mode
-    {
-        return Err(RunError::PolicyFailed {
-            phase: "settle",
-            reason: format!(
-                "stamped mode \"{}\" on a \"{}\" run",
-                stamped.mode, spec.policy.mode
-            ),
-        });
-    }
+    check_stamp(spec, facts, sandbox.as_ref())?;
     Ok(sandbox)
+}
+
+/// The facts a component stamped must describe this run: its mode, and
+/// enforcement exactly when (and as) a runner confined it. A foreground
+/// run always gets facts; a confined run never loses them.
+fn check_stamp(
+    spec: &ExecSpec,
+    facts: &LaunchFacts,
+    stamped: Option<&SandboxFacts>,
+) -> Result<(), RunError> {
+    let wrong = |reason: String| {
+        Err(RunError::PolicyFailed {
+            phase: "settle",
+            reason,
+        })
+    };
+    let Some(stamped) = stamped else {
+        if facts.wrap.is_some() || !facts.background {
+            return wrong("returned no sandbox facts for a run that must carry them".into());
+        }
+        return Ok(());
+    };
+    if stamped.mode != spec.policy.mode {
+        return wrong(format!(
+            "stamped mode \"{}\" on a \"{}\" run",
+            stamped.mode, spec.policy.mode
+        ));
+    }
+    let expected = facts.wrap.as_ref().map(|wrap| wrap.enforcement);
+    if stamped.enforcement != expected {
+        return wrong(format!(
+            "stamped enforcement {:?} but the run's confinement was {:?}",
+            stamped.enforcement, expected
+        ));
+    }
+    if facts.wrap.is_none() && (stamped.denied || stamped.runner_failed) {
+        return wrong("claimed a sandbox denial or runner failure for an unconfined run".into());
+    }
+    Ok(())
 }
 
 /// The error for a foreground spawn failure. A confined run whose runner

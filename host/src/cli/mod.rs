@@ -4,6 +4,7 @@
 
 mod deploy;
 mod exit;
+mod policy;
 mod probe;
 mod run;
 
@@ -26,6 +27,8 @@ enum Command {
     Run(run::RunArgs),
     /// Show which sandbox backend confines runs here, and why.
     Probe(probe::ProbeArgs),
+    /// Work with policy components.
+    Policy(policy::PolicyArgs),
 }
 
 /// Parse the command line, run it, and turn the outcome into an exit code.
@@ -33,6 +36,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => run::main(args),
+        Command::Policy(args) => policy::main(args),
         Command::Probe(args) => probe::main(args).unwrap_or_else(|error| {
             eprintln!("cordon: {error:#}");
             ExitCode::from(exit::CONFIG)

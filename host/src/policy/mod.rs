@@ -35,6 +35,26 @@ use v0_1_0::{ExecutorPolicy, ExecutorPolicyPre, WitLaunch, wit};
 /// source by the host's build script and embedded in the binary.
 pub static EMBEDDED_DEFAULT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/bash-sandbox.wasm"));
 
+/// The worlds this host can load, newest first. A later interface version
+/// is added beside the older ones (with its own binding layer next to
+/// [`v0_1_0`]); components built against an older world keep loading.
+pub const SUPPORTED_WORLDS: &[&str] = &["cordon:sandbox/executor-policy@0.1.0"];
+
+/// The interface a component must export (world `executor-policy@0.1.0`).
+const EXECUTOR_EXPORT: &str = "cordon:sandbox/executor@0.1.0";
+
+/// Imports a component may have: its own package's host interfaces, and
+/// the WASI families that the deny-all context answers without granting
+/// anything (a Rust guest's std imports some of them).
+const ALLOWED_IMPORTS: &[&str] = &[
+    "cordon:sandbox/types@0.1.0",
+    "cordon:sandbox/sandbox@0.1.0",
+    "wasi:cli/",
+    "wasi:io/",
+    "wasi:clocks/",
+    "wasi:random/",
+];
+
 /// Epoch ticks per second of call deadline.
 const TICK: Duration = Duration::from_millis(10);
 
@@ -145,6 +165,7 @@ impl Policy {
     pub fn load(engine: &PolicyEngine, bytes: &[u8], limits: Limits) -> Result<Self, RunError> {
         let engine = engine.engine.clone();
         let component = Component::new(&engine, bytes).map_err(|err| load_failed(&err))?;
+        check_world(&engine, &component)?;
         let mut linker = Linker::<StoreState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|err| load_failed(&err))?;
         ExecutorPolicy::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
@@ -164,11 +185,9 @@ impl Policy {
             },
             limits,
         };
-        let (mut store, bindings) = policy.instance("load", None)?;
-        let info = bindings
-            .cordon_sandbox_executor()
-            .call_describe(&mut store)
-            .map_err(|err| call_failed("load", &err))?;
+        let info = policy.call("load", None, |store, bindings| {
+            bindings.cordon_sandbox_executor().call_describe(store)
+        })?;
         policy.info = info.into();
         Ok(policy)
     }
@@ -186,35 +205,36 @@ impl Policy {
     ) -> Result<ExecSpec, RunError> {
         let request = wit::ExecRequest::try_from(request).map_err(RunError::InvalidRequest)?;
         let deployment = wit::Deployment::try_from(deployment).map_err(RunError::InvalidRequest)?;
-        let (mut store, bindings) = self.instance("resolve", None)?;
-        let spec = bindings
-            .cordon_sandbox_executor()
-            .call_resolve(&mut store, &request, &deployment)
-            .map_err(|err| call_failed("resolve", &err))??;
+        let spec = self.call("resolve", None, move |store, bindings| {
+            bindings
+                .cordon_sandbox_executor()
+                .call_resolve(store, &request, &deployment)
+        })??;
         Ok(spec.into())
     }
 
     /// `plan`: the launch for `spec`, confined through `confiner`.
     pub fn plan(&self, spec: &ExecSpec, confiner: Arc<dyn Confine>) -> Result<Launch, RunError> {
         let wit_spec = wit::ExecSpec::try_from(spec).map_err(RunError::InvalidRequest)?;
-        let (mut store, bindings) = self.instance("plan", Some(confiner))?;
-        let launch = bindings
-            .cordon_sandbox_executor()
-            .call_plan(&mut store, &wit_spec)
-            .map_err(|err| call_failed("plan", &err))??;
-        match launch {
-            WitLaunch::Unconfined(argv) => Ok(Launch::Unconfined(argv)),
-            WitLaunch::Confined(handle) => {
-                let wrap =
-                    v0_1_0::take_wrap(&mut store.data_mut().table, handle).map_err(|err| {
-                        RunError::PolicyFailed {
-                            phase: "plan",
-                            reason: format!("returned a confinement the host did not issue: {err}"),
-                        }
-                    })?;
-                Ok(Launch::Confined(wrap))
-            }
-        }
+        let launch = self.call("plan", Some(confiner), move |store, bindings| {
+            let launch = bindings
+                .cordon_sandbox_executor()
+                .call_plan(&mut *store, &wit_spec)?;
+            Ok(launch.map(|launch| match launch {
+                WitLaunch::Unconfined(argv) => Ok(Launch::Unconfined(argv)),
+                WitLaunch::Confined(handle) => {
+                    v0_1_0::take_wrap(&mut store.data_mut().table, handle)
+                        .map(Launch::Confined)
+                        .map_err(|err| {
+                            format!("returned a confinement the host did not issue: {err}")
+                        })
+                }
+            }))
+        })??;
+        launch.map_err(|reason| RunError::PolicyFailed {
+            phase: "plan",
+            reason,
+        })
     }
 
     /// `settle`: classify a finished run.
@@ -225,61 +245,172 @@ impl Policy {
         outcome: &Outcome,
     ) -> Result<Option<SandboxFacts>, RunError> {
         let wit_spec = wit::ExecSpec::try_from(spec).map_err(RunError::InvalidRequest)?;
-        let (mut store, bindings) = self.instance("settle", None)?;
-        let facts = bindings
-            .cordon_sandbox_executor()
-            .call_settle(
-                &mut store,
-                &wit_spec,
-                &facts.clone().into(),
-                &outcome.clone().into(),
-            )
-            .map_err(|err| call_failed("settle", &err))??;
-        Ok(facts.map(Into::into))
+        let facts: wit::LaunchFacts = facts.clone().into();
+        let outcome: wit::Outcome = outcome.clone().into();
+        let stamped = self.call("settle", None, move |store, bindings| {
+            bindings
+                .cordon_sandbox_executor()
+                .call_settle(store, &wit_spec, &facts, &outcome)
+        })??;
+        Ok(stamped.map(Into::into))
     }
 
-    /// A fresh store and instance for one call, with its limits armed.
-    fn instance(
+    /// Run `f` against a fresh store and instance, with its limits armed.
+    ///
+    /// Called from inside a tokio runtime, the call runs on the policy
+    /// thread instead: wasmtime-wasi's synchronous bindings (a guest that
+    /// writes to stderr, e.g. while panicking) block on a runtime, which
+    /// must not happen on a thread that drives async tasks. The call is
+    /// bounded by its epoch deadline, so the caller's wait is bounded too.
+    fn call<R: Send + 'static>(
         &self,
         phase: &'static str,
         confiner: Option<Arc<dyn Confine>>,
-    ) -> Result<(Store<StoreState>, ExecutorPolicy), RunError> {
-        let state = StoreState {
-            wasi: v0_1_0::deny_all_wasi(),
-            table: ResourceTable::new(),
-            limits: StoreLimitsBuilder::new()
-                .memory_size(self.limits.memory_bytes)
-                .trap_on_grow_failure(true)
-                .build(),
-            confiner,
+        f: impl FnOnce(&mut Store<StoreState>, &ExecutorPolicy) -> wasmtime::Result<R> + Send + 'static,
+    ) -> Result<R, RunError> {
+        let engine = self.engine.clone();
+        let pre = self.pre.clone();
+        let limits = self.limits.clone();
+        let job = move || -> Result<R, RunError> {
+            let state = StoreState {
+                wasi: v0_1_0::deny_all_wasi(),
+                table: ResourceTable::new(),
+                limits: StoreLimitsBuilder::new()
+                    .memory_size(limits.memory_bytes)
+                    .trap_on_grow_failure(true)
+                    .build(),
+                confiner,
+            };
+            let mut store = Store::new(&engine, state);
+            store.limiter(|state| &mut state.limits);
+            let ticks = limits.call_deadline.as_millis().div_ceil(TICK.as_millis()) as u64;
+            store.set_epoch_deadline(ticks.max(1));
+            let bindings = pre
+                .instantiate(&mut store)
+                .map_err(|err| call_failed(phase, &err))?;
+            f(&mut store, &bindings).map_err(|err| call_failed(phase, &err))
         };
-        let mut store = Store::new(&self.engine, state);
-        store.limiter(|state| &mut state.limits);
-        let ticks = self
-            .limits
-            .call_deadline
-            .as_millis()
-            .div_ceil(TICK.as_millis()) as u64;
-        store.set_epoch_deadline(ticks.max(1));
-        let bindings = self
-            .pre
-            .instantiate(&mut store)
-            .map_err(|err| call_failed(phase, &err))?;
-        Ok((store, bindings))
+        if tokio::runtime::Handle::try_current().is_ok() {
+            policy_thread::run(job).unwrap_or_else(|| {
+                Err(RunError::PolicyFailed {
+                    phase,
+                    reason: "the host panicked while running the call".into(),
+                })
+            })
+        } else {
+            job()
+        }
     }
+}
+
+/// The thread that runs policy calls made from inside a tokio runtime.
+mod policy_thread {
+    use std::sync::OnceLock;
+    use std::sync::mpsc;
+
+    type Job = Box<dyn FnOnce() + Send>;
+
+    fn sender() -> &'static mpsc::Sender<Job> {
+        static SENDER: OnceLock<mpsc::Sender<Job>> = OnceLock::new();
+        SENDER.get_or_init(|| {
+            let (tx, rx) = mpsc::channel::<Job>();
+            std::thread::Builder::new()
+                .name("cordon-policy".into())
+                .spawn(move || {
+                    for job in rx {
+                        // A panic in one job must not take the thread down.
+                        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                    }
+                })
+                .expect("spawn the cordon-policy thread");
+            tx
+        })
+    }
+
+    /// Run `job` on the policy thread and wait for its result; none if
+    /// the job panicked.
+    pub fn run<R: Send + 'static>(job: impl FnOnce() -> R + Send + 'static) -> Option<R> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        sender()
+            .send(Box::new(move || {
+                let _ = tx.send(job());
+            }))
+            .ok()?;
+        rx.recv().ok()
+    }
+}
+
+/// Check a component against the world before linking: every import must
+/// be one cordon grants, and the executor interface must be exported. The
+/// error names the offending import or export and the expected world.
+fn check_world(engine: &Engine, component: &Component) -> Result<(), RunError> {
+    let world = SUPPORTED_WORLDS[0];
+    let ty = component.component_type();
+    for (name, _) in ty.imports(engine) {
+        let allowed = ALLOWED_IMPORTS.iter().any(|allowed| {
+            if allowed.ends_with('/') {
+                name.starts_with(allowed)
+            } else {
+                name == *allowed
+            }
+        });
+        if !allowed {
+            let hint = if name.starts_with("cordon:sandbox/") {
+                format!("; this host supports {}", SUPPORTED_WORLDS.join(", "))
+            } else {
+                "; policy components get no files, sockets or other host authority".to_owned()
+            };
+            return Err(RunError::PolicyFailed {
+                phase: "load",
+                reason: format!(
+                    "the component imports {name}, which the world {world} does not provide{hint}"
+                ),
+            });
+        }
+    }
+    let exports: Vec<String> = ty
+        .exports(engine)
+        .map(|(name, _)| name.to_owned())
+        .collect();
+    if !exports.iter().any(|name| name == EXECUTOR_EXPORT) {
+        return Err(RunError::PolicyFailed {
+            phase: "load",
+            reason: format!(
+                "the component does not export {EXECUTOR_EXPORT} (world {world}); it exports [{}]",
+                exports.join(", ")
+            ),
+        });
+    }
+    Ok(())
 }
 
 fn load_failed(err: &wasmtime::Error) -> RunError {
     RunError::PolicyFailed {
         phase: "load",
-        reason: format!("{err:#}"),
+        reason: one_line(&format!("{err:#}")),
     }
 }
 
+/// An error as one bounded line (an operator reads it in a log).
+fn one_line(text: &str) -> String {
+    let mut line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.len() > 600 {
+        let cut = line.char_indices().nth(600).map_or(line.len(), |(i, _)| i);
+        line.truncate(cut);
+        line.push('…');
+    }
+    line
+}
+
 fn call_failed(phase: &'static str, err: &wasmtime::Error) -> RunError {
+    let text = format!("{err:#}");
     let reason = match err.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => "exceeded its call deadline".to_owned(),
-        _ => format!("{err:#}"),
+        Some(trap) => format!("trapped: {trap}"),
+        None if text.contains("forcing trap when growing memory") => {
+            "trapped: exceeded its memory limit".to_owned()
+        }
+        None => one_line(&text),
     };
     RunError::PolicyFailed { phase, reason }
 }

@@ -1,0 +1,274 @@
+//! Policy components are untrusted code (DESIGN.md, host invariants): a
+//! misbehaving component is a structured `POLICY_FAILED` error for that run
+//! — never a crash, a hang, or a command run unconfined — and the host
+//! serves a normal run right after. Each case touches a marker file if
+//! the command ever runs; it must stay absent.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{bwrap_usable, component, workspace};
+use cordon::policy::Limits;
+use cordon::{Deployment, ExecRequest, Host, PolicySource, RunError};
+
+/// A host running the hostile fixture, with a short call deadline.
+fn hostile_host(dir: &Path) -> Host {
+    Host::builder()
+        .policy(PolicySource::File(component("hostile-policy.wasm")))
+        .deployment(Deployment::in_dir(dir))
+        .limits(Limits {
+            call_deadline: Duration::from_millis(300),
+            ..Limits::default()
+        })
+        .build()
+        .unwrap()
+}
+
+/// Run `word; touch MARKER` and expect a policy failure in `phase` whose
+/// reason contains `says`; then prove the host still serves a normal run.
+async fn contained(word: &str, phase: &str, says: &str) {
+    let ws = workspace();
+    let host = hostile_host(ws.path());
+    let marker = ws.path().join("ran");
+    let started = Instant::now();
+    let err = host
+        .run(ExecRequest::new(format!(
+            "{word}; touch {}",
+            marker.display()
+        )))
+        .await
+        .expect_err(word);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{word} took too long"
+    );
+    match &err {
+        RunError::PolicyFailed { phase: p, reason } => {
+            assert_eq!(*p, phase, "{word}: {err}");
+            assert!(reason.contains(says), "{word}: {reason}");
+        }
+        other => panic!("{word}: expected POLICY_FAILED, got {other}"),
+    }
+    assert_eq!(err.code(), "POLICY_FAILED");
+    assert!(!marker.exists(), "{word}: the command ran");
+
+    let after = host
+        .run(ExecRequest::new("echo still-serving"))
+        .await
+        .expect("the host serves a normal run after a hostile one");
+    assert_eq!(after.stdout.text, "still-serving\n");
+}
+
+macro_rules! confined_case {
+    ($name:ident, $word:literal, $phase:literal, $says:literal) => {
+        #[tokio::test]
+        async fn $name() {
+            if !bwrap_usable(stringify!($name)) {
+                return;
+            }
+            contained($word, $phase, $says).await;
+        }
+    };
+}
+
+confined_case!(
+    an_infinite_loop_in_resolve,
+    "loop-resolve",
+    "resolve",
+    "deadline"
+);
+confined_case!(
+    an_infinite_loop_in_settle,
+    "loop-settle",
+    "settle",
+    "deadline"
+);
+confined_case!(a_memory_bomb, "memory-bomb", "resolve", "trapped");
+confined_case!(a_panic, "panic", "resolve", "trapped");
+confined_case!(a_100_mib_string, "huge-string", "resolve", "trapped");
+confined_case!(
+    an_unconfined_launch_for_read_only,
+    "unconfined",
+    "plan",
+    "refusing to run it unconfined"
+);
+confined_case!(
+    a_forged_argv,
+    "forged-argv",
+    "plan",
+    "refusing to run it unconfined"
+);
+confined_case!(
+    a_confinement_of_another_policy,
+    "other-policy",
+    "plan",
+    "but the spec is mode"
+);
+confined_case!(
+    a_spec_wider_than_the_ceiling,
+    "wider-spec",
+    "resolve",
+    "wider than the deployment ceiling"
+);
+confined_case!(
+    facts_for_another_mode,
+    "wrong-mode",
+    "settle",
+    "stamped mode"
+);
+confined_case!(
+    no_facts_for_a_confined_run,
+    "no-facts",
+    "settle",
+    "no sandbox facts"
+);
+confined_case!(
+    a_confined_run_stamped_unconfined,
+    "fake-unconfined",
+    "settle",
+    "enforcement"
+);
+
+#[test]
+fn the_cli_reports_a_policy_failure_with_its_own_exit_code() {
+    let ws = workspace();
+    let marker = ws.path().join("ran");
+    let output = common::cordon()
+        .current_dir(ws.path())
+        .args(["run", "--policy"])
+        .arg(component("hostile-policy.wasm"))
+        .arg("--")
+        .arg(format!("panic; touch {}", marker.display()))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(70));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.starts_with("cordon: POLICY_FAILED: policy component failed in resolve: trapped"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(!marker.exists());
+}
+
+/// A hand-written component that imports `import` and exports nothing.
+fn importing(import: &str) -> Vec<u8> {
+    wat::parse_str(format!("(component (import \"{import}\" (instance)))")).unwrap()
+}
+
+fn load_error(bytes: Vec<u8>) -> String {
+    let ws = workspace();
+    let err = Host::builder()
+        .policy(PolicySource::Bytes(bytes))
+        .deployment(Deployment::in_dir(ws.path()))
+        .build()
+        .err()
+        .expect("refused at load");
+    err.to_string()
+}
+
+#[test]
+fn a_filesystem_import_is_refused_at_load() {
+    let err = load_error(importing("wasi:filesystem/preopens@0.2.6"));
+    assert!(
+        err.contains("imports wasi:filesystem/preopens@0.2.6"),
+        "{err}"
+    );
+    assert!(
+        err.contains("cordon:sandbox/executor-policy@0.1.0"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_unknown_interface_is_refused_at_load() {
+    let err = load_error(importing("evil:net/raw@1.0.0"));
+    assert!(err.contains("imports evil:net/raw@1.0.0"), "{err}");
+}
+
+#[test]
+fn another_package_version_is_refused_at_load() {
+    let err = load_error(importing("cordon:sandbox/sandbox@0.2.0"));
+    assert!(
+        err.contains("imports cordon:sandbox/sandbox@0.2.0"),
+        "{err}"
+    );
+    assert!(
+        err.contains("this host supports cordon:sandbox/executor-policy@0.1.0"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_component_without_the_executor_export_is_refused_at_load() {
+    let err = load_error(wat::parse_str("(component)").unwrap());
+    assert!(
+        err.contains("does not export cordon:sandbox/executor@0.1.0"),
+        "{err}"
+    );
+}
+
+#[test]
+fn policy_check_runs_the_same_checks() {
+    let ws = workspace();
+    let good = common::cordon()
+        .args(["policy", "check"])
+        .arg(component("bash-sandbox.wasm"))
+        .output()
+        .unwrap();
+    assert_eq!(good.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&good.stdout).starts_with("ok: bash-sandbox "));
+    let bad = ws.path().join("bad.wasm");
+    std::fs::write(&bad, importing("wasi:sockets/tcp@0.2.6")).unwrap();
+    let output = common::cordon()
+        .args(["policy", "check"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(70));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("imports wasi:sockets/tcp@0.2.6"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn reload_swaps_the_policy_and_keeps_the_old_one_on_failure() {
+    if !bwrap_usable("reload_swaps_the_policy_and_keeps_the_old_one_on_failure") {
+        return;
+    }
+    let ws = workspace();
+    let host = Host::builder()
+        .deployment(Deployment::in_dir(ws.path()))
+        .build()
+        .unwrap();
+    // A task planned by the default policy ...
+    let task = host.start(ExecRequest::new("sleep 0.5; exit 3")).unwrap();
+    let info = host
+        .reload(PolicySource::File(component("strict-policy.wasm")))
+        .unwrap();
+    assert_eq!(info.name, "strict-policy");
+    // ... settles with the default policy's facts (not strict's denial).
+    let done = task.wait(Some(Duration::from_secs(10))).await;
+    assert_eq!(done.exit_code, Some(3));
+    assert!(
+        !done.sandbox.unwrap().denied,
+        "settled by the policy that planned it"
+    );
+    // New runs use the new policy.
+    let after = host.run(ExecRequest::new("exit 3")).await.unwrap();
+    assert!(
+        after.sandbox.unwrap().denied,
+        "strict-policy stamps a denial"
+    );
+
+    // A broken component is refused and the previous one stays active.
+    let err = host
+        .reload(PolicySource::Bytes(importing("evil:net/raw@1.0.0")))
+        .unwrap_err();
+    assert!(err.to_string().contains("evil:net/raw@1.0.0"), "{err}");
+    assert_eq!(host.policy_info().name, "strict-policy");
+}

@@ -7,6 +7,7 @@ use std::sync::{Arc, RwLock};
 
 use crate::RunError;
 use crate::model::{Deployment, ExecRequest, ExecResult};
+use crate::policy::cache::ComponentCache;
 use crate::policy::{self, ExecutorInfo, Limits, Policy, PolicyEngine};
 use crate::process::spill::SpillDir;
 use crate::run::{self, ProcessLimits, RunContext, RunOptions};
@@ -67,6 +68,7 @@ pub struct HostBuilder {
     limits: Option<Limits>,
     process: Option<ProcessLimits>,
     spill_parent: Option<PathBuf>,
+    cache: Option<ComponentCache>,
 }
 
 impl HostBuilder {
@@ -115,6 +117,13 @@ impl HostBuilder {
         self
     }
 
+    /// Keep compiled policy components in `cache`, so the next host that
+    /// loads the same component skips compiling it.
+    pub fn component_cache(mut self, cache: ComponentCache) -> Self {
+        self.cache = Some(cache);
+        self
+    }
+
     /// Load the policy component and build the host.
     pub fn build(self) -> Result<Host, BuildError> {
         let bytes = self.policy.unwrap_or(PolicySource::Embedded).read()?;
@@ -122,7 +131,10 @@ impl HostBuilder {
             Some(deployment) => deployment,
             None => Deployment::in_dir(std::env::current_dir().map_err(BuildError::Workdir)?),
         };
-        let engine = PolicyEngine::new()?;
+        let mut engine = PolicyEngine::new()?;
+        if let Some(cache) = self.cache {
+            engine = engine.with_cache(cache);
+        }
         let limits = self.limits.unwrap_or_default();
         let policy = Policy::load(&engine, &bytes, limits.clone())?;
         let spill_dir = match self.spill_parent {

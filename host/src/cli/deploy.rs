@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use cordon::config::Config;
+use cordon::policy::cache::ComponentCache;
 use cordon::sandbox::BackendChoice;
 use cordon::{HostBuilder, SandboxMode};
 
@@ -30,6 +31,43 @@ pub struct DeployArgs {
     /// Bound on each runner probe in milliseconds [default: 5000].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     probe_timeout_ms: Option<u64>,
+
+    #[command(flatten)]
+    cache: CacheArgs,
+}
+
+/// Where compiled policy components are kept.
+#[derive(Debug, Args)]
+pub struct CacheArgs {
+    /// Directory for compiled policy components (0700, owned by you)
+    /// [default: $XDG_CACHE_HOME/cordon/components or ~/.cache/cordon/components].
+    #[arg(long, value_name = "DIR")]
+    component_cache: Option<PathBuf>,
+
+    /// Compile the policy component on every start instead.
+    #[arg(long, conflicts_with = "component_cache")]
+    no_component_cache: bool,
+}
+
+impl CacheArgs {
+    /// The cache, when one is wanted and usable. An unusable one costs only
+    /// a compile, so it is a warning, not an error.
+    pub fn open(&self) -> Option<ComponentCache> {
+        if self.no_component_cache {
+            return None;
+        }
+        let path = self
+            .component_cache
+            .clone()
+            .or_else(ComponentCache::default_path)?;
+        match ComponentCache::open(&path) {
+            Ok(cache) => Some(cache),
+            Err(err) => {
+                eprintln!("cordon: warning: not caching compiled policy components: {err}");
+                None
+            }
+        }
+    }
 }
 
 impl DeployArgs {
@@ -58,7 +96,10 @@ impl DeployArgs {
     /// A host builder for this deployment in the current directory.
     pub fn host_builder(&self) -> anyhow::Result<(HostBuilder, PathBuf)> {
         let cwd = std::env::current_dir().context("cannot determine the current directory")?;
-        let builder = self.config()?.host_builder(Path::new(&cwd));
+        let mut builder = self.config()?.host_builder(Path::new(&cwd));
+        if let Some(cache) = self.cache.open() {
+            builder = builder.component_cache(cache);
+        }
         Ok((builder, cwd))
     }
 }

@@ -12,6 +12,7 @@
 //! [`Policy`]; each call gets a fresh `Store` and instance (a few µs), which
 //! is what makes components stateless between calls.
 
+pub mod cache;
 mod v0_1_0;
 
 use std::sync::Arc;
@@ -20,7 +21,10 @@ use std::thread;
 use std::time::Duration;
 
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder, Trap};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits,
+    StoreLimitsBuilder, Trap,
+};
 use wasmtime_wasi::WasiCtx;
 
 use crate::RunError;
@@ -55,6 +59,13 @@ const ALLOWED_IMPORTS: &[&str] = &[
     "wasi:random/",
 ];
 
+/// Component instances alive at once per engine (calls are short and
+/// their stores dropped at once, so this bounds concurrency, not runs).
+const POOL_INSTANCES: u32 = 32;
+
+/// The hard ceiling on a component's linear memory, whatever [`Limits`] say.
+pub const MAX_MEMORY_BYTES: usize = 256 << 20;
+
 /// Epoch ticks per second of call deadline.
 const TICK: Duration = Duration::from_millis(10);
 
@@ -81,15 +92,21 @@ impl Default for Limits {
 pub struct PolicyEngine {
     engine: Engine,
     ticker_stop: Arc<AtomicBool>,
+    cache: Option<cache::ComponentCache>,
 }
 
 impl PolicyEngine {
     /// An engine configured for policy components (component model, epoch
-    /// interruption) and its ticker.
+    /// interruption, the pooling allocator) and its ticker.
+    ///
+    /// The pooling allocator makes a fresh instance cost microseconds; its
+    /// per-instance memory size is the hard ceiling under every store's
+    /// own memory limit. Where its address-space reservation fails (a
+    /// tight `ulimit -v`), the engine falls back to on-demand allocation.
     pub fn new() -> Result<Self, RunError> {
-        let mut config = Config::new();
-        config.epoch_interruption(true);
-        let engine = Engine::new(&config).map_err(|err| load_failed(&err))?;
+        let engine = Engine::new(&Self::config(true))
+            .or_else(|_| Engine::new(&Self::config(false)))
+            .map_err(|err| load_failed(&err))?;
         let ticker_stop = Arc::new(AtomicBool::new(false));
         let ticking = engine.clone();
         let stop = ticker_stop.clone();
@@ -108,7 +125,32 @@ impl PolicyEngine {
         Ok(PolicyEngine {
             engine,
             ticker_stop,
+            cache: None,
         })
+    }
+
+    /// Keep compiled components in `cache` (see [`cache`]).
+    pub fn with_cache(mut self, cache: cache::ComponentCache) -> Self {
+        self.cache = Some(cache);
+        self
+    }
+}
+
+impl PolicyEngine {
+    fn config(pooling: bool) -> Config {
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        if pooling {
+            let mut pool = PoolingAllocationConfig::default();
+            pool.total_component_instances(POOL_INSTANCES)
+                .total_core_instances(POOL_INSTANCES * 16)
+                .total_memories(POOL_INSTANCES * 2)
+                .total_tables(POOL_INSTANCES * 8)
+                .total_stacks(POOL_INSTANCES)
+                .max_memory_size(MAX_MEMORY_BYTES);
+            config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        }
+        config
     }
 }
 
@@ -155,6 +197,7 @@ pub(crate) struct StoreState {
 pub struct Policy {
     engine: Engine,
     pre: ExecutorPolicyPre<StoreState>,
+    compiled: bool,
     info: ExecutorInfo,
     limits: Limits,
 }
@@ -163,8 +206,15 @@ impl Policy {
     /// Compile and validate `bytes` (a component binary) against the
     /// `executor-policy` world, and ask it to describe itself.
     pub fn load(engine: &PolicyEngine, bytes: &[u8], limits: Limits) -> Result<Self, RunError> {
+        let cache = engine.cache.as_ref();
         let engine = engine.engine.clone();
-        let component = Component::new(&engine, bytes).map_err(|err| load_failed(&err))?;
+        let (component, compiled) = match cache.and_then(|c| c.load(&engine, bytes)) {
+            Some(component) => (component, false),
+            None => {
+                let component = Component::new(&engine, bytes).map_err(|err| load_failed(&err))?;
+                (component, true)
+            }
+        };
         check_world(&engine, &component)?;
         let mut linker = Linker::<StoreState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|err| load_failed(&err))?;
@@ -174,9 +224,13 @@ impl Policy {
             .instantiate_pre(&component)
             .map_err(|err| load_failed(&err))?;
         let pre = ExecutorPolicyPre::new(instance_pre).map_err(|err| load_failed(&err))?;
+        if compiled && let Some(cache) = cache {
+            cache.store(&engine, bytes, &component);
+        }
         let mut policy = Policy {
             engine,
             pre,
+            compiled,
             info: ExecutorInfo {
                 name: String::new(),
                 version: String::new(),
@@ -190,6 +244,12 @@ impl Policy {
         })?;
         policy.info = info.into();
         Ok(policy)
+    }
+
+    /// Whether loading compiled the component (false: it came from the
+    /// compiled-component cache).
+    pub fn compiled(&self) -> bool {
+        self.compiled
     }
 
     /// What the component said about itself when it was loaded.

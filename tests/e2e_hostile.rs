@@ -88,6 +88,7 @@ confined_case!(
 confined_case!(a_memory_bomb, "memory-bomb", "resolve", "trapped");
 confined_case!(a_panic, "panic", "resolve", "trapped");
 confined_case!(a_100_mib_string, "huge-string", "resolve", "trapped");
+confined_case!(an_8_mib_string, "big-string", "resolve", "the limits are");
 confined_case!(
     an_unconfined_launch_for_read_only,
     "unconfined",

@@ -77,10 +77,22 @@ fn main() {
         policy.settle(&spec, &facts, &outcome).expect("settle");
     };
 
+    let native_dir = dir.to_string_lossy().into_owned();
+    let native = move || native_round_trip(&native_dir);
+    let strict = std::path::Path::new(env!("OUT_DIR")).join("strict-policy.wasm");
+    let cache_parent = tempfile_dir();
+    let warm_cache = cache_parent.join("warm");
+    let mut cold_round = 0;
+
     let mut cases: Vec<Case> = vec![
         (
             "policy round trip only (3 fresh instances: resolve, plan+confine, settle)",
             Box::new(round_trip),
+            rounds,
+        ),
+        (
+            "the same policy logic as native Rust (resolve, argv, settle)",
+            Box::new(native),
             rounds,
         ),
         (
@@ -118,16 +130,53 @@ fn main() {
             Box::new(|| run(SandboxMode::ReadOnly, "true")),
             rounds,
         ));
+        let warm = warm_cache.clone();
         cases.push((
-            "`cordon run -- true` (CLI, cold process)",
+            "`cordon run -- true` (CLI, cold process, cached component)",
             Box::new(move || {
                 let status = Command::new(cordon_bin)
-                    .args(["run", "--", "true"])
+                    .args(["run", "--component-cache"])
+                    .arg(&warm)
+                    .args(["--", "true"])
                     .status()
                     .expect("cordon");
                 assert!(status.success());
             }),
             rounds,
+        ));
+        let strict_cached = strict.clone();
+        let warm = warm_cache.clone();
+        cases.push((
+            "`cordon run --policy custom.wasm -- true`, component cached",
+            Box::new(move || {
+                let status = Command::new(cordon_bin)
+                    .args(["run", "--policy"])
+                    .arg(&strict_cached)
+                    .arg("--component-cache")
+                    .arg(&warm)
+                    .args(["--", "true"])
+                    .status()
+                    .expect("cordon");
+                assert!(status.success());
+            }),
+            rounds,
+        ));
+        let cold_parent = cache_parent.clone();
+        cases.push((
+            "`cordon run --policy custom.wasm -- true`, first run (uncached)",
+            Box::new(move || {
+                cold_round += 1;
+                let status = Command::new(cordon_bin)
+                    .args(["run", "--policy"])
+                    .arg(&strict)
+                    .arg("--component-cache")
+                    .arg(cold_parent.join(format!("cold-{cold_round}")))
+                    .args(["--", "true"])
+                    .status()
+                    .expect("cordon");
+                assert!(status.success());
+            }),
+            flood_rounds,
         ));
     } else {
         eprintln!("SKIPPED bwrap cases: bwrap not found on PATH");
@@ -173,6 +222,15 @@ fn main() {
             ratio(m, bash_true)
         );
     }
+    let policy_wasm = medians[0];
+    let policy_native = medians[1];
+    println!();
+    println!(
+        "policy round trip: {:.1} µs through the component vs {:.1} µs native; {:.2}% of bwrap `true`",
+        policy_wasm.as_secs_f64() * 1e6,
+        policy_native.as_secs_f64() * 1e6,
+        bwrap_true.map_or(f64::NAN, |b| 100.0 * ratio(policy_wasm, b))
+    );
     let flood_direct = find("100 MiB to stdout, read directly").unwrap();
     let flood_cordon = find("100 MiB to stdout, through cordon (danger-full-access)").unwrap();
     println!();
@@ -182,6 +240,63 @@ fn main() {
         flood_rounds,
         rounds
     );
+}
+
+/// The component's logic, called natively: what the Wasm boundary costs.
+fn native_round_trip(dir: &str) {
+    use cordon_policy::{
+        Backend, Deployment, Enforcement, ExecRequest, LaunchFacts, Outcome, RunnerStatus,
+        SandboxMode, SandboxPolicy, Signatures, WrapFacts,
+    };
+    let deployment = Deployment {
+        policy: SandboxPolicy {
+            mode: SandboxMode::ReadOnly,
+            workspace_root: dir.to_owned(),
+        },
+        max_mode: SandboxMode::WorkspaceWrite,
+        workdir: dir.to_owned(),
+    };
+    let request = ExecRequest {
+        command: "true".into(),
+        workdir: None,
+        timeout_ms: None,
+        env: vec![],
+        policy: None,
+    };
+    let spec =
+        cordon_policy::resolve::resolve(request, &deployment, cordon_policy::resolve::DEFAULT_ENV)
+            .expect("resolve");
+    std::hint::black_box(cordon_policy::bash_argv(&spec.command));
+    let facts = LaunchFacts {
+        background: false,
+        wrap: Some(WrapFacts {
+            backend: Backend::Bwrap,
+            enforcement: Enforcement::Full,
+            signatures: Signatures {
+                runner_failure: vec!["bwrap: ".into()],
+                runner_failure_exit: None,
+                runner_notices: vec![],
+                denial: vec!["read-only file system".into()],
+            },
+        }),
+    };
+    let outcome = Outcome {
+        exit_code: Some(0),
+        signal: None,
+        timed_out: false,
+        aborted: false,
+        stderr_tail: String::new(),
+        runner_status: RunnerStatus::Unknown,
+    };
+    std::hint::black_box(cordon_policy::classify::settle(&spec, &facts, &outcome).expect("settle"));
+}
+
+/// A scratch directory outside /tmp for the benchmark's caches.
+fn tempfile_dir() -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("bench-cache-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("bench cache dir");
+    dir
 }
 
 fn direct(argv: &[&str]) {

@@ -247,6 +247,7 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
     }
 
     let mut spec = cx.policy.resolve(&request, &cx.deployment)?;
+    check_spec_size(&spec)?;
     canonicalise(&mut spec)?;
     if spec.policy.mode > ceiling {
         return Err(RunError::PolicyFailed {
@@ -289,10 +290,15 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
             });
         }
     };
-    if argv.is_empty() {
+    if argv.is_empty() || argv.len() > MAX_ARGS || total_len(&argv) > MAX_TEXT_BYTES {
         return Err(RunError::PolicyFailed {
             phase: "plan",
-            reason: "returned an empty argv".into(),
+            reason: format!(
+                "returned an argv of {} arguments and {} bytes (must be 1..={MAX_ARGS} \
+                 arguments and at most {MAX_TEXT_BYTES} bytes)",
+                argv.len(),
+                total_len(&argv)
+            ),
         });
     }
 
@@ -311,6 +317,36 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
         wrap,
         report,
     })
+}
+
+/// Arguments a launch may have.
+const MAX_ARGS: usize = 4_096;
+/// Bytes a command, an argv or an environment from a component may have
+/// (the kernel's own limit for a whole exec is in this range).
+const MAX_TEXT_BYTES: usize = 2 << 20;
+
+fn total_len(texts: &[String]) -> usize {
+    texts.iter().map(String::len).sum()
+}
+
+/// A resolved spec is bounded whatever the component returned.
+fn check_spec_size(spec: &ExecSpec) -> Result<(), RunError> {
+    let env_bytes: usize = spec.env.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if spec.command.len() > MAX_TEXT_BYTES
+        || spec.env.len() > MAX_ARGS
+        || env_bytes > MAX_TEXT_BYTES
+    {
+        return Err(RunError::PolicyFailed {
+            phase: "resolve",
+            reason: format!(
+                "returned a spec of {} command bytes and {} environment entries ({env_bytes} \
+                 bytes); the limits are {MAX_TEXT_BYTES} bytes and {MAX_ARGS} entries",
+                spec.command.len(),
+                spec.env.len()
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Have the policy classify a finished run, and check what it stamped.

@@ -63,6 +63,9 @@ const ALLOWED_IMPORTS: &[&str] = &[
 /// their stores dropped at once, so this bounds concurrency, not runs).
 const POOL_INSTANCES: u32 = 32;
 
+/// Memory per pooled slot kept resident between instances.
+const KEEP_RESIDENT_BYTES: usize = 256 << 10;
+
 /// The hard ceiling on a component's linear memory, whatever [`Limits`] say.
 pub const MAX_MEMORY_BYTES: usize = 256 << 20;
 
@@ -147,7 +150,11 @@ impl PolicyEngine {
                 .total_memories(POOL_INSTANCES * 2)
                 .total_tables(POOL_INSTANCES * 8)
                 .total_stacks(POOL_INSTANCES)
-                .max_memory_size(MAX_MEMORY_BYTES);
+                .max_memory_size(MAX_MEMORY_BYTES)
+                // Reset a reused slot by zeroing what a policy call
+                // typically touches, instead of madvise + page faults.
+                .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
+                .table_keep_resident(KEEP_RESIDENT_BYTES);
             config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         }
         config

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{bwrap_usable, cordon, parse, run_json, sandbox, workspace};
+use common::{bwrap_usable, cordon, cordon_in, parse, run_json, sandbox, workspace};
 use serde_json::json;
 
 #[test]
@@ -160,13 +160,11 @@ fn timeout_is_reported_as_a_fact() {
 #[test]
 fn a_missing_workdir_is_an_ordinary_error() {
     let ws = workspace();
-    let output = cordon()
-        .current_dir(ws.path())
-        .args(["run", "--workdir", "no/such/dir", "--", "true"])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(66));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (code, stderr) = cordon_in(
+        ws.path(),
+        &["run", "--workdir", "no/such/dir", "--", "true"],
+    );
+    assert_eq!(code, Some(66));
     assert!(
         stderr.contains("cordon: WORKDIR: working directory"),
         "{stderr}"
@@ -177,12 +175,7 @@ fn a_missing_workdir_is_an_ordinary_error() {
 #[test]
 fn invalid_requests_name_the_field() {
     let ws = workspace();
-    let output = cordon()
-        .current_dir(ws.path())
-        .args(["run", "--timeout-ms", "0", "--", "true"])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(64));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (code, stderr) = cordon_in(ws.path(), &["run", "--timeout-ms", "0", "--", "true"]);
+    assert_eq!(code, Some(64));
     assert!(stderr.contains("timeout-ms must be positive"), "{stderr}");
 }

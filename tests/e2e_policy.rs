@@ -51,13 +51,9 @@ fn a_file_that_is_not_a_component_is_a_policy_error() {
 #[test]
 fn a_missing_policy_file_is_named() {
     let ws = workspace();
-    let output = cordon()
-        .current_dir(ws.path())
-        .args(["run", "--policy", "nope.wasm", "--", "true"])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(70));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (code, stderr) =
+        common::cordon_in(ws.path(), &["run", "--policy", "nope.wasm", "--", "true"]);
+    assert_eq!(code, Some(70));
     assert!(
         stderr.contains("cannot read policy component nope.wasm"),
         "{stderr}"

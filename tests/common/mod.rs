@@ -233,3 +233,16 @@ pub fn assert_workspace_write_allows_its_root_only(backend: &[&str]) {
     );
     assert!(!outside.exists(), "the sibling write landed on the host");
 }
+
+/// `cordon ARGS` in `dir`: its exit code and stderr.
+pub fn cordon_in(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let output = cordon()
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("spawn cordon");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}

@@ -11,6 +11,8 @@
 //! Start with [`Host::builder`]: [`Host::run`] runs a command in the
 //! foreground, [`Host::start`] as a background task.
 
+#![warn(missing_docs)]
+
 pub mod config;
 mod error;
 mod host;

@@ -16,6 +16,8 @@
 //! Every [`Executor`] gets the `executor` interface through a blanket
 //! implementation; a component overrides a method only where its policy differs.
 
+#![warn(missing_docs)]
+
 pub mod classify;
 pub mod plan;
 pub mod resolve;

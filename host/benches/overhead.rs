@@ -133,32 +133,13 @@ fn main() {
         let warm = warm_cache.clone();
         cases.push((
             "`cordon run -- true` (CLI, cold process, cached component)",
-            Box::new(move || {
-                let status = Command::new(cordon_bin)
-                    .args(["run", "--component-cache"])
-                    .arg(&warm)
-                    .args(["--", "true"])
-                    .status()
-                    .expect("cordon");
-                assert!(status.success());
-            }),
+            Box::new(move || cli_true(cordon_bin, None, &warm)),
             rounds,
         ));
-        let strict_cached = strict.clone();
-        let warm = warm_cache.clone();
+        let (strict_cached, warm) = (strict.clone(), warm_cache.clone());
         cases.push((
             "`cordon run --policy custom.wasm -- true`, component cached",
-            Box::new(move || {
-                let status = Command::new(cordon_bin)
-                    .args(["run", "--policy"])
-                    .arg(&strict_cached)
-                    .arg("--component-cache")
-                    .arg(&warm)
-                    .args(["--", "true"])
-                    .status()
-                    .expect("cordon");
-                assert!(status.success());
-            }),
+            Box::new(move || cli_true(cordon_bin, Some(&strict_cached), &warm)),
             rounds,
         ));
         let cold_parent = cache_parent.clone();
@@ -166,15 +147,8 @@ fn main() {
             "`cordon run --policy custom.wasm -- true`, first run (uncached)",
             Box::new(move || {
                 cold_round += 1;
-                let status = Command::new(cordon_bin)
-                    .args(["run", "--policy"])
-                    .arg(&strict)
-                    .arg("--component-cache")
-                    .arg(cold_parent.join(format!("cold-{cold_round}")))
-                    .args(["--", "true"])
-                    .status()
-                    .expect("cordon");
-                assert!(status.success());
+                let fresh_cache = cold_parent.join(format!("cold-{cold_round}"));
+                cli_true(cordon_bin, Some(&strict), &fresh_cache);
             }),
             flood_rounds,
         ));
@@ -297,6 +271,22 @@ fn tempfile_dir() -> std::path::PathBuf {
         .join(format!("bench-cache-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("bench cache dir");
     dir
+}
+
+/// `cordon run [--policy P] --component-cache C -- true`, as a new process.
+fn cli_true(cordon: &str, policy: Option<&std::path::Path>, cache: &std::path::Path) {
+    let mut command = Command::new(cordon);
+    command.arg("run");
+    if let Some(policy) = policy {
+        command.arg("--policy").arg(policy);
+    }
+    let status = command
+        .arg("--component-cache")
+        .arg(cache)
+        .args(["--", "true"])
+        .status()
+        .expect("cordon");
+    assert!(status.success());
 }
 
 fn direct(argv: &[&str]) {

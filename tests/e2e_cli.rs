@@ -6,6 +6,14 @@ mod common;
 use common::{bwrap_usable, cordon, cordon_in, parse, run_json, sandbox, workspace};
 use serde_json::json;
 
+/// Run unconfined, with the ceiling raised to allow it.
+const DANGER: [&str; 4] = [
+    "--mode",
+    "danger-full-access",
+    "--max-mode",
+    "danger-full-access",
+];
+
 #[test]
 fn danger_full_access_runs_unconfined_with_mode_only_facts() {
     let ws = workspace();
@@ -13,12 +21,7 @@ fn danger_full_access_runs_unconfined_with_mode_only_facts() {
     let target = outside.path().join("written.txt");
     let (code, result) = run_json(
         ws.path(),
-        &[
-            "--mode",
-            "danger-full-access",
-            "--max-mode",
-            "danger-full-access",
-        ],
+        &DANGER,
         &format!("echo free > {}; cat /proc/1/comm", target.display()),
     );
     assert_eq!(code, 0, "{result}");
@@ -56,12 +59,7 @@ fn the_command_reaches_bash_byte_exact() {
         "printf '%s|' \"dq\" 'sq$HOME' \"back\\\\slash\" 'a\\b'\nprintf '%s\\n' \"$((6*7))\"";
     let expected = "dq|sq$HOME|back\\slash|a\\b|42\n";
     let ws = workspace();
-    let mut modes: Vec<&[&str]> = vec![&[
-        "--mode",
-        "danger-full-access",
-        "--max-mode",
-        "danger-full-access",
-    ]];
+    let mut modes: Vec<&[&str]> = vec![&DANGER];
     if bwrap_usable("the_command_reaches_bash_byte_exact (confined)") {
         modes.push(&[]);
     }
@@ -109,17 +107,11 @@ fn no_runner_fails_closed_and_nothing_runs() {
 #[test]
 fn exit_codes_mirror_the_command() {
     let ws = workspace();
-    let danger = [
-        "--mode",
-        "danger-full-access",
-        "--max-mode",
-        "danger-full-access",
-    ];
     let status = |command: &str, extra: &[&str]| {
         cordon()
             .current_dir(ws.path())
             .arg("run")
-            .args(danger)
+            .args(DANGER)
             .args(extra)
             .arg("--")
             .arg(command)
@@ -140,14 +132,7 @@ fn timeout_is_reported_as_a_fact() {
     let ws = workspace();
     let (code, result) = run_json(
         ws.path(),
-        &[
-            "--mode",
-            "danger-full-access",
-            "--max-mode",
-            "danger-full-access",
-            "--timeout-ms",
-            "100",
-        ],
+        &[&DANGER[..], &["--timeout-ms", "100"]].concat(),
         "sleep 60",
     );
     assert_eq!(code, 124);

@@ -167,7 +167,7 @@ pub(crate) fn start(
             let task = tasks.register(prepared.spec.command.clone(), empty(), empty());
             let sandbox = match (&err, &prepared.wrap) {
                 (SpawnError::Program(_), Some(_)) => {
-                    let outcome = runner_missing(&prepared, &err);
+                    let outcome = runner_missing(&runner_missing_detail(&prepared, &err));
                     cx.policy
                         .settle(&prepared.spec, &facts, &outcome)
                         .ok()
@@ -428,11 +428,12 @@ fn spawn_failed(
     let program = prepared.launch.argv[0].clone();
     Ok(match err {
         SpawnError::Program(_) if prepared.wrap.is_some() => {
-            let outcome = runner_missing(prepared, &err);
-            cx.policy.settle(&prepared.spec, facts, &outcome)?;
+            let detail = runner_missing_detail(prepared, &err);
+            cx.policy
+                .settle(&prepared.spec, facts, &runner_missing(&detail))?;
             RunError::SandboxUnavailable {
                 mode: prepared.spec.policy.mode,
-                detail: Some(format!("{program}: {err}")),
+                detail: Some(detail),
             }
         }
         SpawnError::Workdir(err) => RunError::Workdir {
@@ -445,15 +446,20 @@ fn spawn_failed(
     })
 }
 
+/// Why a runner binary could not be started: `RUNNER: error`.
+fn runner_missing_detail(prepared: &Prepared, err: &SpawnError) -> String {
+    format!("{}: {err}", prepared.launch.argv[0])
+}
+
 /// The outcome of a run whose runner binary could not be started.
-fn runner_missing(prepared: &Prepared, err: &SpawnError) -> Outcome {
+fn runner_missing(detail: &str) -> Outcome {
     Outcome {
         exit_code: None,
         signal: None,
         timed_out: false,
         aborted: false,
         stderr_tail: String::new(),
-        runner_status: RunnerStatus::Failed(format!("{}: {err}", prepared.launch.argv[0])),
+        runner_status: RunnerStatus::Failed(detail.to_owned()),
     }
 }
 

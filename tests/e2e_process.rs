@@ -395,3 +395,36 @@ fn ctrl_c_terminates_the_commands_group() {
         "Ctrl-C left the group alive"
     );
 }
+
+#[tokio::test]
+async fn a_command_leads_its_own_session_with_default_signal_dispositions() {
+    // The host (like every Rust program) ignores SIGPIPE; a command must not
+    // inherit that, nor the host's session (and with it its terminal).
+    let ws = workspace();
+    let host = host(ws.path(), 64_000);
+    let script = r#"read -r _ _ _ _ _ sid _ < /proc/$$/stat; grep '^SigIgn' /proc/self/status; echo "session $sid pid $$""#;
+    let result = host.run(danger(ws.path(), script)).await.unwrap();
+    assert_eq!(result.exit_code, Some(0), "{}", result.stderr.text);
+    let lines: Vec<&str> = result.stdout.text.lines().collect();
+    assert_eq!(
+        lines[0], "SigIgn:\t0000000000000000",
+        "{}",
+        result.stdout.text
+    );
+    let words: Vec<&str> = lines[1].split(' ').collect();
+    assert_eq!(words[1], words[3], "the command leads its own session");
+}
+
+#[tokio::test]
+async fn a_program_missing_from_the_commands_path_is_a_spawn_error() {
+    let ws = workspace();
+    let host = host(ws.path(), 64_000);
+    let mut request = danger(ws.path(), "true");
+    request.env.push(("PATH".into(), "/nonexistent".into()));
+    let err = host.run(request).await.unwrap_err();
+    assert_eq!(err.code(), "SPAWN_FAILED", "{err}");
+    assert!(
+        err.to_string().contains("not found in the command's PATH"),
+        "{err}"
+    );
+}

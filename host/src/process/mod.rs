@@ -12,33 +12,34 @@
 //!   dropped future) `SIGKILL`s its group.
 //! * stdin is `/dev/null` unless the launch carries bytes; those are fed by
 //!   a detached writer, so a child that never reads them cannot stall the host.
-//! * Only fds 0–2 reach the child: everything else is marked close-on-exec
-//!   between fork and exec.
+//! * Only fds 0–2 (and a runner's status fd 3) reach the child; the host
+//!   is never forked to start it (see [`spawn`] for why and how).
 //! * When the leader exits, output still buffered is drained for a short
 //!   bound, so a daemon that inherited the pipes cannot hold the run open.
 
 pub mod env;
 pub mod output;
+mod spawn;
 pub mod spill;
 
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, Command};
+use tokio::net::unix::pipe;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep, timeout};
 use tokio_util::sync::CancellationToken;
 
 pub use output::{Capture, OutputSink, Stream, Tail};
+use spawn::ExitWatch;
 use spill::SpillDir;
 
 /// Time between `SIGTERM` and `SIGKILL` (SPEC.md §3).
@@ -125,7 +126,7 @@ impl Drop for GroupGuard {
 /// A running process and its captured output.
 #[derive(Debug)]
 pub struct Process {
-    child: Child,
+    exit: ExitWatch,
     guard: GroupGuard,
     stdout: Arc<Mutex<Capture>>,
     stderr: Arc<Mutex<Capture>>,
@@ -142,49 +143,24 @@ pub fn spawn(
     sink: Option<Arc<dyn OutputSink>>,
 ) -> Result<Process, SpawnError> {
     check_workdir(&launch.workdir).map_err(SpawnError::Workdir)?;
-    let (program, args) = launch
-        .argv
-        .split_first()
-        .ok_or_else(|| SpawnError::Other(io::Error::other("empty argv")))?;
-    let mut command = Command::new(program);
-    command
-        .args(args)
-        .env_clear()
-        .envs(launch.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&launch.workdir)
-        .stdin(if launch.stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // The status pipe: the parent keeps the read end; the write end becomes
-    // fd 3 in the child (both ends are close-on-exec until then).
-    let status_pipe = if launch.status_pipe {
-        Some(
-            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-                .map_err(|e| SpawnError::Other(e.into()))?,
-        )
-    } else {
-        None
-    };
-    let status_write = status_pipe.as_ref().map(|(_, w)| w.as_raw_fd());
-    // SAFETY: between fork and exec we only make async-signal-safe system
-    // calls (setsid, dup2, close_range / fcntl) and touch no shared memory.
-    unsafe {
-        command.pre_exec(move || {
-            nix::unistd::setsid().map_err(io::Error::from)?;
-            close_inherited_fds(status_write);
-            Ok(())
-        });
-    }
-    let mut child = command.spawn().map_err(|err| match err.kind() {
+    let started = spawn::start(&spawn::Spec {
+        argv: &launch.argv,
+        env: &launch.env,
+        workdir: &launch.workdir,
+        stdin: match launch.stdin {
+            Some(_) => spawn::Stdin::Piped,
+            None => spawn::Stdin::Null,
+        },
+        status_pipe: launch.status_pipe,
+    })
+    .map_err(|err| match err.kind() {
         io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied => SpawnError::Program(err),
         _ => SpawnError::Other(err),
     })?;
-    let status = status_pipe.map(|(read, write)| {
-        drop(write);
+    let group = started.pid;
+    let guard = GroupGuard { group, armed: true };
+    let exit = ExitWatch::reap(started.pid);
+    let status = started.status.map(|read| {
         // The runner closes the pipe when it execs (or exits); a blocking
         // read of a few bytes on the blocking pool is all this needs.
         tokio::task::spawn_blocking(move || {
@@ -193,8 +169,6 @@ pub fn spawn(
             report
         })
     });
-    let group = Pid::from_raw(child.id().expect("a just-spawned child has a pid") as i32);
-    let guard = GroupGuard { group, armed: true };
 
     let capture = |stream| {
         Arc::new(Mutex::new(Capture::new(
@@ -206,15 +180,24 @@ pub fn spawn(
     };
     let stdout = capture(Stream::Stdout);
     let stderr = capture(Stream::Stderr);
-    let mut readers = vec![];
-    if let Some(pipe) = child.stdout.take() {
-        readers.push(pump(pipe, Stream::Stdout, stdout.clone(), sink.clone()));
-    }
-    if let Some(pipe) = child.stderr.take() {
-        readers.push(pump(pipe, Stream::Stderr, stderr.clone(), sink));
-    }
-    let feeder = match (child.stdin.take(), &launch.stdin) {
-        (Some(mut pipe), Some(bytes)) => {
+    let receiver = |fd| pipe::Receiver::from_owned_fd(fd).map_err(SpawnError::Other);
+    let readers = vec![
+        pump(
+            receiver(started.stdout)?,
+            Stream::Stdout,
+            stdout.clone(),
+            sink.clone(),
+        ),
+        pump(
+            receiver(started.stderr)?,
+            Stream::Stderr,
+            stderr.clone(),
+            sink,
+        ),
+    ];
+    let feeder = match (started.stdin, &launch.stdin) {
+        (Some(fd), Some(bytes)) => {
+            let mut pipe = pipe::Sender::from_owned_fd(fd).map_err(SpawnError::Other)?;
             let bytes = bytes.clone();
             Some(tokio::spawn(async move {
                 // A child that exits or never reads gives EPIPE: fine.
@@ -224,7 +207,7 @@ pub fn spawn(
         _ => None,
     };
     Ok(Process {
-        child,
+        exit,
         guard,
         stdout,
         stderr,
@@ -267,9 +250,9 @@ impl Process {
         };
         let group = self.guard.group;
         let (status, timed_out, aborted) = tokio::select! {
-            status = self.child.wait() => (status?, false, false),
-            () = timer => (terminate(&mut self.child, group, grace).await?, true, false),
-            () = abort.cancelled() => (terminate(&mut self.child, group, grace).await?, false, true),
+            status = self.exit.status() => (status?, false, false),
+            () = timer => (terminate(&mut self.exit, group, grace).await?, true, false),
+            () = abort.cancelled() => (terminate(&mut self.exit, group, grace).await?, false, true),
         };
         self.guard.armed = false;
         for reader in self.readers.drain(..) {
@@ -311,49 +294,15 @@ fn check_workdir(dir: &Path) -> io::Result<()> {
     nix::unistd::access(dir, nix::unistd::AccessFlags::X_OK).map_err(io::Error::from)
 }
 
-/// Between fork and exec: put the status pipe (if any) at [`STATUS_FD`]
-/// and mark every other fd above 2 close-on-exec.
-fn close_inherited_fds(status_write: Option<i32>) {
-    use nix::libc;
-    // SAFETY: plain system calls on integer fds; no memory is touched.
-    unsafe {
-        let first_closed = match status_write {
-            Some(fd) => {
-                if fd == STATUS_FD {
-                    libc::fcntl(fd, libc::F_SETFD, 0);
-                } else {
-                    // dup2 clears close-on-exec on the new fd.
-                    libc::dup2(fd, STATUS_FD);
-                }
-                STATUS_FD + 1
-            }
-            None => 3,
-        };
-        let rc = libc::syscall(
-            libc::SYS_close_range,
-            first_closed as u32,
-            u32::MAX,
-            libc::CLOSE_RANGE_CLOEXEC,
-        );
-        if rc != 0 {
-            // Kernels before 5.11: mark each possible fd.
-            let max = libc::sysconf(libc::_SC_OPEN_MAX).clamp(3, 65_536) as i32;
-            for fd in first_closed..max {
-                libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
-            }
-        }
-    }
-}
-
 /// `SIGTERM` the group; `SIGKILL` it once the grace has passed if any
 /// member is still alive (the leader may have exited already).
-async fn terminate(child: &mut Child, group: Pid, grace: Duration) -> io::Result<ExitStatus> {
+async fn terminate(exit: &mut ExitWatch, group: Pid, grace: Duration) -> io::Result<ExitStatus> {
     let _ = killpg(group, Signal::SIGTERM);
     let deadline = Instant::now() + grace;
     let mut status = None;
     loop {
         if status.is_none() {
-            status = child.try_wait()?;
+            status = exit.try_status().transpose()?;
         }
         if status.is_some() && !group_alive(group) {
             break;
@@ -366,7 +315,7 @@ async fn terminate(child: &mut Child, group: Pid, grace: Duration) -> io::Result
     }
     match status {
         Some(status) => Ok(status),
-        None => child.wait().await,
+        None => exit.status().await,
     }
 }
 

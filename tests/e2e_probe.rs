@@ -149,3 +149,51 @@ fn seatbelt_runs_on_macos_only() {
     assert_eq!(result["sandbox"]["denied"], true);
     assert!(!target.exists());
 }
+
+/// Records which threads asked it to prepare; confines nothing.
+struct PrepareRecorder(std::sync::Mutex<Vec<String>>);
+
+impl cordon::sandbox::Confine for PrepareRecorder {
+    fn confine(
+        &self,
+        _argv: &[String],
+        policy: &cordon::SandboxPolicy,
+    ) -> Result<cordon::sandbox::Wrap, cordon::sandbox::Unavailable> {
+        Err(cordon::sandbox::Unavailable {
+            mode: policy.mode,
+            detail: None,
+        })
+    }
+
+    fn prepare(&self) {
+        let name = std::thread::current().name().unwrap_or("").to_owned();
+        self.0.lock().unwrap().push(name);
+    }
+}
+
+#[test]
+fn probe_early_prepares_the_confiner_once_on_its_own_thread() {
+    use std::sync::{Arc, Mutex};
+    let eager = Arc::new(PrepareRecorder(Mutex::new(vec![])));
+    let _host = cordon::Host::builder()
+        .confiner(eager.clone())
+        .probe_early()
+        .build()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while eager.0.lock().unwrap().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(*eager.0.lock().unwrap(), vec!["cordon-probe".to_owned()]);
+
+    let lazy = Arc::new(PrepareRecorder(Mutex::new(vec![])));
+    let _host = cordon::Host::builder()
+        .confiner(lazy.clone())
+        .build()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        lazy.0.lock().unwrap().is_empty(),
+        "probes stay lazy by default"
+    );
+}

@@ -69,6 +69,7 @@ pub struct HostBuilder {
     process: Option<ProcessLimits>,
     spill_parent: Option<PathBuf>,
     cache: Option<ComponentCache>,
+    probe_early: bool,
 }
 
 impl HostBuilder {
@@ -124,6 +125,16 @@ impl HostBuilder {
         self
     }
 
+    /// Start the sandbox probe on a background thread while the policy
+    /// component loads, instead of at the first confined run. It is the
+    /// same probe, run once; a run that needs the verdict sooner waits for
+    /// it. Worth it when a confined run is known to follow at once (the
+    /// CLI's `cordon run`): the probe and the component load overlap.
+    pub fn probe_early(mut self) -> Self {
+        self.probe_early = true;
+        self
+    }
+
     /// Load the policy component and build the host.
     pub fn build(self) -> Result<Host, BuildError> {
         let bytes = self.policy.unwrap_or(PolicySource::Embedded).read()?;
@@ -131,6 +142,18 @@ impl HostBuilder {
             Some(deployment) => deployment,
             None => Deployment::in_dir(std::env::current_dir().map_err(BuildError::Workdir)?),
         };
+        let confiner = match self.confiner {
+            Some(confiner) => confiner,
+            None => Arc::new(Sandbox::with_config(self.sandbox.unwrap_or_default())),
+        };
+        if self.probe_early {
+            let probing = confiner.clone();
+            // A failure to start the thread only means the probe runs
+            // lazily, as it would without this option.
+            let _ = std::thread::Builder::new()
+                .name("cordon-probe".into())
+                .spawn(move || probing.prepare());
+        }
         let mut engine = PolicyEngine::new()?;
         if let Some(cache) = self.cache {
             engine = engine.with_cache(cache);
@@ -144,10 +167,7 @@ impl HostBuilder {
         Ok(Host {
             policy: RwLock::new(Arc::new(policy)),
             limits,
-            confiner: match self.confiner {
-                Some(confiner) => confiner,
-                None => Arc::new(Sandbox::with_config(self.sandbox.unwrap_or_default())),
-            },
+            confiner,
             deployment: Arc::new(deployment),
             spill_dir,
             process: self.process.unwrap_or_default(),

@@ -98,7 +98,12 @@ fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
         Some(path) => PolicySource::File(path),
         None => PolicySource::Embedded,
     };
-    let host = builder.policy(source).build()?;
+    let mut builder = builder.policy(source);
+    if args.mode != Some(SandboxMode::DangerFullAccess) {
+        // A confined run follows at once: probe while the component loads.
+        builder = builder.probe_early();
+    }
+    let host = builder.build()?;
 
     let mut request = ExecRequest::new(args.command.join(" "));
     request.workdir = args.workdir;

@@ -19,7 +19,7 @@
 
 pub mod env;
 pub mod output;
-mod spawn;
+pub(crate) mod spawn;
 pub mod spill;
 
 use std::ffi::OsString;

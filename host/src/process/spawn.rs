@@ -441,14 +441,15 @@ fn wait_blocking(pid: Pid) -> io::Result<ExitStatus> {
 }
 
 #[cfg(target_os = "linux")]
-mod pidfd {
+pub(crate) mod pidfd {
     //! A pidfd becomes readable when its process exits (Linux ≥ 5.3).
 
     use super::*;
     use tokio::io::Interest;
     use tokio::io::unix::AsyncFd;
 
-    pub(super) fn open(pid: Pid) -> Option<OwnedFd> {
+    /// A pidfd for `pid`; none where the kernel has no `pidfd_open`.
+    pub(crate) fn open(pid: Pid) -> Option<OwnedFd> {
         // SAFETY: pidfd_open takes two integers and returns a new fd or -1.
         let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
         // SAFETY: a non-negative return is a fresh fd we own.
@@ -472,10 +473,11 @@ mod pidfd {
 }
 
 #[cfg(not(target_os = "linux"))]
-mod pidfd {
+pub(crate) mod pidfd {
     use super::*;
 
-    pub(super) fn open(_pid: Pid) -> Option<OwnedFd> {
+    /// No pidfds on this platform.
+    pub(crate) fn open(_pid: Pid) -> Option<OwnedFd> {
         None
     }
 

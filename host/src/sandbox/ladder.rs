@@ -171,6 +171,10 @@ impl Confine for Sandbox {
     fn probe(&self) -> Option<Probe> {
         Some(Sandbox::probe(self).clone())
     }
+
+    fn prepare(&self) {
+        Sandbox::probe(self);
+    }
 }
 
 fn decide(config: &SandboxConfig) -> Probe {
@@ -411,6 +415,7 @@ fn run_bounded(argv: &[String], timeout: Duration) -> Result<ProbeOutput, String
         .spawn()
         .map_err(|err| format!("cannot run {}: {err}", argv[0]))?;
     let deadline = Instant::now() + timeout;
+    let exited = ExitWaiter::new(child.id());
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
@@ -424,7 +429,7 @@ fn run_bounded(argv: &[String], timeout: Duration) -> Result<ProbeOutput, String
                     timeout.as_millis()
                 ));
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+            Ok(None) => exited.wait_until(deadline),
             Err(err) => return Err(format!("waiting for {}: {err}", argv[0])),
         }
     };
@@ -441,6 +446,38 @@ fn run_bounded(argv: &[String], timeout: Duration) -> Result<ProbeOutput, String
         stdout,
         stderr,
     })
+}
+
+/// Sleeps until a child exits or a deadline passes: on a pidfd where the
+/// kernel has them (so a probe costs what the probed program costs), else
+/// in short naps.
+struct ExitWaiter(Option<std::os::fd::OwnedFd>);
+
+impl ExitWaiter {
+    fn new(pid: u32) -> Self {
+        ExitWaiter(crate::process::spawn::pidfd::open(
+            nix::unistd::Pid::from_raw(pid as i32),
+        ))
+    }
+
+    fn wait_until(&self, deadline: Instant) {
+        let nap = Duration::from_millis(2);
+        match &self.0 {
+            Some(pidfd) => {
+                use std::os::fd::AsFd;
+                let left = deadline.saturating_duration_since(Instant::now());
+                let ms = u16::try_from(left.as_millis().max(1)).unwrap_or(u16::MAX);
+                let mut fds = [nix::poll::PollFd::new(
+                    pidfd.as_fd(),
+                    nix::poll::PollFlags::POLLIN,
+                )];
+                if nix::poll::poll(&mut fds, ms).is_err() {
+                    std::thread::sleep(nap);
+                }
+            }
+            None => std::thread::sleep(nap),
+        }
+    }
 }
 
 /// The first executable file called `program` on `PATH`.

@@ -152,6 +152,11 @@ pub trait Confine: Send + Sync {
     fn probe(&self) -> Option<Probe> {
         None
     }
+
+    /// Do now whatever the first [`Confine::confine`] would otherwise do
+    /// first (the ladder: its probes). Called from a background thread by
+    /// [`crate::HostBuilder::probe_early`]; the default does nothing.
+    fn prepare(&self) {}
 }
 
 #[cfg(test)]

@@ -43,6 +43,8 @@ fn main() {
         "tests/fixtures",
         "Cargo.lock",
         "Cargo.toml",
+        // The guests' link flags (their stack size) live here.
+        ".cargo/config.toml",
     ] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }

@@ -63,8 +63,11 @@ const ALLOWED_IMPORTS: &[&str] = &[
 /// their stores dropped at once, so this bounds concurrency, not runs).
 const POOL_INSTANCES: u32 = 32;
 
-/// Memory per pooled slot kept resident between instances.
-const KEEP_RESIDENT_BYTES: usize = 256 << 10;
+/// Memory per pooled slot kept resident between instances, reset with a
+/// `memset` instead of `madvise` and page faults: a Rust guest's 64 KiB
+/// shadow stack (see `.cargo/config.toml`), its data and its first heap
+/// pages. Twice that only doubled the bytes zeroed per instance.
+const KEEP_RESIDENT_BYTES: usize = 128 << 10;
 
 /// The hard ceiling on a component's linear memory, whatever [`Limits`] say.
 pub const MAX_MEMORY_BYTES: usize = 256 << 20;

@@ -9,7 +9,8 @@
 //! checks the host invariants on everything the component returns.
 //!
 //! Start with [`Host::builder`]: [`Host::run`] runs a command in the
-//! foreground, [`Host::start`] as a background task.
+//! foreground, [`Host::start`] as a background task. [`serve`] puts a host
+//! behind JSON-RPC 2.0 for platforms in other languages.
 
 #![warn(missing_docs)]
 
@@ -21,6 +22,7 @@ pub mod policy;
 pub mod process;
 pub mod run;
 pub mod sandbox;
+pub mod serve;
 pub mod tasks;
 
 pub use error::{RunError, sandbox_unavailable_message};

@@ -34,6 +34,16 @@ pub fn for_error(error: &RunError) -> u8 {
     }
 }
 
+/// The exit code for a failure to set up (before any command runs): a
+/// policy component that cannot be loaded, else an unusable configuration.
+pub fn for_setup(error: &anyhow::Error) -> ExitCode {
+    if error.downcast_ref::<cordon::BuildError>().is_some() {
+        ExitCode::from(POLICY_FAILED)
+    } else {
+        ExitCode::from(CONFIG)
+    }
+}
+
 /// The exit code mirroring a finished command: its own code, 128+N for a
 /// signal, [`TIMED_OUT`] for a timeout.
 pub fn for_result(result: &cordon::ExecResult) -> ExitCode {

@@ -7,6 +7,7 @@ mod exit;
 mod policy;
 mod probe;
 mod run;
+mod serve;
 
 use std::process::ExitCode;
 
@@ -29,6 +30,8 @@ enum Command {
     Probe(probe::ProbeArgs),
     /// Work with policy components.
     Policy(policy::PolicyArgs),
+    /// Serve JSON-RPC 2.0 on stdin/stdout, one request per line (see docs/protocol.md).
+    Serve(serve::ServeArgs),
 }
 
 /// Parse the command line, run it, and turn the outcome into an exit code.
@@ -40,6 +43,10 @@ pub fn main() -> ExitCode {
         Command::Probe(args) => probe::main(args).unwrap_or_else(|error| {
             eprintln!("cordon: {error:#}");
             ExitCode::from(exit::CONFIG)
+        }),
+        Command::Serve(args) => serve::main(args).unwrap_or_else(|error| {
+            eprintln!("cordon: {error:#}");
+            exit::for_setup(&error)
         }),
     }
 }

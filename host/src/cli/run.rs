@@ -77,12 +77,7 @@ pub fn main(args: RunArgs) -> ExitCode {
         }
         Err(error) => {
             eprintln!("cordon: {error:#}");
-            let code = if error.downcast_ref::<cordon::BuildError>().is_some() {
-                exit::POLICY_FAILED
-            } else {
-                exit::CONFIG
-            };
-            ExitCode::from(code)
+            exit::for_setup(&error)
         }
     }
 }

@@ -1,0 +1,356 @@
+//! The wire format of `cordon serve`: JSON-RPC 2.0 envelopes, the params
+//! of each method, and how library errors become JSON-RPC errors.
+//!
+//! Params and results are camelCase JSON mirroring the library types
+//! (`docs/protocol.md` has an example of every method). Params are strict:
+//! an unknown, missing or mistyped field is an `invalid params` error whose
+//! message and `data.field` name the field, so a client learns what to fix.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::error::RunError;
+use crate::host::BuildError;
+use crate::model::{ExecRequest, SandboxMode, SandboxPolicy};
+use crate::tasks::TaskId;
+
+/// JSON-RPC's own error codes.
+pub mod code {
+    /// The line is not JSON.
+    pub const PARSE_ERROR: i64 = -32700;
+    /// JSON, but not a JSON-RPC 2.0 request.
+    pub const INVALID_REQUEST: i64 = -32600;
+    /// No such method.
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// The params do not fit the method (or the request is invalid).
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// The server failed.
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// `SANDBOX_UNAVAILABLE`: no usable sandbox; the command did not run.
+    pub const SANDBOX_UNAVAILABLE: i64 = -32001;
+    /// `POLICY_FAILED`: the policy component failed.
+    pub const POLICY_FAILED: i64 = -32002;
+    /// `WORKDIR`: the working directory is unusable.
+    pub const WORKDIR: i64 = -32003;
+    /// `SPAWN_FAILED`: the command could not be started.
+    pub const SPAWN_FAILED: i64 = -32004;
+    /// `UNKNOWN_TASK`: no task has this id.
+    pub const UNKNOWN_TASK: i64 = -32005;
+}
+
+/// Every method the server answers, in documentation order.
+pub const METHODS: &[&str] = &[
+    "run", "start", "read", "kill", "wait", "list", "remove", "probe", "reload", "shutdown",
+];
+
+/// A JSON-RPC error object.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RpcError {
+    /// The numeric code (see [`code`]).
+    pub code: i64,
+    /// What went wrong and what to do.
+    pub message: String,
+    /// Structured detail: always `{"code": "<STABLE_NAME>", ...}`.
+    pub data: Value,
+}
+
+impl RpcError {
+    fn new(code: i64, name: &str, message: impl Into<String>) -> Self {
+        RpcError {
+            code,
+            message: message.into(),
+            data: json!({ "code": name }),
+        }
+    }
+
+    /// The line was not JSON.
+    pub fn parse_error(detail: impl std::fmt::Display) -> Self {
+        RpcError::new(
+            code::PARSE_ERROR,
+            "PARSE_ERROR",
+            format!("parse error: {detail}; send one JSON-RPC 2.0 request per line"),
+        )
+    }
+
+    /// Not a JSON-RPC 2.0 request.
+    pub fn invalid_request(detail: impl Into<String>) -> Self {
+        RpcError::new(
+            code::INVALID_REQUEST,
+            "INVALID_REQUEST",
+            format!("invalid request: {}", detail.into()),
+        )
+    }
+
+    /// No such method.
+    pub fn method_not_found(method: &str) -> Self {
+        RpcError::new(
+            code::METHOD_NOT_FOUND,
+            "METHOD_NOT_FOUND",
+            format!(
+                "unknown method {method:?}; the methods are {}",
+                METHODS.join(", ")
+            ),
+        )
+    }
+
+    /// Params that do not fit; `field` is the dotted path of the culprit.
+    pub fn invalid_params(field: &str, detail: impl std::fmt::Display) -> Self {
+        let mut error = RpcError::new(
+            code::INVALID_PARAMS,
+            "INVALID_PARAMS",
+            if field.is_empty() {
+                format!("invalid params: {detail}")
+            } else {
+                format!("invalid params: {field}: {detail}")
+            },
+        );
+        if !field.is_empty() {
+            error.data["field"] = json!(field);
+        }
+        error
+    }
+
+    /// No task with this id.
+    pub fn unknown_task(id: TaskId) -> Self {
+        let mut error = RpcError::new(
+            code::UNKNOWN_TASK,
+            "UNKNOWN_TASK",
+            format!("no task has id {id}; `list` shows the tasks this server holds"),
+        );
+        error.data["taskId"] = json!(id);
+        error
+    }
+
+    /// The server itself failed.
+    pub fn internal(detail: impl std::fmt::Display) -> Self {
+        RpcError::new(code::INTERNAL_ERROR, "INTERNAL_ERROR", detail.to_string())
+    }
+}
+
+impl From<RunError> for RpcError {
+    fn from(error: RunError) -> Self {
+        let numeric = match &error {
+            RunError::InvalidRequest(_) | RunError::AboveCeiling { .. } => code::INVALID_PARAMS,
+            RunError::SandboxUnavailable { .. } => code::SANDBOX_UNAVAILABLE,
+            RunError::PolicyFailed { .. } => code::POLICY_FAILED,
+            RunError::Workdir { .. } => code::WORKDIR,
+            RunError::Spawn { .. } => code::SPAWN_FAILED,
+        };
+        let mut rpc = RpcError::new(numeric, error.code(), error.to_string());
+        match &error {
+            RunError::SandboxUnavailable { mode, detail } => {
+                rpc.data["mode"] = json!(mode);
+                rpc.data["detail"] = json!(detail);
+            }
+            RunError::AboveCeiling { mode, ceiling } => {
+                rpc.data["field"] = json!("policy.mode");
+                rpc.data["mode"] = json!(mode);
+                rpc.data["ceiling"] = json!(ceiling);
+            }
+            RunError::PolicyFailed { phase, .. } => rpc.data["phase"] = json!(phase),
+            RunError::Workdir { path, .. } => rpc.data["path"] = json!(path),
+            RunError::InvalidRequest(_) | RunError::Spawn { .. } => {}
+        }
+        rpc
+    }
+}
+
+impl From<BuildError> for RpcError {
+    fn from(error: BuildError) -> Self {
+        match error {
+            BuildError::Policy(run) => run.into(),
+            BuildError::ReadPolicy { .. } => RpcError::invalid_params("path", error),
+            BuildError::Workdir(_) => RpcError::internal(error),
+        }
+    }
+}
+
+/// Deserialize `params` strictly, naming the offending field on failure.
+/// Absent params count as `{}`.
+pub fn params<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError> {
+    let value = match params {
+        None | Some(Value::Null) => Value::Object(Default::default()),
+        Some(value @ Value::Object(_)) => value,
+        Some(_) => {
+            return Err(RpcError::invalid_params(
+                "",
+                "params must be an object (by-name params)",
+            ));
+        }
+    };
+    serde_path_to_error::deserialize(value).map_err(|error| {
+        let field = error.path().to_string();
+        let field = if field == "." { String::new() } else { field };
+        RpcError::invalid_params(&field, error.into_inner())
+    })
+}
+
+/// `run` and `start`: one command, mirroring [`ExecRequest`].
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunParams {
+    /// The shell command line.
+    pub command: String,
+    /// Working directory (default: the deployment's).
+    #[serde(default)]
+    pub workdir: Option<PathBuf>,
+    /// Timeout in milliseconds (default: the policy's).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Extra environment entries.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Text for the command's stdin (default: `/dev/null`).
+    #[serde(default)]
+    pub stdin: Option<String>,
+    /// This request's sandbox policy (default: the deployment's).
+    #[serde(default)]
+    pub policy: Option<PolicyParams>,
+}
+
+/// A request's own sandbox policy.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PolicyParams {
+    /// The sandbox mode.
+    pub mode: SandboxMode,
+    /// The workspace root `workspace-write` may write to.
+    pub workspace_root: PathBuf,
+}
+
+impl From<RunParams> for ExecRequest {
+    fn from(params: RunParams) -> Self {
+        ExecRequest {
+            command: params.command,
+            workdir: params.workdir,
+            timeout_ms: params.timeout_ms,
+            env: params.env.into_iter().collect(),
+            policy: params
+                .policy
+                .map(|p| SandboxPolicy::new(p.mode, p.workspace_root)),
+            stdin: params.stdin.map(String::into_bytes),
+        }
+    }
+}
+
+/// `read`, `kill` and `remove`: one task.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskParams {
+    /// The task's id (from `start`).
+    pub task_id: TaskId,
+}
+
+/// `wait`: one task, with an optional bound.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WaitParams {
+    /// The task's id (from `start`).
+    pub task_id: TaskId,
+    /// Give up waiting after this long and return the running state.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+/// `reload`: the new policy component.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReloadParams {
+    /// A component file (relative paths: from the server's directory).
+    pub path: PathBuf,
+}
+
+/// `list`, `probe` and `shutdown` take nothing.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mistyped_nested_field_is_named() {
+        let err = params::<RunParams>(Some(json!({
+            "command": "true",
+            "policy": {"mode": "full", "workspaceRoot": "/w"}
+        })))
+        .unwrap_err();
+        assert_eq!(err.code, code::INVALID_PARAMS);
+        assert_eq!(err.data["field"], "policy.mode");
+        assert!(
+            err.message
+                .starts_with("invalid params: policy.mode: unknown variant `full`")
+        );
+    }
+
+    #[test]
+    fn unknown_and_missing_fields_are_named() {
+        let err = params::<RunParams>(Some(json!({"command": "x", "timeout": 5}))).unwrap_err();
+        assert!(
+            err.message.contains("unknown field `timeout`"),
+            "{}",
+            err.message
+        );
+        let err = params::<RunParams>(Some(json!({}))).unwrap_err();
+        assert!(
+            err.message.contains("missing field `command`"),
+            "{}",
+            err.message
+        );
+        let err = params::<RunParams>(Some(json!({"command": "x", "timeoutMs": "5"}))).unwrap_err();
+        assert_eq!(err.data["field"], "timeoutMs");
+    }
+
+    #[test]
+    fn positional_params_are_refused() {
+        let err = params::<NoParams>(Some(json!([1]))).unwrap_err();
+        assert!(err.message.contains("by-name"), "{}", err.message);
+        params::<NoParams>(None).unwrap();
+    }
+
+    #[test]
+    fn run_params_mirror_the_library_request() {
+        let request: ExecRequest = params::<RunParams>(Some(json!({
+            "command": "cat",
+            "timeoutMs": 5,
+            "env": {"A": "1"},
+            "stdin": "hi",
+            "policy": {"mode": "workspace-write", "workspaceRoot": "/w"}
+        })))
+        .unwrap()
+        .into();
+        assert_eq!(request.timeout_ms, Some(5));
+        assert_eq!(request.env, vec![("A".to_owned(), "1".to_owned())]);
+        assert_eq!(request.stdin.as_deref(), Some(&b"hi"[..]));
+        assert_eq!(
+            request.policy,
+            Some(SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/w"))
+        );
+    }
+
+    #[test]
+    fn run_errors_keep_their_stable_names() {
+        let rpc: RpcError = RunError::SandboxUnavailable {
+            mode: SandboxMode::ReadOnly,
+            detail: None,
+        }
+        .into();
+        assert_eq!(rpc.code, code::SANDBOX_UNAVAILABLE);
+        assert_eq!(rpc.data["code"], "SANDBOX_UNAVAILABLE");
+        assert_eq!(rpc.data["mode"], "read-only");
+        let rpc: RpcError = RunError::PolicyFailed {
+            phase: "plan",
+            reason: "trap".into(),
+        }
+        .into();
+        assert_eq!(
+            (rpc.code, rpc.data["phase"].as_str()),
+            (code::POLICY_FAILED, Some("plan"))
+        );
+    }
+}

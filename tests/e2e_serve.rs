@@ -1,0 +1,615 @@
+//! `cordon serve` end to end: the real binary over pipes — protocol
+//! conformance (every method, every error shape, parse errors, batches,
+//! notifications), concurrency, shutdown, load, and reload under load.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{bwrap_usable, component, cordon, processes_gone, wait_for_processes, workspace};
+use serde_json::{Value, json};
+
+/// Replies are matched by id; replies without one (or batches) queue up.
+#[derive(Default)]
+struct Inbox {
+    by_id: HashMap<String, Value>,
+    other: Vec<Value>,
+    closed: bool,
+}
+
+/// A `cordon serve` child and a line-protocol client for it.
+struct Server {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    inbox: Arc<(Mutex<Inbox>, Condvar)>,
+    next_id: u64,
+}
+
+impl Server {
+    /// `cordon serve ARGS` in `dir`, with its temp dir (spills) under `tmp`.
+    fn start(dir: &Path, tmp: &Path, args: &[&str]) -> Server {
+        let mut child = cordon()
+            .current_dir(dir)
+            .env("TMPDIR", tmp)
+            .arg("serve")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn cordon serve");
+        let stdout = child.stdout.take().unwrap();
+        let inbox = Arc::new((Mutex::new(Inbox::default()), Condvar::new()));
+        let filler = inbox.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let reply: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("server wrote non-JSON {line:?}: {e}"));
+                let (lock, ready) = &*filler;
+                let mut inbox = lock.lock().unwrap();
+                match reply.get("id") {
+                    Some(id) if !id.is_null() && reply.is_object() => {
+                        inbox.by_id.insert(id.to_string(), reply);
+                    }
+                    _ => inbox.other.push(reply),
+                }
+                ready.notify_all();
+            }
+            let (lock, ready) = &*filler;
+            lock.lock().unwrap().closed = true;
+            ready.notify_all();
+        });
+        Server {
+            stdin: child.stdin.take(),
+            child,
+            inbox,
+            next_id: 0,
+        }
+    }
+
+    fn send_line(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Send a request; returns its id.
+    fn send(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = json!(self.next_id);
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_line(&request.to_string());
+        id
+    }
+
+    /// The reply to `id` (waits up to 60 s).
+    fn reply(&self, id: &Value) -> Value {
+        let (lock, ready) = &*self.inbox;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut inbox = lock.lock().unwrap();
+        loop {
+            if let Some(reply) = inbox.by_id.remove(&id.to_string()) {
+                return reply;
+            }
+            assert!(
+                !inbox.closed,
+                "the server closed stdout before answering {id}"
+            );
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "no reply to {id}");
+            inbox = ready.wait_timeout(inbox, left).unwrap().0;
+        }
+    }
+
+    /// The next reply that had no id (or was a batch).
+    fn other_reply(&self) -> Value {
+        let (lock, ready) = &*self.inbox;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut inbox = lock.lock().unwrap();
+        loop {
+            if !inbox.other.is_empty() {
+                return inbox.other.remove(0);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "no id-less reply came");
+            inbox = ready.wait_timeout(inbox, left).unwrap().0;
+        }
+    }
+
+    /// Call and return the `result`, panicking on an error reply.
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send(method, params);
+        let reply = self.reply(&id);
+        assert_eq!(reply["jsonrpc"], "2.0");
+        reply
+            .get("result")
+            .cloned()
+            .unwrap_or_else(|| panic!("{method} failed: {reply}"))
+    }
+
+    /// Call and return the `error`, panicking on a result.
+    fn call_err(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send(method, params);
+        let reply = self.reply(&id);
+        assert_eq!(reply["id"], id);
+        reply
+            .get("error")
+            .cloned()
+            .unwrap_or_else(|| panic!("{method} succeeded: {reply}"))
+    }
+
+    /// Close stdin and wait (up to `bound`) for the server to exit.
+    fn close_and_wait(&mut self, bound: Duration) -> std::process::ExitStatus {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + bound;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the server did not exit at EOF");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const DANGER: &[&str] = &["--max-mode", "danger-full-access"];
+
+fn policy(mode: &str, root: &Path) -> Value {
+    json!({"mode": mode, "workspaceRoot": root})
+}
+
+/// The mode the load tests run under: confined where bwrap works.
+fn load_mode(test: &str) -> &'static str {
+    if bwrap_usable(test) {
+        "read-only"
+    } else {
+        "danger-full-access"
+    }
+}
+
+#[test]
+fn every_method_answers_with_the_library_shapes() {
+    let ws = workspace();
+    let mut server = Server::start(ws.path(), ws.path(), DANGER);
+    let root = ws.path();
+
+    let run = server.call(
+        "run",
+        json!({"command": "cat; echo err >&2", "stdin": "in", "env": {"A": "1"},
+               "timeoutMs": 5000, "policy": policy("danger-full-access", root)}),
+    );
+    assert_eq!(run["exitCode"], 0);
+    assert_eq!(run["stdout"]["text"], "in");
+    assert_eq!(run["stderr"]["text"], "err\n");
+    assert_eq!(run["timeoutMs"], 5000);
+    assert_eq!(run["timedOut"], false);
+
+    let started = server.call(
+        "start",
+        json!({"command": "echo one; sleep 0.3; echo two",
+               "policy": policy("danger-full-access", root)}),
+    );
+    let id = started["taskId"].clone();
+    assert!(id.is_u64(), "{started}");
+    let done = server.call("wait", json!({"taskId": id}));
+    assert_eq!(
+        (done["status"].as_str(), done["exitCode"].as_i64()),
+        (Some("completed"), Some(0))
+    );
+    let read = server.call("read", json!({"taskId": id}));
+    assert_eq!(read["text"], "one\ntwo\n");
+    assert_eq!(read["lossy"], false);
+    assert_eq!(
+        server.call("read", json!({"taskId": id}))["text"],
+        "",
+        "reads consume"
+    );
+
+    let long = server.call(
+        "start",
+        json!({"command": "sleep 30", "policy": policy("danger-full-access", root)}),
+    )["taskId"]
+        .clone();
+    let still = server.call("wait", json!({"taskId": long, "timeoutMs": 50}));
+    assert_eq!(still["status"], "running");
+    assert_eq!(server.call("kill", json!({"taskId": long}))["killed"], true);
+    assert_eq!(
+        server.call("kill", json!({"taskId": long}))["killed"],
+        false
+    );
+    assert_eq!(
+        server.call("wait", json!({"taskId": long}))["status"],
+        "killed"
+    );
+
+    let list = server.call("list", json!({}));
+    let ids: Vec<&Value> = list["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["id"])
+        .collect();
+    assert_eq!(ids, vec![&id, &long]);
+    assert_eq!(
+        server.call("remove", json!({"taskId": id}))["removed"],
+        true
+    );
+    assert_eq!(
+        server.call("list", json!(null))["tasks"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+
+    let probe = server.call("probe", json!({}));
+    assert!(probe["rungs"].is_array(), "{probe}");
+
+    let info = server.call("reload", json!({"path": component("strict-policy.wasm")}));
+    assert_eq!(info["name"], "strict-policy");
+
+    assert_eq!(server.call("shutdown", json!({})), json!({}));
+    assert!(server.close_and_wait(Duration::from_secs(10)).success());
+}
+
+#[test]
+fn every_error_has_its_code_and_names_what_to_fix() {
+    let ws = workspace();
+    let root = ws.path();
+    // Pinning Seatbelt on Linux leaves no usable backend: confined runs fail closed.
+    let backend: &[&str] = if cfg!(target_os = "linux") {
+        &["--max-mode", "danger-full-access", "--backend", "seatbelt"]
+    } else {
+        DANGER
+    };
+    let mut server = Server::start(root, root, backend);
+
+    if cfg!(target_os = "linux") {
+        let err = server.call_err("run", json!({"command": "true"}));
+        assert_eq!(
+            (err["code"].as_i64(), err["data"]["code"].as_str()),
+            (Some(-32001), Some("SANDBOX_UNAVAILABLE"))
+        );
+        assert_eq!(err["data"]["mode"], "read-only");
+        assert!(
+            err["message"]
+                .as_str()
+                .unwrap()
+                .contains("refusing to run the command unconfined")
+        );
+    }
+
+    let err = server.call_err("run", json!({"command": 5}));
+    assert_eq!(
+        (err["code"].as_i64(), err["data"]["field"].as_str()),
+        (Some(-32602), Some("command"))
+    );
+    let err = server.call_err("run", json!({"command": "x", "timeout": 1}));
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown field `timeout`"),
+        "{err}"
+    );
+    let err = server.call_err(
+        "start",
+        json!({"command": "x", "policy": {"mode": "wide", "workspaceRoot": "/"}}),
+    );
+    assert_eq!(err["data"]["field"], "policy.mode");
+    let err = server.call_err("read", json!([1]));
+    assert_eq!(err["code"], -32602);
+
+    let err = server.call_err(
+        "run",
+        json!({"command": "true", "workdir": root.join("missing"), "policy": policy("danger-full-access", root)}),
+    );
+    assert_eq!(
+        (err["code"].as_i64(), err["data"]["code"].as_str()),
+        (Some(-32003), Some("WORKDIR"))
+    );
+
+    let err = server.call_err(
+        "run",
+        json!({"command": "true", "env": {"PATH": "/nonexistent"}, "policy": policy("danger-full-access", root)}),
+    );
+    assert_eq!(
+        (err["code"].as_i64(), err["data"]["code"].as_str()),
+        (Some(-32004), Some("SPAWN_FAILED"))
+    );
+
+    let err = server.call_err("read", json!({"taskId": 99}));
+    assert_eq!(
+        (err["code"].as_i64(), err["data"]["taskId"].as_u64()),
+        (Some(-32005), Some(99))
+    );
+
+    let broken = root.join("broken.wasm");
+    std::fs::write(&broken, b"\0asm not really").unwrap();
+    let err = server.call_err("reload", json!({"path": broken}));
+    assert_eq!(
+        (err["code"].as_i64(), err["data"]["code"].as_str()),
+        (Some(-32002), Some("POLICY_FAILED"))
+    );
+    assert_eq!(err["data"]["phase"], "load");
+    let err = server.call_err("reload", json!({"path": root.join("absent.wasm")}));
+    assert_eq!(
+        (err["code"].as_i64(), err["data"]["field"].as_str()),
+        (Some(-32602), Some("path"))
+    );
+
+    let err = server.call_err("frobnicate", json!({}));
+    assert_eq!(err["code"], -32601);
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("run, start, read"),
+        "{err}"
+    );
+
+    server.send_line("{not json");
+    let reply = server.other_reply();
+    assert_eq!(
+        (reply["id"].clone(), reply["error"]["code"].as_i64()),
+        (Value::Null, Some(-32700))
+    );
+    for invalid in [
+        r#"{"id": 1, "method": "list"}"#,
+        r#"{"jsonrpc": "1.0", "id": 2, "method": "list"}"#,
+        r#"{"jsonrpc": "2.0", "id": 3, "method": 7}"#,
+    ] {
+        server.send_line(invalid);
+    }
+    for id in 1..=3 {
+        let reply = server.reply(&json!(id));
+        assert_eq!(reply["error"]["code"], -32600, "{reply}");
+    }
+    server.send_line(r#"{"jsonrpc": "2.0", "id": {"no": 1}, "method": "list"}"#);
+    server.send_line("42");
+    for _ in 0..2 {
+        let reply = server.other_reply();
+        assert_eq!(
+            (reply["id"].clone(), reply["error"]["code"].as_i64()),
+            (Value::Null, Some(-32600))
+        );
+    }
+    // Still serving after all of that.
+    assert!(server.call("list", json!({}))["tasks"].is_array());
+}
+
+#[test]
+fn a_mode_above_the_ceiling_is_invalid_params_naming_the_mode() {
+    let ws = workspace();
+    let mut server = Server::start(ws.path(), ws.path(), &[]);
+    let err = server.call_err(
+        "run",
+        json!({"command": "true", "policy": policy("danger-full-access", ws.path())}),
+    );
+    assert_eq!(
+        (err["code"].as_i64(), err["data"]["code"].as_str()),
+        (Some(-32602), Some("INVALID_REQUEST"))
+    );
+    assert_eq!(err["data"]["field"], "policy.mode");
+    assert_eq!(err["data"]["ceiling"], "workspace-write");
+}
+
+#[test]
+fn batches_answer_in_order_and_leave_notifications_out() {
+    let ws = workspace();
+    let root = ws.path();
+    let mut server = Server::start(root, root, DANGER);
+    let marker = root.join("notified");
+    let batch = json!([
+        {"jsonrpc": "2.0", "id": "a", "method": "run",
+         "params": {"command": "sleep 0.2; echo slow", "policy": policy("danger-full-access", root)}},
+        {"jsonrpc": "2.0", "method": "run",
+         "params": {"command": format!("touch {}", marker.display()), "policy": policy("danger-full-access", root)}},
+        {"jsonrpc": "2.0", "id": "b", "method": "list"},
+        {"jsonrpc": "2.0", "id": "c", "method": "nope"},
+        17
+    ]);
+    server.send_line(&batch.to_string());
+    let replies = server.other_reply();
+    let replies = replies.as_array().expect("a batch gets an array");
+    let ids: Vec<&Value> = replies.iter().map(|r| &r["id"]).collect();
+    assert_eq!(
+        ids,
+        vec![&json!("a"), &json!("b"), &json!("c"), &Value::Null]
+    );
+    assert_eq!(replies[0]["result"]["stdout"]["text"], "slow\n");
+    assert_eq!(replies[2]["error"]["code"], -32601);
+    assert_eq!(replies[3]["error"]["code"], -32600);
+    assert!(marker.exists(), "the notification ran");
+
+    server.send_line("[]");
+    assert_eq!(server.other_reply()["error"]["code"], -32600);
+
+    // A batch of notifications only gets no reply at all: the next reply
+    // on the wire is the one to the request after it.
+    server.send_line(&json!([{"jsonrpc": "2.0", "method": "list"}]).to_string());
+    server.send_line(r#"{"jsonrpc": "2.0", "method": "list"}"#);
+    assert!(server.call("list", json!({}))["tasks"].is_array());
+    let (lock, _) = &*server.inbox;
+    assert!(
+        lock.lock().unwrap().other.is_empty(),
+        "notifications were answered"
+    );
+}
+
+#[test]
+fn a_slow_run_does_not_hold_up_a_read() {
+    let ws = workspace();
+    let root = ws.path();
+    let mut server = Server::start(root, root, DANGER);
+    let task = server.call(
+        "start",
+        json!({"command": "echo ready", "policy": policy("danger-full-access", root)}),
+    )["taskId"]
+        .clone();
+    server.call("wait", json!({"taskId": task}));
+    let slow = server.send(
+        "run",
+        json!({"command": "sleep 3", "policy": policy("danger-full-access", root)}),
+    );
+    let started = Instant::now();
+    let read = server.call("read", json!({"taskId": task}));
+    assert_eq!(read["text"], "ready\n");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the read waited for the run"
+    );
+    assert_eq!(server.reply(&slow)["result"]["exitCode"], 0);
+}
+
+#[test]
+fn eof_answers_what_was_asked_then_kills_live_task_groups() {
+    let ws = workspace();
+    let root = ws.path();
+    let mut server = Server::start(root, root, DANGER);
+    let marker = format!("cordon-serve-eof-{}", std::process::id());
+    server.call(
+        "start",
+        json!({"command": format!("sleep 30; echo {marker}"), "policy": policy("danger-full-access", root)}),
+    );
+    wait_for_processes(&marker, 1);
+    let run = server.send(
+        "run",
+        json!({"command": "sleep 0.3; echo answered", "policy": policy("danger-full-access", root)}),
+    );
+    let status = server.close_and_wait(Duration::from_secs(15));
+    assert!(status.success(), "{status:?}");
+    assert_eq!(server.reply(&run)["result"]["stdout"]["text"], "answered\n");
+    assert!(processes_gone(&marker), "a task outlived the server");
+}
+
+#[test]
+fn sigterm_aborts_runs_in_flight_and_exits() {
+    let ws = workspace();
+    let root = ws.path();
+    let mut server = Server::start(root, root, DANGER);
+    let marker = format!("cordon-serve-term-{}", std::process::id());
+    let run = server.send(
+        "run",
+        json!({"command": format!("sleep 30; echo {marker}"), "policy": policy("danger-full-access", root)}),
+    );
+    wait_for_processes(&marker, 1);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(server.child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let reply = server.reply(&run);
+    assert_eq!(reply["result"]["aborted"], true, "{reply}");
+    assert!(server.close_and_wait(Duration::from_secs(15)).success());
+    assert!(processes_gone(&marker));
+}
+
+#[test]
+fn two_hundred_concurrent_runs_each_get_their_own_answer_and_leave_nothing() {
+    let ws = workspace();
+    let root = ws.path();
+    let tmp = root.join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let mode = load_mode("two_hundred_concurrent_runs (confined)");
+    let mut server = Server::start(root, &tmp, DANGER);
+    let marker = format!("cordon-serve-load-{}", std::process::id());
+    let ids: Vec<(usize, Value)> = (0..200)
+        .map(|i| {
+            let id = server.send(
+                "run",
+                json!({"command": format!("echo {i} # {marker}"), "policy": policy(mode, root)}),
+            );
+            (i, id)
+        })
+        .collect();
+    for (i, id) in &ids {
+        let reply = server.reply(id);
+        let result = reply
+            .get("result")
+            .unwrap_or_else(|| panic!("run {i}: {reply}"));
+        assert_eq!(result["stdout"]["text"], format!("{i}\n"), "run {i}");
+        assert_eq!(result["exitCode"], 0);
+    }
+    assert!(processes_gone(&marker), "a run left a process behind");
+    assert!(server.close_and_wait(Duration::from_secs(15)).success());
+    let left: Vec<_> = walk(&tmp);
+    assert!(left.is_empty(), "spill files left behind: {left:?}");
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = vec![];
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        found.push(entry.path());
+        if entry.path().is_dir() {
+            found.extend(walk(&entry.path()));
+        }
+    }
+    found
+}
+
+#[test]
+fn reload_under_load_keeps_old_tasks_on_the_old_policy() {
+    if !bwrap_usable("reload_under_load_keeps_old_tasks_on_the_old_policy") {
+        return;
+    }
+    let ws = workspace();
+    let root = ws.path();
+    let mut server = Server::start(root, root, &[]);
+    // Under bash-sandbox a confined `exit 3` is no denial; under
+    // strict-policy every confined nonzero exit is stamped denied.
+    let tasks: Vec<Value> = (0..20)
+        .map(|_| {
+            server.call(
+                "start",
+                json!({"command": "sleep 1; exit 3", "policy": policy("read-only", root)}),
+            )["taskId"]
+                .clone()
+        })
+        .collect();
+    let info = server.call("reload", json!({"path": component("strict-policy.wasm")}));
+    assert_eq!(info["name"], "strict-policy");
+    let new = server.call(
+        "run",
+        json!({"command": "exit 3", "policy": policy("read-only", root)}),
+    );
+    assert_eq!(
+        new["sandbox"]["denied"], true,
+        "new runs use the new component: {new}"
+    );
+    for task in &tasks {
+        let done = server.call("wait", json!({"taskId": task}));
+        assert_eq!(done["status"], "completed", "{done}");
+        assert_eq!(done["exitCode"], 3);
+        assert_eq!(
+            done["sandbox"]["denied"], false,
+            "old tasks settle with the old component: {done}"
+        );
+    }
+
+    let broken = root.join("broken.wasm");
+    std::fs::write(&broken, b"not a component").unwrap();
+    let err = server.call_err("reload", json!({"path": broken}));
+    assert_eq!(err["code"], -32002);
+    let still = server.call(
+        "run",
+        json!({"command": "exit 3", "policy": policy("read-only", root)}),
+    );
+    assert_eq!(
+        still["sandbox"]["denied"], true,
+        "the previous component stays active"
+    );
+}

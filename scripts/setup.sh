@@ -2,7 +2,8 @@
 # Installs what cordon needs to build and test, idempotently:
 #   * the Rust toolchain pinned in rust-toolchain.toml, with the wasm32-wasip2
 #     target the policy components are built for;
-#   * bubblewrap, the Linux sandbox runner (needs root or sudo for apt-get).
+#   * bubblewrap, the Linux sandbox runner, and python3 for the Python
+#     client's tests (needs root or sudo for apt-get).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,9 +24,16 @@ fi
 rustup target add --toolchain "$pinned" wasm32-wasip2 >/dev/null
 rustup component add --toolchain "$pinned" rustfmt clippy >/dev/null
 
+missing=()
 if [ "$(uname -s)" = Linux ] && ! command -v bwrap >/dev/null 2>&1; then
+    missing+=(bubblewrap)
+fi
+if ! command -v python3 >/dev/null 2>&1; then
+    missing+=(python3)
+fi
+if [ "${#missing[@]}" -gt 0 ]; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
     $sudo apt-get update -qq
-    $sudo apt-get install -y -qq bubblewrap
+    $sudo apt-get install -y -qq "${missing[@]}"
 fi

@@ -74,6 +74,15 @@ pub struct HostBuilder {
 
 impl HostBuilder {
     /// Use this policy component (default: the embedded `bash-sandbox`).
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), cordon::BuildError> {
+    /// use cordon::{Host, PolicySource};
+    /// let host = Host::builder()
+    ///     .policy(PolicySource::File("/etc/cordon/policy.wasm".into()))
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
     pub fn policy(mut self, source: PolicySource) -> Self {
         self.policy = Some(source);
         self
@@ -81,6 +90,15 @@ impl HostBuilder {
 
     /// Use this deployment (default: [`Deployment::in_dir`] of the current
     /// directory).
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), cordon::BuildError> {
+    /// use cordon::{Deployment, Host, SandboxMode};
+    /// let mut deployment = Deployment::in_dir("/srv/project");
+    /// deployment.max_mode = SandboxMode::DangerFullAccess; // the operator's ceiling
+    /// let host = Host::builder().deployment(deployment).build()?;
+    /// # Ok(()) }
+    /// ```
     pub fn deployment(mut self, deployment: Deployment) -> Self {
         self.deployment = Some(deployment);
         self
@@ -88,24 +106,64 @@ impl HostBuilder {
 
     /// Configure the platform ladder (pinned backend, runner command,
     /// probe timeout, Landlock launcher).
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), cordon::BuildError> {
+    /// use cordon::sandbox::{BackendChoice, SandboxConfig};
+    /// let config = SandboxConfig {
+    ///     backend: BackendChoice::Bwrap,
+    ///     launcher: Some("/usr/local/bin/cordon".into()), // for the Landlock rung
+    ///     ..SandboxConfig::default()
+    /// };
+    /// let host = cordon::Host::builder().sandbox(config).build()?;
+    /// # Ok(()) }
+    /// ```
     pub fn sandbox(mut self, config: SandboxConfig) -> Self {
         self.sandbox = Some(config);
         self
     }
 
     /// Confine with this implementation instead of the platform ladder.
+    ///
+    /// ```no_run
+    /// # fn demo(my_confiner: std::sync::Arc<dyn cordon::sandbox::Confine>) -> Result<(), cordon::BuildError> {
+    /// let host = cordon::Host::builder().confiner(my_confiner).build()?;
+    /// # Ok(()) }
+    /// ```
     pub fn confiner(mut self, confiner: Arc<dyn Confine>) -> Self {
         self.confiner = Some(confiner);
         self
     }
 
     /// Bound policy calls with these limits.
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), cordon::BuildError> {
+    /// use cordon::policy::Limits;
+    /// let limits = Limits {
+    ///     call_deadline: std::time::Duration::from_millis(200),
+    ///     ..Limits::default()
+    /// };
+    /// let host = cordon::Host::builder().limits(limits).build()?;
+    /// # Ok(()) }
+    /// ```
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = Some(limits);
         self
     }
 
     /// Tail size, spill limit and kill grace (defaults: SPEC.md §3).
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), cordon::BuildError> {
+    /// use cordon::ProcessLimits;
+    /// let limits = ProcessLimits {
+    ///     kill_grace: std::time::Duration::from_secs(1),
+    ///     ..ProcessLimits::default()
+    /// };
+    /// let host = cordon::Host::builder().process_limits(limits).build()?;
+    /// # Ok(()) }
+    /// ```
     pub fn process_limits(mut self, limits: ProcessLimits) -> Self {
         self.process = Some(limits);
         self
@@ -113,6 +171,12 @@ impl HostBuilder {
 
     /// Create the private spill directory under `parent` instead of the
     /// system temp dir.
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), cordon::BuildError> {
+    /// let host = cordon::Host::builder().spill_parent("/var/lib/agent/spill").build()?;
+    /// # Ok(()) }
+    /// ```
     pub fn spill_parent(mut self, parent: impl Into<PathBuf>) -> Self {
         self.spill_parent = Some(parent.into());
         self
@@ -120,6 +184,14 @@ impl HostBuilder {
 
     /// Keep compiled policy components in `cache`, so the next host that
     /// loads the same component skips compiling it.
+    ///
+    /// ```no_run
+    /// # fn demo() -> anyhow::Result<()> {
+    /// use cordon::policy::cache::ComponentCache;
+    /// let cache = ComponentCache::open(std::path::Path::new("/var/cache/cordon"))?;
+    /// let host = cordon::Host::builder().component_cache(cache).build()?;
+    /// # Ok(()) }
+    /// ```
     pub fn component_cache(mut self, cache: ComponentCache) -> Self {
         self.cache = Some(cache);
         self
@@ -130,12 +202,27 @@ impl HostBuilder {
     /// same probe, run once; a run that needs the verdict sooner waits for
     /// it. Worth it when a confined run is known to follow at once (the
     /// CLI's `cordon run`): the probe and the component load overlap.
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), cordon::BuildError> {
+    /// let host = cordon::Host::builder().probe_early().build()?;
+    /// # Ok(()) }
+    /// ```
     pub fn probe_early(mut self) -> Self {
         self.probe_early = true;
         self
     }
 
     /// Load the policy component and build the host.
+    ///
+    /// ```no_run
+    /// # fn demo() {
+    /// match cordon::Host::builder().build() {
+    ///     Ok(host) => println!("policy: {}", host.policy_info().name),
+    ///     Err(err) => eprintln!("cannot start cordon: {err}"),
+    /// }
+    /// # }
+    /// ```
     pub fn build(self) -> Result<Host, BuildError> {
         let bytes = self.policy.unwrap_or(PolicySource::Embedded).read()?;
         let deployment = match self.deployment {
@@ -207,11 +294,24 @@ pub struct Host {
 
 impl Host {
     /// Start configuring a host.
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), cordon::BuildError> {
+    /// let host = cordon::Host::builder().build()?; // embedded bash-sandbox, this directory
+    /// # Ok(()) }
+    /// ```
     pub fn builder() -> HostBuilder {
         HostBuilder::default()
     }
 
     /// What the active policy component says about itself.
+    ///
+    /// ```no_run
+    /// # fn demo(host: cordon::Host) {
+    /// let info = host.policy_info();
+    /// println!("{} {} runs {}", info.name, info.version, info.shell);
+    /// # }
+    /// ```
     pub fn policy_info(&self) -> ExecutorInfo {
         self.active_policy().info().clone()
     }
@@ -220,6 +320,16 @@ impl Host {
     /// first; if that fails the previous one stays active and the error
     /// says why. Runs and tasks already under way finish with the version
     /// that planned them.
+    ///
+    /// ```no_run
+    /// # fn demo(host: cordon::Host) {
+    /// use cordon::PolicySource;
+    /// match host.reload(PolicySource::File("/etc/cordon/policy-v2.wasm".into())) {
+    ///     Ok(info) => println!("now running {} {}", info.name, info.version),
+    ///     Err(err) => eprintln!("kept the previous policy: {err}"),
+    /// }
+    /// # }
+    /// ```
     pub fn reload(&self, source: PolicySource) -> Result<ExecutorInfo, BuildError> {
         let bytes = source.read()?;
         let policy = Policy::load(&self.engine, &bytes, self.limits.clone())?;
@@ -249,21 +359,60 @@ impl Host {
     /// Which sandbox backend confines runs, its enforcement, and why each
     /// rung of the ladder is or is not usable (probing on first use). None
     /// for a custom confiner without a ladder.
+    ///
+    /// ```no_run
+    /// # fn demo(host: cordon::Host) {
+    /// if let Some(probe) = host.probe() {
+    ///     println!("backend {:?}", probe.backend);
+    ///     for rung in &probe.rungs {
+    ///         println!("  {:?}: {}", rung.backend, rung.reason);
+    ///     }
+    /// }
+    /// # }
+    /// ```
     pub fn probe(&self) -> Option<Probe> {
         self.confiner.probe()
     }
 
     /// The deployment this host runs under.
+    ///
+    /// ```no_run
+    /// # fn demo(host: cordon::Host) {
+    /// println!("ceiling: {}", host.deployment().max_mode);
+    /// # }
+    /// ```
     pub fn deployment(&self) -> &Deployment {
         &self.deployment
     }
 
     /// Run `request` in the foreground and return its result.
+    ///
+    /// ```no_run
+    /// # async fn demo(host: cordon::Host) -> Result<(), cordon::RunError> {
+    /// use cordon::{ExecRequest, SandboxMode, SandboxPolicy};
+    /// let request = ExecRequest::new("cargo test")
+    ///     .with_policy(SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/srv/project"))
+    ///     .with_timeout_ms(60_000);
+    /// let result = host.run(request).await?;
+    /// println!("exit {:?}: {}", result.exit_code, result.stdout.text);
+    /// # Ok(()) }
+    /// ```
     pub async fn run(&self, request: ExecRequest) -> Result<ExecResult, RunError> {
         self.run_with(request, RunOptions::default()).await
     }
 
     /// Run `request` with per-run options (e.g. streaming output).
+    ///
+    /// ```no_run
+    /// # async fn demo(host: cordon::Host) -> Result<(), cordon::RunError> {
+    /// use cordon::{CancellationToken, ExecRequest, RunOptions};
+    /// let abort = CancellationToken::new();
+    /// let options = RunOptions { sink: None, abort: Some(abort.clone()) };
+    /// // abort.cancel() from elsewhere terminates the command's process group.
+    /// let result = host.run_with(ExecRequest::new("sleep 5"), options).await?;
+    /// assert!(result.aborted || result.exit_code == Some(0));
+    /// # Ok(()) }
+    /// ```
     pub async fn run_with(
         &self,
         request: ExecRequest,
@@ -290,23 +439,54 @@ impl Host {
     }
 
     /// The background task with this id.
+    ///
+    /// ```no_run
+    /// # fn demo(host: cordon::Host) {
+    /// if let Some(task) = host.task(cordon::TaskId(1)) {
+    ///     println!("{:?}", task.snapshot().status);
+    /// }
+    /// # }
+    /// ```
     pub fn task(&self, id: TaskId) -> Option<TaskHandle> {
         self.tasks.get(id)
     }
 
     /// Every background task this host holds, oldest first.
+    ///
+    /// ```no_run
+    /// # fn demo(host: cordon::Host) {
+    /// for task in host.tasks() {
+    ///     println!("{} {:?} {}", task.id, task.status, task.command);
+    /// }
+    /// # }
+    /// ```
     pub fn tasks(&self) -> Vec<TaskSnapshot> {
         self.tasks.list()
     }
 
     /// Forget a settled task, freeing its spill files. False for an
     /// unknown or running task.
+    ///
+    /// ```no_run
+    /// # async fn demo(host: cordon::Host, id: cordon::TaskId) {
+    /// if let Some(task) = host.task(id) {
+    ///     task.wait(None).await;
+    ///     assert!(host.remove_task(id));
+    /// }
+    /// # }
+    /// ```
     pub fn remove_task(&self, id: TaskId) -> bool {
         self.tasks.remove(id)
     }
 
     /// Terminate every live task group (with the kill grace) and wait for
     /// each task to settle. Dropping the host instead `SIGKILL`s them.
+    ///
+    /// ```no_run
+    /// # async fn demo(host: cordon::Host) {
+    /// host.shutdown().await; // every live task group terminated and settled
+    /// # }
+    /// ```
     pub async fn shutdown(&self) {
         self.tasks.shutdown().await;
     }

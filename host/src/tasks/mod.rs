@@ -129,11 +129,31 @@ pub struct TaskHandle(Arc<Task>);
 
 impl TaskHandle {
     /// The task's id.
+    ///
+    /// ```no_run
+    /// # fn demo(host: cordon::Host) -> Result<(), cordon::RunError> {
+    /// let task = host.start(cordon::ExecRequest::new("make"))?;
+    /// println!("started task {}", task.id());
+    /// # Ok(()) }
+    /// ```
     pub fn id(&self) -> TaskId {
         self.0.id
     }
 
     /// Consume and return the output produced since the previous read.
+    ///
+    /// ```no_run
+    /// # async fn demo(task: cordon::TaskHandle) {
+    /// loop {
+    ///     let read = task.read(); // only what is new since the last read
+    ///     print!("{}", read.text);
+    ///     if read.status != cordon::TaskStatus::Running {
+    ///         break;
+    ///     }
+    ///     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    /// }
+    /// # }
+    /// ```
     pub fn read(&self) -> TaskRead {
         let task = &self.0;
         let status = lock(&task.state).status;
@@ -171,6 +191,15 @@ impl TaskHandle {
 
     /// Kill the task's process group. True only for the first kill of a
     /// running task.
+    ///
+    /// ```no_run
+    /// # async fn demo(task: cordon::TaskHandle) {
+    /// if task.kill() {
+    ///     let done = task.wait(None).await;
+    ///     assert_eq!(done.status, cordon::TaskStatus::Killed);
+    /// }
+    /// # }
+    /// ```
     pub fn kill(&self) -> bool {
         let running = lock(&self.0.state).status == TaskStatus::Running;
         if !running || self.0.kill.is_cancelled() {
@@ -181,6 +210,13 @@ impl TaskHandle {
     }
 
     /// The task's state now.
+    ///
+    /// ```no_run
+    /// # fn demo(task: cordon::TaskHandle) {
+    /// let now = task.snapshot();
+    /// println!("{:?} exit {:?}", now.status, now.exit_code);
+    /// # }
+    /// ```
     pub fn snapshot(&self) -> TaskSnapshot {
         let state = lock(&self.0.state);
         TaskSnapshot {
@@ -196,6 +232,15 @@ impl TaskHandle {
 
     /// Wait until the task has settled, or `bound` has passed; returns the
     /// state at that moment (still `running` when the bound passed first).
+    ///
+    /// ```no_run
+    /// # async fn demo(task: cordon::TaskHandle) {
+    /// let done = task.wait(Some(std::time::Duration::from_secs(30))).await;
+    /// if done.status == cordon::TaskStatus::Running {
+    ///     println!("still running after 30 s");
+    /// }
+    /// # }
+    /// ```
     pub async fn wait(&self, bound: Option<Duration>) -> TaskSnapshot {
         let mut done = self.0.done.subscribe();
         let settled = done.wait_for(|settled| *settled);

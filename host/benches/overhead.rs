@@ -106,20 +106,21 @@ fn main() {
             rounds,
         ),
     ];
-    if let Some(bwrap) = &bwrap {
-        let bwrap = bwrap.clone();
-        // The exact argv cordon spawns for a read-only run, minus the
-        // status fd (nobody reads it here).
+    // The exact argv cordon spawns for a read-only run, minus the status fd
+    // (nobody reads it here).
+    let bare_bwrap: Option<Vec<String>> = bwrap.as_ref().map(|bwrap| {
         let policy = SandboxPolicy::new(SandboxMode::ReadOnly, &dir);
         let argv: Vec<String> = ["bash", "-c", "true"].map(String::from).to_vec();
-        let wrapped = cordon::sandbox::bwrap::wrap(std::path::Path::new(&bwrap), &argv, &policy);
-        let bare: Vec<String> = wrapped
+        let wrapped = cordon::sandbox::bwrap::wrap(std::path::Path::new(bwrap), &argv, &policy);
+        wrapped
             .argv()
             .iter()
             .enumerate()
             .filter(|(i, _)| !(1..=2).contains(i))
             .map(|(_, a)| a.clone())
-            .collect();
+            .collect()
+    });
+    if let Some(bare) = bare_bwrap.clone() {
         cases.push((
             "`bwrap <read-only profile> -- bash -c true` directly",
             Box::new(move || direct(&bare.iter().map(String::as_str).collect::<Vec<_>>())),
@@ -214,6 +215,118 @@ fn main() {
         flood_rounds,
         rounds
     );
+    if let Some(bare) = &bare_bwrap {
+        throughput(cordon_bin, &dir, bare, (rounds * 2).max(50));
+    }
+}
+
+/// Served mode: read-only `true` runs per second through one `cordon
+/// serve` (one request at a time, and four in flight) against spawning
+/// bwrap with the same profile in a loop. Three alternating blocks; each
+/// figure is the median block.
+fn throughput(cordon_bin: &str, dir: &std::path::Path, bare: &[String], runs: usize) {
+    let bare: Vec<&str> = bare.iter().map(String::as_str).collect();
+    let mut server = Served::start(cordon_bin, dir);
+    server.runs(1, 5);
+    let mut blocks: [Vec<f64>; 3] = Default::default();
+    for _ in 0..3 {
+        let start = Instant::now();
+        for _ in 0..runs {
+            direct(&bare);
+        }
+        blocks[0].push(runs as f64 / start.elapsed().as_secs_f64());
+        for (slot, window) in [(1, 1), (2, 4)] {
+            let start = Instant::now();
+            server.runs(window, runs);
+            blocks[slot].push(runs as f64 / start.elapsed().as_secs_f64());
+        }
+    }
+    server.stop();
+    let rates: Vec<f64> = blocks
+        .iter_mut()
+        .map(|block| {
+            block.sort_by(f64::total_cmp);
+            block[1]
+        })
+        .collect();
+    println!();
+    println!("| served mode ({runs} read-only `true` runs per block) | runs/s | vs bwrap loop |");
+    println!("|---|---|---|");
+    for (name, rate) in [
+        (
+            "`bwrap <read-only profile> -- bash -c true` in a loop",
+            rates[0],
+        ),
+        ("`cordon serve`, one request at a time", rates[1]),
+        ("`cordon serve`, four requests in flight", rates[2]),
+    ] {
+        println!("| {name} | {rate:.0} | {:.2}× |", rate / rates[0]);
+    }
+}
+
+/// A `cordon serve` child driven over its stdio.
+struct Served {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    next_id: u64,
+}
+
+impl Served {
+    fn start(cordon_bin: &str, dir: &std::path::Path) -> Self {
+        let mut child = Command::new(cordon_bin)
+            .current_dir(dir)
+            .arg("serve")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("cordon serve");
+        Served {
+            stdin: child.stdin.take().unwrap(),
+            stdout: std::io::BufReader::new(child.stdout.take().unwrap()),
+            child,
+            next_id: 0,
+        }
+    }
+
+    fn send(&mut self) {
+        use std::io::Write;
+        self.next_id += 1;
+        writeln!(
+            self.stdin,
+            r#"{{"jsonrpc":"2.0","id":{},"method":"run","params":{{"command":"true"}}}}"#,
+            self.next_id
+        )
+        .expect("write request");
+        self.stdin.flush().expect("flush");
+    }
+
+    fn receive(&mut self) {
+        use std::io::BufRead;
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("read reply");
+        assert!(line.contains(r#""exitCode":0"#), "{line}");
+    }
+
+    /// `count` runs with up to `window` requests in flight.
+    fn runs(&mut self, window: usize, count: usize) {
+        let first = window.min(count);
+        for _ in 0..first {
+            self.send();
+        }
+        for done in 0..count {
+            self.receive();
+            if done + first < count {
+                self.send();
+            }
+        }
+    }
+
+    fn stop(self) {
+        drop(self.stdin);
+        let mut child = self.child;
+        assert!(child.wait().expect("wait").success());
+    }
 }
 
 /// The component's logic, called natively: what the Wasm boundary costs.

@@ -24,6 +24,7 @@ pub mod run;
 pub mod sandbox;
 pub mod serve;
 pub mod tasks;
+pub mod testkit;
 
 pub use error::{RunError, sandbox_unavailable_message};
 pub use host::{BuildError, Host, HostBuilder, PolicySource};

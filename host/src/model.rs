@@ -209,7 +209,8 @@ impl Deployment {
 
 /// A fully-defaulted request, as resolved by the policy component and
 /// canonicalised by the host.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ExecSpec {
     /// The shell command line.
     pub command: String,
@@ -225,7 +226,8 @@ pub struct ExecSpec {
 
 /// A backend's message dialect: how its runner failures and its denials
 /// look on stderr (case-insensitive substrings of one line).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct Signatures {
     /// Lines meaning the runner itself failed.
     pub runner_failure: Vec<String>,
@@ -238,7 +240,8 @@ pub struct Signatures {
 }
 
 /// The facts of one confinement, fixed when the host wrapped the argv.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct WrapFacts {
     /// The backend.
     pub backend: Backend,
@@ -249,7 +252,8 @@ pub struct WrapFacts {
 }
 
 /// How a run was launched, as handed back to the policy's settle.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct LaunchFacts {
     /// A background task rather than a foreground run.
     pub background: bool,
@@ -258,18 +262,21 @@ pub struct LaunchFacts {
 }
 
 /// What the runner reported out of band.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum RunnerStatus {
     /// The runner started the command.
     Launched,
     /// The runner failed before the command started.
     Failed(String),
     /// No out-of-band report; classify by text.
+    #[default]
     Unknown,
 }
 
 /// How a launched process ended, as observed by the host.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct Outcome {
     /// Exit code; none when killed by a signal.
     pub exit_code: Option<i32>,

@@ -1,11 +1,13 @@
 //! `cordon policy check FILE`: validate a component exactly as a host
-//! loading it would.
+//! loading it would. `cordon policy test FILE CASES`: run table-driven
+//! cases against it with the test kit (nothing is spawned).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use cordon::policy::{Limits, Policy, PolicyEngine, SUPPORTED_WORLDS};
+use cordon::testkit::{self, Kit};
 
 use super::deploy::CacheArgs;
 use super::exit;
@@ -30,20 +32,98 @@ enum PolicyCommand {
         #[command(flatten)]
         cache: CacheArgs,
     },
+    /// Run a case file (request in; expected spec, launch, facts or error
+    /// out) against a component with a fake sandbox; prints a diff for each
+    /// failing case and exits 1 when any fails.
+    Test {
+        /// The component (.wasm).
+        file: PathBuf,
+        /// The case file (.toml); see components/cases/ for the shipped contract.
+        cases: PathBuf,
+        /// Print one JSON report per case instead.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        cache: CacheArgs,
+    },
 }
 
-/// Run the subcommand: exit 0 when the component loads, 70 when not.
+/// Run the subcommand.
 pub fn main(args: PolicyArgs) -> ExitCode {
-    let PolicyCommand::Check { file, json, cache } = args.command;
-    let loaded = std::fs::read(&file)
-        .map_err(|err| format!("cannot read {}: {err}", file.display()))
-        .and_then(|bytes| {
-            let mut engine = PolicyEngine::new().map_err(|e| e.to_string())?;
-            if let Some(cache) = cache.open() {
-                engine = engine.with_cache(cache);
+    match args.command {
+        PolicyCommand::Check { file, json, cache } => check(file, json, cache),
+        PolicyCommand::Test {
+            file,
+            cases,
+            json,
+            cache,
+        } => test(file, cases, json, cache),
+    }
+}
+
+/// A policy engine with the compiled-component cache the flags ask for.
+fn engine(cache: &CacheArgs) -> Result<PolicyEngine, String> {
+    let mut engine = PolicyEngine::new().map_err(|e| e.to_string())?;
+    if let Some(cache) = cache.open() {
+        engine = engine.with_cache(cache);
+    }
+    Ok(engine)
+}
+
+fn read(file: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(file).map_err(|err| format!("cannot read {}: {err}", file.display()))
+}
+
+/// Exit 0 when the cases all pass, 1 when one fails, 70 when the component
+/// does not load, 78 when the case file is unusable.
+fn test(file: PathBuf, cases: PathBuf, json: bool, cache: CacheArgs) -> ExitCode {
+    let cases = match testkit::cases::load(&cases) {
+        Ok(cases) => cases,
+        Err(err) => {
+            eprintln!("cordon: {err}");
+            return ExitCode::from(exit::CONFIG);
+        }
+    };
+    let kit = match read(&file)
+        .and_then(|bytes| Kit::load_with(engine(&cache)?, &bytes).map_err(|e| e.to_string()))
+    {
+        Ok(kit) => kit,
+        Err(message) => {
+            eprintln!("cordon: POLICY_FAILED: {}: {message}", file.display());
+            return ExitCode::from(exit::POLICY_FAILED);
+        }
+    };
+    let reports: Vec<_> = cases
+        .iter()
+        .map(|case| testkit::cases::run(&kit, case))
+        .collect();
+    for report in &reports {
+        if json {
+            println!("{}", testkit::cases::report_json(report));
+        } else if report.passed() {
+            println!("ok   {}", report.name);
+        } else {
+            println!("FAIL {}  ({})", report.name, report.file.display());
+            for failure in &report.failures {
+                println!("       {failure}");
             }
-            Policy::load(&engine, &bytes, Limits::default()).map_err(|e| e.to_string())
-        });
+        }
+    }
+    if !json {
+        println!("{}: {}", kit.info().name, testkit::cases::summary(&reports));
+    }
+    if reports.iter().all(|r| r.passed()) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Exit 0 when the component loads, 70 when not.
+fn check(file: PathBuf, json: bool, cache: CacheArgs) -> ExitCode {
+    let loaded = read(&file).and_then(|bytes| {
+        Policy::load(&engine(&cache)?, &bytes, Limits::default()).map_err(|e| e.to_string())
+    });
     match (loaded, json) {
         (Ok(policy), false) => {
             let info = policy.info();

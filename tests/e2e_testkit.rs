@@ -1,0 +1,95 @@
+//! The component test kit through `cordon policy test`: the shipped
+//! components pass their case files (the contract of SPEC.md §2, §3, §7),
+//! a component that breaks the contract gets a readable diff and a nonzero
+//! exit, and a broken case file is named precisely.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{component, cordon, workspace};
+
+fn cases(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(relative)
+}
+
+/// `cordon policy test COMPONENT CASES`: exit code and stdout.
+fn policy_test(wasm: &Path, case_file: &Path) -> (i32, String) {
+    let output = cordon()
+        .args(["policy", "test"])
+        .arg(wasm)
+        .arg(case_file)
+        .arg("--no-component-cache")
+        .output()
+        .expect("run cordon policy test");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    (
+        output.status.code().unwrap_or(-1),
+        format!("{stdout}{stderr}"),
+    )
+}
+
+#[test]
+fn bash_sandbox_passes_its_case_files() {
+    let (code, out) = policy_test(
+        &component("bash-sandbox.wasm"),
+        &cases("components/bash-sandbox/cases.toml"),
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("bash-sandbox: ") && out.contains(" passed, 0 failed"),
+        "{out}"
+    );
+    assert!(!out.contains("FAIL"), "{out}");
+}
+
+#[test]
+fn a_component_that_breaks_the_contract_gets_a_diff_per_failing_case() {
+    // strict-policy stamps every confined nonzero exit as denied.
+    let (code, out) = policy_test(
+        &component("strict-policy.wasm"),
+        &cases("components/cases/classify.toml"),
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("FAIL bwrap: another dialect's denial text is not a denial"),
+        "{out}"
+    );
+    assert!(
+        out.contains("facts.denied: expected false, got true"),
+        "{out}"
+    );
+    assert!(
+        out.contains("ok   bwrap: a read-only file system error"),
+        "{out}"
+    );
+    assert!(out.contains("strict-policy: "), "{out}");
+}
+
+#[test]
+fn a_broken_case_file_is_named_with_its_key() {
+    let ws = workspace();
+    let file = ws.path().join("cases.toml");
+    std::fs::write(
+        &file,
+        "[[case]]\nname = \"x\"\nrequest = { command = \"ls\" }\nexpect.spek = {}\n",
+    )
+    .unwrap();
+    let (code, out) = policy_test(&component("bash-sandbox.wasm"), &file);
+    assert_eq!(code, 78, "{out}");
+    assert!(out.contains("unknown field `spek`"), "{out}");
+    assert!(out.contains("cases.toml"), "{out}");
+}
+
+#[test]
+fn a_component_that_does_not_load_is_policy_failed() {
+    let ws = workspace();
+    let bogus = ws.path().join("bogus.wasm");
+    std::fs::write(&bogus, b"not wasm").unwrap();
+    let (code, out) = policy_test(&bogus, &cases("components/cases/resolve.toml"));
+    assert_eq!(code, 70, "{out}");
+    assert!(out.contains("POLICY_FAILED"), "{out}");
+}

@@ -1,6 +1,8 @@
 //! Builds the policy components from source for `wasm32-wasip2` and puts
 //! them in `OUT_DIR`: `bash-sandbox.wasm` (embedded in the binary as the
-//! default policy) and the test fixtures the e2e suites load with `--policy`.
+//! default policy), the other shipped executors (`pwsh-sandbox.wasm`,
+//! `bash-local.wasm`) and the test fixtures the e2e suites load with
+//! `--policy`.
 //!
 //! The inner cargo gets its own target directory (the outer build holds the
 //! lock on its own) and none of the outer build's target settings
@@ -17,6 +19,12 @@ const GUESTS: &[(&str, &str, &str)] = &[
         "cordon_bash_sandbox",
         "bash-sandbox.wasm",
     ),
+    (
+        "cordon-pwsh-sandbox",
+        "cordon_pwsh_sandbox",
+        "pwsh-sandbox.wasm",
+    ),
+    ("cordon-bash-local", "cordon_bash_local", "bash-local.wasm"),
     (
         "cordon-fixture-strict-policy",
         "cordon_fixture_strict_policy",

@@ -405,6 +405,20 @@ fn a_mode_above_the_ceiling_is_invalid_params_naming_the_mode() {
     );
     assert_eq!(err["data"]["field"], "policy.mode");
     assert_eq!(err["data"]["ceiling"], "workspace-write");
+
+    // A policy that never confines is refused at reload under this ceiling.
+    let err = server.call_err("reload", json!({"path": component("bash-local.wasm")}));
+    assert_eq!(
+        (err["code"].as_i64(), err["data"]["mode"].as_str()),
+        (Some(-32002), Some("danger-full-access"))
+    );
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("raise the ceiling"),
+        "{err}"
+    );
 }
 
 #[test]

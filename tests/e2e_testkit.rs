@@ -33,17 +33,19 @@ fn policy_test(wasm: &Path, case_file: &Path) -> (i32, String) {
 }
 
 #[test]
-fn bash_sandbox_passes_its_case_files() {
-    let (code, out) = policy_test(
-        &component("bash-sandbox.wasm"),
-        &cases("components/bash-sandbox/cases.toml"),
-    );
-    assert_eq!(code, 0, "{out}");
-    assert!(
-        out.contains("bash-sandbox: ") && out.contains(" passed, 0 failed"),
-        "{out}"
-    );
-    assert!(!out.contains("FAIL"), "{out}");
+fn every_shipped_component_passes_its_case_file() {
+    for name in ["bash-sandbox", "pwsh-sandbox", "bash-local"] {
+        let (code, out) = policy_test(
+            &component(&format!("{name}.wasm")),
+            &cases(&format!("components/{name}/cases.toml")),
+        );
+        assert_eq!(code, 0, "{name}: {out}");
+        assert!(out.contains(&format!("{name}: ")), "{out}");
+        assert!(
+            out.contains(" passed, 0 failed") && !out.contains("FAIL"),
+            "{name}: {out}"
+        );
+    }
 }
 
 #[test]

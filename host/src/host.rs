@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 use crate::RunError;
-use crate::model::{Deployment, ExecRequest, ExecResult};
+use crate::model::{Deployment, ExecRequest, ExecResult, SandboxMode};
 use crate::policy::cache::ComponentCache;
 use crate::policy::{self, ExecutorInfo, Limits, Policy, PolicyEngine};
 use crate::process::spill::SpillDir;
@@ -56,6 +56,35 @@ pub enum BuildError {
     /// The host's working directory is unusable.
     #[error("cannot determine the working directory: {0}")]
     Workdir(#[source] std::io::Error),
+    /// The component runs commands in a mode this deployment does not
+    /// allow (e.g. `bash-local`, which never confines).
+    #[error(
+        "policy component {name} runs commands as {mode} by default, above this deployment's \
+         ceiling {ceiling}; raise the ceiling (--max-mode {mode}, or max_mode in cordon.toml) \
+         to load it, or use a confining policy"
+    )]
+    AboveCeiling {
+        /// The component's name.
+        name: String,
+        /// The mode it describes as its default.
+        mode: SandboxMode,
+        /// The deployment's ceiling.
+        ceiling: SandboxMode,
+    },
+}
+
+/// Refuse a component whose default mode is above the deployment's
+/// ceiling: every run it plans would be refused anyway, so say so at load.
+fn check_ceiling(policy: &Policy, deployment: &Deployment) -> Result<(), BuildError> {
+    let info = policy.info();
+    if info.default_mode > deployment.max_mode {
+        return Err(BuildError::AboveCeiling {
+            name: info.name.clone(),
+            mode: info.default_mode,
+            ceiling: deployment.max_mode,
+        });
+    }
+    Ok(())
 }
 
 /// Configures a [`Host`].
@@ -247,6 +276,7 @@ impl HostBuilder {
         }
         let limits = self.limits.unwrap_or_default();
         let policy = Policy::load(&engine, &bytes, limits.clone())?;
+        check_ceiling(&policy, &deployment)?;
         let spill_dir = match self.spill_parent {
             Some(parent) => SpillDir::under(&parent),
             None => SpillDir::in_temp_dir(),
@@ -333,6 +363,7 @@ impl Host {
     pub fn reload(&self, source: PolicySource) -> Result<ExecutorInfo, BuildError> {
         let bytes = source.read()?;
         let policy = Policy::load(&self.engine, &bytes, self.limits.clone())?;
+        check_ceiling(&policy, &self.deployment)?;
         let info = policy.info().clone();
         *self.policy.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
         Ok(info)

@@ -109,6 +109,27 @@ pub fn bash_argv(command: &str) -> Vec<String> {
     vec!["bash".to_owned(), "-c".to_owned(), command.to_owned()]
 }
 
+/// What runs before a PowerShell command: UTF-8 for everything it reads
+/// and writes, so output decodes the same as bash's.
+pub const PWSH_PREAMBLE: &str = "$OutputEncoding = [Console]::InputEncoding = \
+[Console]::OutputEncoding = [System.Text.UTF8Encoding]::new($false); ";
+
+/// The PowerShell argv: `pwsh -NoLogo -NoProfile -NonInteractive -Command
+/// PREAMBLE+CMD`.
+pub fn pwsh_argv(command: &str) -> Vec<String> {
+    [
+        "pwsh",
+        "-NoLogo",
+        "-NoProfile",
+        "-NonInteractive",
+        "-Command",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .chain([format!("{PWSH_PREAMBLE}{command}")])
+    .collect()
+}
+
 /// The mode's name as it appears in messages and JSON (`read-only`, …).
 pub fn mode_name(mode: SandboxMode) -> &'static str {
     match mode {

@@ -20,6 +20,9 @@ pub const DEFAULT_ENV: &[(&str, &str)] = &[
     ("GIT_PAGER", "cat"),
 ];
 
+/// The same defaults for PowerShell, which has no use for `TERM` (SPEC.md §3).
+pub const PWSH_ENV: &[(&str, &str)] = &[("NO_COLOR", "1"), ("PAGER", "cat"), ("GIT_PAGER", "cat")];
+
 /// Default `request` against `deployment`, adding `default_env` before the
 /// request's own environment entries.
 pub fn resolve(

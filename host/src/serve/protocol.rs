@@ -165,6 +165,14 @@ impl From<BuildError> for RpcError {
             BuildError::Policy(run) => run.into(),
             BuildError::ReadPolicy { .. } => RpcError::invalid_params("path", error),
             BuildError::Workdir(_) => RpcError::internal(error),
+            BuildError::AboveCeiling { mode, ceiling, .. } => {
+                let mut rpc =
+                    RpcError::new(code::POLICY_FAILED, "POLICY_FAILED", error.to_string());
+                rpc.data["phase"] = json!("load");
+                rpc.data["mode"] = json!(mode);
+                rpc.data["ceiling"] = json!(ceiling);
+                rpc
+            }
         }
     }
 }

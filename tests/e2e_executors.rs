@@ -1,0 +1,93 @@
+//! The other shipped executors loaded by the unchanged `cordon` binary:
+//! `bash-local` (never confines; refused at load unless the ceiling allows
+//! danger-full-access) and `pwsh-sandbox` (needs a real `pwsh`; skips
+//! loudly without one).
+
+mod common;
+
+use common::{bwrap_usable, component, cordon_in, run_json, sandbox, workspace};
+
+#[test]
+fn bash_local_is_refused_at_load_below_a_danger_ceiling() {
+    let ws = workspace();
+    let policy = component("bash-local.wasm");
+    let marker = ws.path().join("ran");
+    let (code, stderr) = cordon_in(
+        ws.path(),
+        &[
+            "run",
+            "--policy",
+            policy.to_str().unwrap(),
+            "--",
+            &format!("touch {}", marker.display()),
+        ],
+    );
+    assert_eq!(code, Some(70), "{stderr}");
+    assert!(
+        stderr.contains("policy component bash-local runs commands as danger-full-access")
+            && stderr.contains("--max-mode danger-full-access"),
+        "{stderr}"
+    );
+    assert!(
+        !marker.exists(),
+        "nothing may run when the policy is refused"
+    );
+}
+
+#[test]
+fn bash_local_runs_every_command_unconfined_when_the_ceiling_allows_it() {
+    let ws = workspace();
+    let policy = component("bash-local.wasm");
+    let marker = ws.path().join("outside-any-sandbox");
+    let (code, result) = run_json(
+        ws.path(),
+        &[
+            "--policy",
+            policy.to_str().unwrap(),
+            "--max-mode",
+            "danger-full-access",
+            "--mode",
+            "read-only",
+        ],
+        &format!("touch {} && echo done", marker.display()),
+    );
+    assert_eq!(code, 0, "{result}");
+    assert_eq!(result["stdout"]["text"], "done\n");
+    assert_eq!(sandbox(&result)["mode"], "danger-full-access");
+    assert!(sandbox(&result).get("enforcement").is_none(), "{result}");
+    assert!(marker.exists());
+}
+
+#[test]
+fn pwsh_sandbox_runs_a_real_pwsh_confined() {
+    let Some(_) = which("pwsh") else {
+        eprintln!(
+            "SKIPPED pwsh_sandbox_runs_a_real_pwsh_confined: pwsh is not installed \
+             (its behaviour is still checked by components/pwsh-sandbox/cases.toml)"
+        );
+        return;
+    };
+    if !bwrap_usable("pwsh_sandbox_runs_a_real_pwsh_confined") {
+        return;
+    }
+    let ws = workspace();
+    let policy = component("pwsh-sandbox.wasm");
+    let (code, result) = run_json(
+        ws.path(),
+        &["--policy", policy.to_str().unwrap()],
+        "Write-Output 'héllo'; New-Item -Path /etc/cordon-pwsh -ItemType File",
+    );
+    assert_ne!(code, 0, "{result}");
+    assert!(
+        result["stdout"]["text"].as_str().unwrap().contains("héllo"),
+        "{result}"
+    );
+    assert_eq!(sandbox(&result)["mode"], "read-only");
+    assert!(!std::path::Path::new("/etc/cordon-pwsh").exists());
+}
+
+fn which(program: &str) -> Option<std::path::PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|path| path.is_file())
+}

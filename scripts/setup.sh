@@ -2,8 +2,9 @@
 # Installs what cordon needs to build and test, idempotently:
 #   * the Rust toolchain pinned in rust-toolchain.toml, with the wasm32-wasip2
 #     target the policy components are built for;
-#   * bubblewrap, the Linux sandbox runner, and python3 for the Python
-#     client's tests (needs root or sudo for apt-get).
+#   * bubblewrap, the Linux sandbox runner, python3 for the Python client's
+#     tests, and node/npm for the JavaScript policy component (needs root or
+#     sudo for apt-get).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +31,9 @@ if [ "$(uname -s)" = Linux ] && ! command -v bwrap >/dev/null 2>&1; then
 fi
 if ! command -v python3 >/dev/null 2>&1; then
     missing+=(python3)
+fi
+if ! command -v npm >/dev/null 2>&1; then
+    missing+=(nodejs npm)
 fi
 if [ "${#missing[@]}" -gt 0 ]; then
     sudo=""

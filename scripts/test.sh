@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, unit tests, component tests and
 # the end-to-end suites (real bwrap, real wasmtime, real components).
-# On Linux CI the bwrap, Landlock and Python-client suites must run: a
-# missing or broken runner (or python3) fails them instead of skipping.
+# On Linux CI the bwrap, Landlock, Python-client and JavaScript-component
+# suites must run: a missing or broken runner (or python3, or node) fails
+# them instead of skipping.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 if [ "${CI:-}" = true ] && [ "$(uname -s)" = Linux ]; then
-    export CORDON_E2E_REQUIRE_BWRAP=1 CORDON_E2E_REQUIRE_LANDLOCK=1 CORDON_E2E_REQUIRE_PYTHON=1
+    export CORDON_E2E_REQUIRE_BWRAP=1 CORDON_E2E_REQUIRE_LANDLOCK=1 CORDON_E2E_REQUIRE_PYTHON=1 CORDON_E2E_REQUIRE_JS=1
 fi
 cargo fmt --all --check
+# The policy component written in JavaScript (componentize-js from npm).
+components/js-policy/build.sh
+export CORDON_JS_POLICY="$PWD/target/components/js-policy.wasm"
 cargo test --workspace
 cargo clippy --workspace --all-targets -- -D warnings

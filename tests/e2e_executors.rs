@@ -1,11 +1,14 @@
 //! The other shipped executors loaded by the unchanged `cordon` binary:
 //! `bash-local` (never confines; refused at load unless the ceiling allows
-//! danger-full-access) and `pwsh-sandbox` (needs a real `pwsh`; skips
-//! loudly without one).
+//! danger-full-access), `pwsh-sandbox` (needs a real `pwsh`; skips loudly
+//! without one) and `js-policy`, the component written in JavaScript.
 
 mod common;
 
-use common::{bwrap_usable, component, cordon_in, run_json, sandbox, workspace};
+use common::{
+    bwrap_usable, component, cordon_in, js_policy, run_json, sandbox, shared_component_cache,
+    workspace,
+};
 
 #[test]
 fn bash_local_is_refused_at_load_below_a_danger_ceiling() {
@@ -84,6 +87,41 @@ fn pwsh_sandbox_runs_a_real_pwsh_confined() {
     );
     assert_eq!(sandbox(&result)["mode"], "read-only");
     assert!(!std::path::Path::new("/etc/cordon-pwsh").exists());
+}
+
+#[test]
+fn the_javascript_policy_runs_under_the_unchanged_binary() {
+    let Some(wasm) = js_policy("the_javascript_policy_runs_under_the_unchanged_binary") else {
+        return;
+    };
+    if !bwrap_usable("the_javascript_policy_runs_under_the_unchanged_binary") {
+        return;
+    }
+    let ws = workspace();
+    let cache = shared_component_cache();
+    let flags = [
+        "--policy",
+        wasm.to_str().unwrap(),
+        "--component-cache",
+        cache.to_str().unwrap(),
+    ];
+    let (code, result) = run_json(ws.path(), &flags, "echo from js; touch /etc/cordon-js");
+    assert_eq!(code, 1, "{result}");
+    assert_eq!(result["stdout"]["text"], "from js\n");
+    assert_eq!(sandbox(&result)["denied"], true, "{result}");
+    assert_eq!(sandbox(&result)["enforcement"], "full");
+
+    // Its own rule: git push needs workspace-write.
+    let (code, result) = run_json(ws.path(), &flags, "git push origin main");
+    assert_eq!(code, 64, "{result}");
+    assert_eq!(result["error"]["code"], "INVALID_REQUEST");
+    assert!(
+        result["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("git push needs workspace-write"),
+        "{result}"
+    );
 }
 
 fn which(program: &str) -> Option<std::path::PathBuf> {

@@ -7,7 +7,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{component, cordon, workspace};
+use common::{component, cordon, js_policy, shared_component_cache, workspace};
 
 fn cases(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -21,7 +21,8 @@ fn policy_test(wasm: &Path, case_file: &Path) -> (i32, String) {
         .args(["policy", "test"])
         .arg(wasm)
         .arg(case_file)
-        .arg("--no-component-cache")
+        .arg("--component-cache")
+        .arg(shared_component_cache())
         .output()
         .expect("run cordon policy test");
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -46,6 +47,19 @@ fn every_shipped_component_passes_its_case_file() {
             "{name}: {out}"
         );
     }
+}
+
+#[test]
+fn the_javascript_component_keeps_the_same_contract() {
+    let Some(wasm) = js_policy("the_javascript_component_keeps_the_same_contract") else {
+        return;
+    };
+    let (code, out) = policy_test(&wasm, &cases("components/js-policy/cases.toml"));
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("js-policy: ") && out.contains(" passed, 0 failed"),
+        "{out}"
+    );
 }
 
 #[test]

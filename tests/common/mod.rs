@@ -246,3 +246,35 @@ pub fn cordon_in(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
 }
+
+/// The JavaScript policy component (`components/js-policy/build.sh`, run by
+/// scripts/test.sh): `$CORDON_JS_POLICY`, else `target/components/`. None,
+/// said loudly, when it was not built; with `CORDON_E2E_REQUIRE_JS=1` (set
+/// by scripts/test.sh on CI) that fails instead.
+pub fn js_policy(test: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("CORDON_JS_POLICY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/components/js-policy.wasm")
+        });
+    if path.is_file() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var_os("CORDON_E2E_REQUIRE_JS").is_none(),
+        "{test}: the JavaScript policy component is required here but {} does not exist; \
+         run components/js-policy/build.sh",
+        path.display()
+    );
+    eprintln!(
+        "SKIPPED {test}: {} not built (components/js-policy/build.sh needs node and npm)",
+        path.display()
+    );
+    None
+}
+
+/// A compiled-component cache shared by the e2e suites, so a large
+/// component (the JavaScript one) is compiled once per test run.
+pub fn shared_component_cache() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache")
+}

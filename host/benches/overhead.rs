@@ -53,28 +53,32 @@ fn main() {
     let policy_deployment = Deployment::in_dir(&dir);
     let confiner: std::sync::Arc<dyn cordon::sandbox::Confine> =
         std::sync::Arc::new(cordon::sandbox::Sandbox::new());
-    let round_trip = move || {
-        let spec = policy
-            .resolve(&ExecRequest::new("true"), &policy_deployment)
-            .expect("resolve");
-        let launch = policy.plan(&spec, confiner.clone());
-        let wrap = match launch {
-            Ok(cordon::policy::Launch::Confined(wrap)) => Some(wrap.facts().clone()),
-            _ => None,
-        };
-        let facts = cordon::model::LaunchFacts {
-            background: false,
-            wrap,
-        };
-        let outcome = cordon::model::Outcome {
-            exit_code: Some(0),
-            signal: None,
-            timed_out: false,
-            aborted: false,
-            stderr_tail: String::new(),
-            runner_status: cordon::model::RunnerStatus::Unknown,
-        };
-        policy.settle(&spec, &facts, &outcome).expect("settle");
+    let round_trip = {
+        let (deployment, confiner) = (policy_deployment.clone(), confiner.clone());
+        move || policy_round_trip(&policy, &deployment, &confiner)
+    };
+    // The JavaScript component (components/js-policy/build.sh), when built.
+    let js_policy = std::env::var_os("CORDON_JS_POLICY")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../target/components/js-policy.wasm")
+        });
+    let js_round_trip = match std::fs::read(&js_policy) {
+        Ok(bytes) => {
+            let js =
+                cordon::policy::Policy::load(&engine, &bytes, cordon::policy::Limits::default())
+                    .expect("js-policy loads");
+            let (deployment, confiner) = (policy_deployment.clone(), confiner.clone());
+            Some(move || policy_round_trip(&js, &deployment, &confiner))
+        }
+        Err(_) => {
+            eprintln!(
+                "SKIPPED the js-policy case: {} not built",
+                js_policy.display()
+            );
+            None
+        }
     };
 
     let native_dir = dir.to_string_lossy().into_owned();
@@ -106,6 +110,13 @@ fn main() {
             rounds,
         ),
     ];
+    if let Some(js_round_trip) = js_round_trip {
+        cases.push((
+            "policy round trip, js-policy (JavaScript, componentize-js)",
+            Box::new(js_round_trip),
+            rounds,
+        ));
+    }
     // The exact argv cordon spawns for a read-only run, minus the status fd
     // (nobody reads it here).
     let bare_bwrap: Option<Vec<String>> = bwrap.as_ref().map(|bwrap| {
@@ -206,6 +217,13 @@ fn main() {
         policy_native.as_secs_f64() * 1e6,
         bwrap_true.map_or(f64::NAN, |b| 100.0 * ratio(policy_wasm, b))
     );
+    if let Some(js) = find("policy round trip, js-policy (JavaScript, componentize-js)") {
+        println!(
+            "js-policy round trip: {:.1} µs, {:.1}× the Rust component's",
+            js.as_secs_f64() * 1e6,
+            ratio(js, policy_wasm)
+        );
+    }
     let flood_direct = find("100 MiB to stdout, read directly").unwrap();
     let flood_cordon = find("100 MiB to stdout, through cordon (danger-full-access)").unwrap();
     println!();
@@ -327,6 +345,30 @@ impl Served {
         let mut child = self.child;
         assert!(child.wait().expect("wait").success());
     }
+}
+
+/// resolve, plan (confined) and settle of `true` through `policy`.
+fn policy_round_trip(
+    policy: &cordon::policy::Policy,
+    deployment: &Deployment,
+    confiner: &std::sync::Arc<dyn cordon::sandbox::Confine>,
+) {
+    let spec = policy
+        .resolve(&ExecRequest::new("true"), deployment)
+        .expect("resolve");
+    let wrap = match policy.plan(&spec, confiner.clone()) {
+        Ok(cordon::policy::Launch::Confined(wrap)) => Some(wrap.facts().clone()),
+        _ => None,
+    };
+    let facts = cordon::model::LaunchFacts {
+        background: false,
+        wrap,
+    };
+    let outcome = cordon::model::Outcome {
+        exit_code: Some(0),
+        ..cordon::model::Outcome::default()
+    };
+    policy.settle(&spec, &facts, &outcome).expect("settle");
 }
 
 /// The component's logic, called natively: what the Wasm boundary costs.

@@ -10,7 +10,7 @@
 //!
 //! [defaults]                              # start of every case in this file
 //! deployment = { policy = { mode = "read-only", workspaceRoot = "/ws" }, maxMode = "workspace-write", workdir = "/ws" }
-//! sandbox = { backend = "bwrap" }         # the fake confine: backend, enforcement, runnerFailure, unavailable
+//! sandbox = { backend = "bwrap" }         # the fake confine: backend, enforcement, runnerFailure, signatures, unavailable
 //!
 //! [[case]]
 //! name = "a write to a read-only file system is a denial"

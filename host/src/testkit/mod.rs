@@ -44,7 +44,7 @@ use serde::{Deserialize, Serialize};
 use crate::RunError;
 use crate::model::{
     Backend, Deployment, Enforcement, ExecRequest, ExecSpec, LaunchFacts, Outcome, SandboxFacts,
-    SandboxPolicy, WrapFacts,
+    SandboxPolicy, Signatures, WrapFacts,
 };
 use crate::policy::{ExecutorInfo, Launch, Limits, Policy, PolicyEngine};
 use crate::sandbox::{Confine, RunnerCommand, Unavailable, Wrap, bwrap, landlock, seatbelt};
@@ -63,6 +63,10 @@ pub struct SandboxScript {
     /// For `runner-command`: the runner's own failure signatures.
     #[serde(default)]
     pub runner_failure: Vec<String>,
+    /// A whole message dialect instead of the backend's own (to test how
+    /// a component reads an unusual runner).
+    #[serde(default)]
+    pub signatures: Option<Signatures>,
     /// When set, `confine` answers "unavailable" with this detail.
     #[serde(default)]
     pub unavailable: Option<String>,
@@ -113,6 +117,9 @@ impl FakeSandbox {
             }
         };
         facts.enforcement = enforcement;
+        if let Some(signatures) = &self.script.signatures {
+            facts.signatures = signatures.clone();
+        }
         facts
     }
 

@@ -93,10 +93,16 @@ fn c_string(bytes: &[u8], what: &str) -> io::Result<CString> {
     })
 }
 
-/// Resolve `program` the way `execvp` would with the child's environment:
-/// a name with a slash is used as given; otherwise the first executable
-/// regular file along the child's `PATH` (default `/usr/bin:/bin`).
-pub(super) fn resolve_program(program: &str, env: &[(OsString, OsString)]) -> io::Result<PathBuf> {
+/// Resolve `program` the way `execvp` would in the child, after its
+/// `chdir` to `workdir` and with its environment: a name with a slash is
+/// used as given; otherwise the first executable regular file along the
+/// child's `PATH` (default `/usr/bin:/bin`), relative entries taken from
+/// `workdir`.
+pub(super) fn resolve_program(
+    program: &str,
+    env: &[(OsString, OsString)],
+    workdir: &Path,
+) -> io::Result<PathBuf> {
     if program.is_empty() {
         return Err(io::Error::new(
             io::ErrorKind::NotFound,
@@ -113,12 +119,7 @@ pub(super) fn resolve_program(program: &str, env: &[(OsString, OsString)]) -> io
         .unwrap_or(OsStr::new("/usr/bin:/bin"));
     let mut denied = false;
     for dir in std::env::split_paths(path) {
-        let dir = if dir.as_os_str().is_empty() {
-            PathBuf::from(".")
-        } else {
-            dir
-        };
-        let candidate = dir.join(program);
+        let candidate = workdir.join(dir).join(program);
         let Ok(meta) = std::fs::metadata(&candidate) else {
             continue;
         };
@@ -149,7 +150,7 @@ pub(super) fn start(spec: &Spec<'_>) -> io::Result<Started> {
         .argv
         .split_first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty argv"))?;
-    let program = resolve_program(program, spec.env)?;
+    let program = resolve_program(program, spec.env, spec.workdir)?;
     let (stdin_child, stdin_host) = match spec.stdin {
         Stdin::Null => (
             OwnedFd::from(std::fs::OpenOptions::new().read(true).open("/dev/null")?),
@@ -496,14 +497,34 @@ mod tests {
 
     #[test]
     fn a_name_with_a_slash_is_used_as_given() {
-        assert_eq!(resolve_program("./x", &[]).unwrap(), PathBuf::from("./x"));
+        assert_eq!(
+            resolve_program("./x", &[], Path::new("/")).unwrap(),
+            PathBuf::from("./x")
+        );
     }
 
     #[test]
     fn a_bare_name_is_found_along_the_childs_path() {
-        let found = resolve_program("sh", &env("/nonexistent:/bin:/usr/bin")).unwrap();
+        let found =
+            resolve_program("sh", &env("/nonexistent:/bin:/usr/bin"), Path::new("/")).unwrap();
         assert!(found.ends_with("sh"), "{found:?}");
-        let err = resolve_program("sh", &env("/nonexistent")).unwrap_err();
+        let err = resolve_program("sh", &env("/nonexistent"), Path::new("/")).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn relative_path_entries_are_taken_from_the_workdir() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("bin")).unwrap();
+        let tool = dir.path().join("bin/tool");
+        std::fs::write(&tool, "").unwrap();
+        std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        assert_eq!(
+            resolve_program("tool", &env("bin"), dir.path()).unwrap(),
+            tool
+        );
+        let err = resolve_program("tool", &env("bin"), Path::new("/")).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::NotFound);
     }
 
@@ -511,7 +532,8 @@ mod tests {
     fn a_directory_on_the_path_is_not_a_program() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("tool")).unwrap();
-        let err = resolve_program("tool", &env(dir.path().to_str().unwrap())).unwrap_err();
+        let err = resolve_program("tool", &env(dir.path().to_str().unwrap()), Path::new("/"))
+            .unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::NotFound);
     }
 
@@ -519,7 +541,8 @@ mod tests {
     fn a_non_executable_file_is_permission_denied() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("tool"), "").unwrap();
-        let err = resolve_program("tool", &env(dir.path().to_str().unwrap())).unwrap_err();
+        let err = resolve_program("tool", &env(dir.path().to_str().unwrap()), Path::new("/"))
+            .unwrap_err();
         // No execute bit at all: even root is refused.
         assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
     }

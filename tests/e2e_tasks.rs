@@ -294,3 +294,25 @@ async fn dropping_the_host_kills_live_groups() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test]
+async fn a_character_written_in_two_halves_is_read_whole() {
+    let ws = workspace();
+    let host = host(ws.path(), 64_000);
+    let gate = ws.path().join("go");
+    // "é" is C3 A9: the first byte, a pause until the gate opens, the second.
+    let command = format!(
+        "printf 'caf\\303'; while [ ! -e {g} ]; do sleep 0.02; done; printf '\\251\\n'",
+        g = gate.display()
+    );
+    let task = host.start(danger(ws.path(), &command)).unwrap();
+    let first = read_until(&task, |text| text.contains("caf")).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let held = task.read();
+    assert_eq!(held.status, TaskStatus::Running);
+    assert_eq!(first + &held.text, "caf", "the half character is held back");
+    std::fs::write(&gate, b"").unwrap();
+    let rest = read_until(&task, |text| text.ends_with('\n')).await;
+    assert_eq!(rest, "\u{e9}\n");
+    assert_eq!(task.wait(None).await.status, TaskStatus::Completed);
+}

@@ -149,11 +149,14 @@ impl Capture {
         self.spill.as_ref().map(SpillWriter::handle)
     }
 
-    /// Everything since the previous read (consuming).
-    pub fn read_delta(&mut self) -> Delta {
+    /// Everything since the previous read (consuming). With `more_to_come`
+    /// (the stream is still open), a UTF-8 character whose bytes have not
+    /// all arrived yet is held back for the next read, so a reader that
+    /// decodes each delta never splits one into replacement characters.
+    pub fn read_delta(&mut self, more_to_come: bool) -> Delta {
         let total = self.tail.total;
         let tail_start = total - self.tail.bytes.len() as u64;
-        let delta = if self.read_pos < tail_start {
+        let mut delta = if self.read_pos < tail_start {
             Delta {
                 bytes: self.tail.to_vec(),
                 lossy: true,
@@ -165,14 +168,66 @@ impl Capture {
                 lossy: false,
             }
         };
-        self.read_pos = total;
+        let held = if more_to_come {
+            incomplete_utf8_suffix(&delta.bytes)
+        } else {
+            0
+        };
+        delta.bytes.truncate(delta.bytes.len() - held);
+        self.read_pos = total - held as u64;
         delta
     }
+}
+
+/// How many bytes at the end of `bytes` start a UTF-8 character that is
+/// still missing bytes (0 when it ends on a character boundary, or with
+/// bytes that can never become valid UTF-8).
+fn incomplete_utf8_suffix(bytes: &[u8]) -> usize {
+    let len = bytes.len();
+    for back in 1..=len.min(3) {
+        let byte = bytes[len - back];
+        if byte & 0b1100_0000 == 0b1000_0000 {
+            continue; // a continuation byte: its lead is further back
+        }
+        let needs = match byte {
+            _ if byte & 0b1110_0000 == 0b1100_0000 => 2,
+            _ if byte & 0b1111_0000 == 0b1110_0000 => 3,
+            _ if byte & 0b1111_1000 == 0b1111_0000 => 4,
+            _ => return 0,
+        };
+        return if back < needs { back } else { 0 };
+    }
+    0
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unfinished_character_waits_for_its_last_bytes() {
+        let mut capture = Capture::new(Stream::Stdout, 1_000, None, 0);
+        capture.push("a\u{e9}".as_bytes().split_last().unwrap().1); // "a" + half of "é"
+        assert_eq!(capture.read_delta(true).bytes, b"a");
+        capture.push(&"\u{e9}".as_bytes()[1..]);
+        capture.push("\u{1f600}".as_bytes().split_at(2).0); // half an emoji
+        assert_eq!(capture.read_delta(true).bytes, "\u{e9}".as_bytes());
+        // The stream ended: whatever is left comes out, undecodable or not.
+        assert_eq!(
+            capture.read_delta(false).bytes,
+            &"\u{1f600}".as_bytes()[..2]
+        );
+    }
+
+    #[test]
+    fn only_a_valid_prefix_is_held_back() {
+        assert_eq!(incomplete_utf8_suffix(b"abc"), 0);
+        assert_eq!(incomplete_utf8_suffix("é".as_bytes()), 0);
+        assert_eq!(incomplete_utf8_suffix(&"€".as_bytes()[..2]), 2);
+        assert_eq!(incomplete_utf8_suffix(&[b'x', 0xff]), 0);
+        assert_eq!(incomplete_utf8_suffix(&[0x80, 0x80, 0x80]), 0);
+        assert_eq!(incomplete_utf8_suffix(b""), 0);
+    }
 
     fn spilling(cap: usize, limit: u64) -> (tempfile::TempDir, Capture) {
         let parent = tempfile::tempdir().unwrap();
@@ -217,17 +272,17 @@ mod tests {
         let (_parent, mut capture) = spilling(8, 1 << 20);
         capture.push(b"first\n");
         assert_eq!(
-            capture.read_delta(),
+            capture.read_delta(false),
             Delta {
                 bytes: b"first\n".to_vec(),
                 lossy: false
             }
         );
         capture.push(b"second\n");
-        assert_eq!(capture.read_delta().bytes, b"second\n");
-        assert_eq!(capture.read_delta(), Delta::default());
+        assert_eq!(capture.read_delta(false).bytes, b"second\n");
+        assert_eq!(capture.read_delta(false), Delta::default());
         capture.push(b"0123456789abcdef");
-        let lossy = capture.read_delta();
+        let lossy = capture.read_delta(false);
         assert!(lossy.lossy);
         assert_eq!(lossy.bytes, b"89abcdef");
     }

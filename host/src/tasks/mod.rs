@@ -7,7 +7,9 @@
 //! status, and only then wakes the waiters.
 //!
 //! * `read` is consuming: the delta since the last read, stdout first, then
-//!   `[stderr]\n` and the stderr delta (SPEC.md §4).
+//!   `[stderr]\n` and the stderr delta (SPEC.md §4). While the task runs, a
+//!   UTF-8 character whose bytes have not all arrived waits for the next
+//!   read, so no read splits one into replacement characters.
 //! * `kill` is true only for the first kill of a running task; the group is
 //!   terminated with the usual grace escalation; status becomes `killed`.
 //! * status: `running` → `completed` (any exit code) or `killed` (killed,
@@ -157,8 +159,10 @@ impl TaskHandle {
     pub fn read(&self) -> TaskRead {
         let task = &self.0;
         let status = lock(&task.state).status;
-        let out = lock(&task.stdout).read_delta();
-        let err = lock(&task.stderr).read_delta();
+        // While it runs, a half-written UTF-8 character waits for the next read.
+        let running = status == TaskStatus::Running;
+        let out = lock(&task.stdout).read_delta(running);
+        let err = lock(&task.stderr).read_delta(running);
         let notice = lock(&task.state).ending.notice.take();
         let mut stdout = String::from_utf8_lossy(&out.bytes).into_owned();
         let mut stderr = String::from_utf8_lossy(&err.bytes).into_owned();

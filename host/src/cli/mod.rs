@@ -34,6 +34,16 @@ enum Command {
     Serve(serve::ServeArgs),
 }
 
+/// Resolves at the first Ctrl-C (`SIGINT`) or `SIGTERM` to cordon.
+async fn interrupted() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("install SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
 /// Parse the command line, run it, and turn the outcome into an exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -129,20 +129,11 @@ fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
     let outcome = runtime.block_on(async {
         // Ctrl-C (or SIGTERM to cordon) terminates the command's whole
         // process group, not just its leader.
-        let interrupted = async {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    .expect("install SIGTERM handler");
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-        };
         let run = host.run_with(request, options);
         tokio::pin!(run);
         tokio::select! {
             outcome = &mut run => outcome,
-            () = interrupted => {
+            () = super::interrupted() => {
                 abort.cancel();
                 run.await
             }

@@ -38,13 +38,7 @@ pub fn main(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let server = Server::new(host);
         let stop = server.stopper();
         tokio::spawn(async move {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    .expect("install SIGTERM handler");
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
+            super::interrupted().await;
             stop.cancel();
         });
         server

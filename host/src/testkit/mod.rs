@@ -37,7 +37,7 @@
 
 pub mod cases;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -72,21 +72,18 @@ pub struct SandboxScript {
     pub unavailable: Option<String>,
 }
 
-/// A `sandbox` import that confines nothing: it records what the component
-/// asked to confine and answers as its [`SandboxScript`] says.
+/// A `sandbox` import that confines nothing: it answers as its
+/// [`SandboxScript`] says, with a wrap whose argv is exactly what the
+/// component asked to confine (see [`PlannedLaunch`]).
 #[derive(Debug, Default)]
 pub struct FakeSandbox {
     script: SandboxScript,
-    asked: Mutex<Vec<(Vec<String>, SandboxPolicy)>>,
 }
 
 impl FakeSandbox {
     /// A fake following `script`.
     pub fn new(script: SandboxScript) -> Self {
-        FakeSandbox {
-            script,
-            asked: Mutex::new(vec![]),
-        }
+        FakeSandbox { script }
     }
 
     /// A fake `backend` with full enforcement and its real dialect.
@@ -122,19 +119,10 @@ impl FakeSandbox {
         }
         facts
     }
-
-    /// Every `(argv, policy)` the component asked to confine, in order.
-    pub fn asked(&self) -> Vec<(Vec<String>, SandboxPolicy)> {
-        self.asked.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
 }
 
 impl Confine for FakeSandbox {
     fn confine(&self, argv: &[String], policy: &SandboxPolicy) -> Result<Wrap, Unavailable> {
-        self.asked
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((argv.to_vec(), policy.clone()));
         if let Some(detail) = &self.script.unavailable {
             return Err(Unavailable {
                 mode: policy.mode,

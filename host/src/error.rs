@@ -1,9 +1,74 @@
-//! The errors of one run. A nonzero exit, a timeout or a denial is a result;
+//! The errors of one run, and the one mapping from an error to its stable
+//! code and structured details that every surface (the CLI, `serve`, the
+//! library) renders. A nonzero exit, a timeout or a denial is a result;
 //! these are the cases where there is no result to give.
 
+use std::fmt;
 use std::path::PathBuf;
 
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
 use crate::model::SandboxMode;
+use crate::policy::{LoadError, Phase};
+
+/// The stable name of an error, the same on every surface: the CLI's
+/// `--json` and `cordon: CODE: …` lines, `serve`'s `data.code`, and
+/// [`RunError::code`]. Each surface maps it to its own number (an exit code,
+/// a JSON-RPC code) in one exhaustive match.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorCode {
+    /// A malformed request, or a mode above the deployment's ceiling.
+    InvalidRequest,
+    /// No usable sandbox; the command did not run.
+    SandboxUnavailable,
+    /// The policy component failed (load, trap, deadline, bad return).
+    PolicyFailed,
+    /// The working directory is unusable.
+    Workdir,
+    /// The command could not be started.
+    SpawnFailed,
+}
+
+impl ErrorCode {
+    /// The code's name, e.g. `SANDBOX_UNAVAILABLE`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidRequest => "INVALID_REQUEST",
+            ErrorCode::SandboxUnavailable => "SANDBOX_UNAVAILABLE",
+            ErrorCode::PolicyFailed => "POLICY_FAILED",
+            ErrorCode::Workdir => "WORKDIR",
+            ErrorCode::SpawnFailed => "SPAWN_FAILED",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for ErrorCode {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+/// An error's structured details: `{"code": NAME, …}` plus the stable
+/// fields of its kind (`mode`, `detail`, `field`, `ceiling`, `phase`,
+/// `path`). Every surface renders exactly these.
+pub type Details = Map<String, Value>;
+
+fn details(code: ErrorCode, fields: Value) -> Details {
+    let mut details = Map::new();
+    details.insert("code".into(), json!(code));
+    if let Value::Object(fields) = fields {
+        details.extend(fields);
+    }
+    details
+}
 
 /// Why a run produced no result. Each variant has a stable [`code`](RunError::code).
 #[derive(Debug, thiserror::Error)]
@@ -37,8 +102,8 @@ pub enum RunError {
     /// forbidden return). The command did not run, or its result is void.
     #[error("policy component failed in {phase}: {reason}")]
     PolicyFailed {
-        /// `resolve`, `plan`, `settle` or `load`.
-        phase: &'static str,
+        /// The call that failed.
+        phase: Phase,
         /// What went wrong.
         reason: String,
     },
@@ -64,16 +129,45 @@ pub enum RunError {
 }
 
 impl RunError {
-    /// The stable error code: `INVALID_REQUEST`, `SANDBOX_UNAVAILABLE`,
-    /// `POLICY_FAILED`, `WORKDIR` or `SPAWN_FAILED`.
-    pub fn code(&self) -> &'static str {
+    /// The stable error code.
+    pub fn code(&self) -> ErrorCode {
         match self {
-            RunError::InvalidRequest(_) | RunError::AboveCeiling { .. } => "INVALID_REQUEST",
-            RunError::SandboxUnavailable { .. } => "SANDBOX_UNAVAILABLE",
-            RunError::PolicyFailed { .. } => "POLICY_FAILED",
-            RunError::Workdir { .. } => "WORKDIR",
-            RunError::Spawn { .. } => "SPAWN_FAILED",
+            RunError::InvalidRequest(_) | RunError::AboveCeiling { .. } => {
+                ErrorCode::InvalidRequest
+            }
+            RunError::SandboxUnavailable { .. } => ErrorCode::SandboxUnavailable,
+            RunError::PolicyFailed { .. } => ErrorCode::PolicyFailed,
+            RunError::Workdir { .. } => ErrorCode::Workdir,
+            RunError::Spawn { .. } => ErrorCode::SpawnFailed,
         }
+    }
+
+    /// The code and the stable fields of this error (see [`Details`]).
+    pub fn details(&self) -> Details {
+        let fields = match self {
+            RunError::SandboxUnavailable { mode, detail } => {
+                json!({ "mode": mode, "detail": detail })
+            }
+            RunError::AboveCeiling { mode, ceiling } => {
+                json!({ "field": "policy.mode", "mode": mode, "ceiling": ceiling })
+            }
+            RunError::PolicyFailed { phase, .. } => json!({ "phase": phase }),
+            RunError::Workdir { path, .. } => json!({ "path": path }),
+            RunError::InvalidRequest(_) | RunError::Spawn { .. } => json!({}),
+        };
+        details(self.code(), fields)
+    }
+}
+
+impl LoadError {
+    /// Always `POLICY_FAILED`.
+    pub fn code(&self) -> ErrorCode {
+        ErrorCode::PolicyFailed
+    }
+
+    /// `{"code": "POLICY_FAILED", "phase": "load"}`.
+    pub fn details(&self) -> Details {
+        details(self.code(), json!({ "phase": "load" }))
     }
 }
 
@@ -95,6 +189,55 @@ pub fn sandbox_unavailable_message(mode: SandboxMode, detail: Option<&str>) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_error_names_its_code_and_stable_fields() {
+        let unavailable = RunError::SandboxUnavailable {
+            mode: SandboxMode::ReadOnly,
+            detail: Some("bwrap: no".into()),
+        };
+        assert_eq!(unavailable.code(), "SANDBOX_UNAVAILABLE");
+        assert_eq!(
+            Value::Object(unavailable.details()),
+            json!({"code": "SANDBOX_UNAVAILABLE", "mode": "read-only", "detail": "bwrap: no"})
+        );
+        let above = RunError::AboveCeiling {
+            mode: SandboxMode::DangerFullAccess,
+            ceiling: SandboxMode::WorkspaceWrite,
+        };
+        assert_eq!(
+            Value::Object(above.details()),
+            json!({"code": "INVALID_REQUEST", "field": "policy.mode",
+                   "mode": "danger-full-access", "ceiling": "workspace-write"})
+        );
+        let failed = RunError::PolicyFailed {
+            phase: Phase::Settle,
+            reason: "trapped".into(),
+        };
+        assert_eq!(
+            Value::Object(failed.details()),
+            json!({"code": "POLICY_FAILED", "phase": "settle"})
+        );
+        let workdir = RunError::Workdir {
+            path: "/nope".into(),
+            reason: "gone".into(),
+        };
+        assert_eq!(workdir.details()["path"], "/nope");
+        let spawn = RunError::Spawn {
+            program: "x".into(),
+            source: std::io::Error::other("e"),
+        };
+        assert_eq!(
+            Value::Object(spawn.details()),
+            json!({"code": "SPAWN_FAILED"})
+        );
+        let load = LoadError::World("no".into());
+        assert_eq!(
+            Value::Object(load.details()),
+            json!({"code": "POLICY_FAILED", "phase": "load"})
+        );
+        assert_eq!(load.to_string(), "policy component failed in load: no");
+    }
 
     #[test]
     fn sandbox_unavailable_message_is_the_contract_text() {

@@ -1,18 +1,24 @@
-//! [`Host`]: the library entry point. Owns the policy engine, the loaded
-//! policy component, the sandbox ladder and the deployment, and runs
-//! requests through the pipeline in [`crate::run`].
+//! [`Host`]: the library entry point. Owns what every run of a deployment
+//! shares — the policy engine, the loaded policy component, the sandbox
+//! ladder and the deployment — and hands out [`Session`]s, each of which
+//! runs requests through the pipeline in [`crate::run`] and owns its own
+//! tasks and spill files. A host has a default session of its own, so
+//! `host.run(…)` and `host.start(…)` work without asking for one.
 
 use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, RwLock};
 
-use crate::RunError;
+use serde_json::json;
+
 use crate::model::{Deployment, ExecRequest, ExecResult, SandboxMode};
 use crate::policy::cache::ComponentCache;
-use crate::policy::{self, ExecutorInfo, Limits, Policy, PolicyEngine};
-use crate::process::spill::SpillDir;
-use crate::run::{self, ProcessLimits, RunContext, RunOptions};
+use crate::policy::{self, ExecutorInfo, Limits, LoadError, Policy, PolicyEngine};
+use crate::run::{ProcessLimits, RunContext, RunOptions};
 use crate::sandbox::{Confine, Probe, Sandbox, SandboxConfig};
-use crate::tasks::{TaskHandle, TaskId, TaskSnapshot, Tasks};
+use crate::session::Session;
+use crate::tasks::{TaskHandle, TaskId, TaskSnapshot};
+use crate::{Details, ErrorCode, RunError};
 
 /// Where the policy component comes from.
 #[derive(Clone, Debug)]
@@ -52,7 +58,7 @@ pub enum BuildError {
     },
     /// The component failed to load or validate.
     #[error(transparent)]
-    Policy(#[from] RunError),
+    Policy(#[from] LoadError),
     /// The host's working directory is unusable.
     #[error("cannot determine the working directory: {0}")]
     Workdir(#[source] std::io::Error),
@@ -71,6 +77,40 @@ pub enum BuildError {
         /// The deployment's ceiling.
         ceiling: SandboxMode,
     },
+}
+
+impl BuildError {
+    /// The stable error code: `POLICY_FAILED` for every failure to load a
+    /// component (unreadable, invalid, above the ceiling), `WORKDIR` for an
+    /// unusable working directory.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            BuildError::ReadPolicy { .. }
+            | BuildError::Policy(_)
+            | BuildError::AboveCeiling { .. } => ErrorCode::PolicyFailed,
+            BuildError::Workdir(_) => ErrorCode::Workdir,
+        }
+    }
+
+    /// The code and the stable fields of this error (see [`Details`]).
+    pub fn details(&self) -> Details {
+        let mut details = match self {
+            BuildError::Policy(load) => return load.details(),
+            BuildError::ReadPolicy { path, .. } => {
+                Details::from_iter([("path".to_owned(), json!(path))])
+            }
+            BuildError::AboveCeiling { mode, ceiling, .. } => Details::from_iter([
+                ("mode".to_owned(), json!(mode)),
+                ("ceiling".to_owned(), json!(ceiling)),
+            ]),
+            BuildError::Workdir(_) => Details::new(),
+        };
+        details.insert("code".into(), json!(self.code()));
+        if self.code() == ErrorCode::PolicyFailed {
+            details.insert("phase".into(), json!("load"));
+        }
+        details
+    }
 }
 
 /// Refuse a component whose default mode is above the deployment's
@@ -277,19 +317,19 @@ impl HostBuilder {
         let limits = self.limits.unwrap_or_default();
         let policy = Policy::load(&engine, &bytes, limits.clone())?;
         check_ceiling(&policy, &deployment)?;
-        let spill_dir = match self.spill_parent {
-            Some(parent) => SpillDir::under(&parent),
-            None => SpillDir::in_temp_dir(),
-        };
-        Ok(Host {
+        let core = Arc::new(HostCore {
             policy: RwLock::new(Arc::new(policy)),
             limits,
             confiner,
             deployment: Arc::new(deployment),
-            spill_dir,
+            spill_parent: self.spill_parent.unwrap_or_else(std::env::temp_dir),
             process: self.process.unwrap_or_default(),
-            tasks: Tasks::default(),
+            task_ids: Arc::new(AtomicU64::new(0)),
             engine,
+        });
+        Ok(Host {
+            session: Session::new(core.clone()),
+            core,
         })
     }
 }
@@ -309,6 +349,13 @@ impl HostBuilder {
 /// # Ok(()) }
 /// ```
 pub struct Host {
+    core: Arc<HostCore>,
+    /// The session behind the host's own `run`, `start` and task methods.
+    session: Session,
+}
+
+/// What every session of a host shares.
+pub(crate) struct HostCore {
     /// The active policy; replaced whole by [`Host::reload`]. Each run
     /// takes its own reference, so a run or task finishes with the version
     /// that planned it.
@@ -316,10 +363,36 @@ pub struct Host {
     limits: Limits,
     confiner: Arc<dyn Confine>,
     deployment: Arc<Deployment>,
-    spill_dir: Arc<SpillDir>,
+    /// Where each session creates its private spill directory.
+    pub(crate) spill_parent: PathBuf,
     process: ProcessLimits,
-    tasks: Tasks,
+    /// Task ids are unique across the host's sessions, so an id handed to
+    /// the wrong session names nothing there.
+    pub(crate) task_ids: Arc<AtomicU64>,
     engine: PolicyEngine,
+}
+
+impl HostCore {
+    fn active_policy(&self) -> Arc<Policy> {
+        self.policy
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The context of one run of a session: the active policy at this moment.
+    pub(crate) fn run_context(
+        &self,
+        spill_dir: &Arc<crate::process::spill::SpillDir>,
+    ) -> RunContext {
+        RunContext {
+            policy: self.active_policy(),
+            confiner: self.confiner.clone(),
+            deployment: self.deployment.clone(),
+            spill_dir: spill_dir.clone(),
+            limits: self.process.clone(),
+        }
+    }
 }
 
 impl Host {
@@ -343,7 +416,25 @@ impl Host {
     /// # }
     /// ```
     pub fn policy_info(&self) -> ExecutorInfo {
-        self.active_policy().info().clone()
+        self.core.active_policy().info().clone()
+    }
+
+    /// A new session: its own background tasks and spill files, over this
+    /// host's policy, sandbox and deployment. Ending it (dropping it, or
+    /// [`Session::shutdown`]) ends its tasks and nothing else — which is
+    /// what a server gives each connection.
+    ///
+    /// ```no_run
+    /// # async fn demo(host: cordon::Host) -> Result<(), cordon::RunError> {
+    /// let alice = host.session();
+    /// let bob = host.session();
+    /// let task = alice.start(cordon::ExecRequest::new("make"))?;
+    /// assert!(bob.task(task.id()).is_none()); // bob cannot see alice's task
+    /// alice.shutdown().await;                 // bob's tasks run on
+    /// # Ok(()) }
+    /// ```
+    pub fn session(&self) -> Session {
+        Session::new(self.core.clone())
     }
 
     /// Replace the policy component. The new one is loaded and validated
@@ -361,30 +452,13 @@ impl Host {
     /// # }
     /// ```
     pub fn reload(&self, source: PolicySource) -> Result<ExecutorInfo, BuildError> {
+        let core = &self.core;
         let bytes = source.read()?;
-        let policy = Policy::load(&self.engine, &bytes, self.limits.clone())?;
-        check_ceiling(&policy, &self.deployment)?;
+        let policy = Policy::load(&core.engine, &bytes, core.limits.clone())?;
+        check_ceiling(&policy, &core.deployment)?;
         let info = policy.info().clone();
-        *self.policy.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
+        *core.policy.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
         Ok(info)
-    }
-
-    fn active_policy(&self) -> Arc<Policy> {
-        self.policy
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    /// The context of one run: the active policy at this moment.
-    fn run_context(&self) -> RunContext {
-        RunContext {
-            policy: self.active_policy(),
-            confiner: self.confiner.clone(),
-            deployment: self.deployment.clone(),
-            spill_dir: self.spill_dir.clone(),
-            limits: self.process.clone(),
-        }
     }
 
     /// Which sandbox backend confines runs, its enforcement, and why each
@@ -402,7 +476,7 @@ impl Host {
     /// # }
     /// ```
     pub fn probe(&self) -> Option<Probe> {
-        self.confiner.probe()
+        self.core.confiner.probe()
     }
 
     /// The deployment this host runs under.
@@ -413,7 +487,7 @@ impl Host {
     /// # }
     /// ```
     pub fn deployment(&self) -> &Deployment {
-        &self.deployment
+        &self.core.deployment
     }
 
     /// Run `request` in the foreground and return its result.
@@ -449,7 +523,7 @@ impl Host {
         request: ExecRequest,
         options: RunOptions,
     ) -> Result<ExecResult, RunError> {
-        run::run(&self.run_context(), request, options).await
+        self.session.run_with(request, options).await
     }
 
     /// Start `request` as a background task and return its handle at once.
@@ -466,7 +540,7 @@ impl Host {
     /// # Ok(()) }
     /// ```
     pub fn start(&self, request: ExecRequest) -> Result<TaskHandle, RunError> {
-        run::start(&self.run_context(), &self.tasks, request)
+        self.session.start(request)
     }
 
     /// The background task with this id.
@@ -479,7 +553,7 @@ impl Host {
     /// # }
     /// ```
     pub fn task(&self, id: TaskId) -> Option<TaskHandle> {
-        self.tasks.get(id)
+        self.session.task(id)
     }
 
     /// Every background task this host holds, oldest first.
@@ -492,7 +566,7 @@ impl Host {
     /// # }
     /// ```
     pub fn tasks(&self) -> Vec<TaskSnapshot> {
-        self.tasks.list()
+        self.session.tasks()
     }
 
     /// Forget a settled task, freeing its spill files. False for an
@@ -507,7 +581,7 @@ impl Host {
     /// # }
     /// ```
     pub fn remove_task(&self, id: TaskId) -> bool {
-        self.tasks.remove(id)
+        self.session.remove_task(id)
     }
 
     /// Terminate every live task group (with the kill grace) and wait for
@@ -519,6 +593,6 @@ impl Host {
     /// # }
     /// ```
     pub async fn shutdown(&self) {
-        self.tasks.shutdown().await;
+        self.session.shutdown().await;
     }
 }

@@ -9,8 +9,11 @@
 //! checks the host invariants on everything the component returns.
 //!
 //! Start with [`Host::builder`]: [`Host::run`] runs a command in the
-//! foreground, [`Host::start`] as a background task. [`serve`] puts a host
-//! behind JSON-RPC 2.0 for platforms in other languages.
+//! foreground, [`Host::start`] as a background task; [`Host::session`] gives
+//! each client its own tasks. [`serve`] puts a host behind JSON-RPC 2.0 for
+//! platforms in other languages, one session per connection.
+//!
+//! `docs/architecture.md` maps the rooms of this crate and where new work goes.
 
 #![warn(missing_docs)]
 
@@ -23,15 +26,17 @@ pub mod process;
 pub mod run;
 pub mod sandbox;
 pub mod serve;
+mod session;
 pub mod tasks;
 pub mod testkit;
 
-pub use error::{RunError, sandbox_unavailable_message};
+pub use error::{Details, ErrorCode, RunError, sandbox_unavailable_message};
 pub use host::{BuildError, Host, HostBuilder, PolicySource};
 pub use model::{
     Deployment, Enforcement, ExecRequest, ExecResult, SandboxFacts, SandboxMode, SandboxPolicy,
     StreamOutput,
 };
 pub use run::{ProcessLimits, RunOptions};
+pub use session::Session;
 pub use tasks::{TaskHandle, TaskId, TaskRead, TaskSnapshot, TaskStatus};
 pub use tokio_util::sync::CancellationToken;

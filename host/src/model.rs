@@ -5,16 +5,16 @@
 //! and embedders) speaks these types; the versioned policy bindings convert
 //! them to and from the WIT types of the interface version they bind, so a
 //! second interface version adds a binding layer, not a second vocabulary.
+//!
+//! This module depends on nothing else in the crate: the layers below it
+//! (process, sandbox, policy) build these values, never the other way round.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-
-use crate::process::Capture;
-use crate::process::spill::SpillFile;
 
 /// What a command may change on disk; ordered narrowest first, so `<`
 /// compares width (`ReadOnly < WorkspaceWrite < DangerFullAccess`).
@@ -308,6 +308,15 @@ pub struct SandboxFacts {
     pub runner_failed: bool,
 }
 
+/// What keeps a spill file alive: the process layer's handle on it. The
+/// file is deleted when the last handle is dropped, unless kept.
+pub trait SpillHandle: fmt::Debug + Send + Sync {
+    /// Where the file is.
+    fn path(&self) -> &Path;
+    /// Keep the file after the last handle is gone; the caller deletes it.
+    fn keep(&self) -> &Path;
+}
+
 /// One output stream of a finished run.
 ///
 /// When the stream outgrew its tail, `spill_path` names a file with the
@@ -324,16 +333,16 @@ pub struct StreamOutput {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spill_path: Option<PathBuf>,
     #[serde(skip)]
-    spill: Option<Arc<SpillFile>>,
+    spill: Option<Arc<dyn SpillHandle>>,
 }
 
 impl StreamOutput {
-    /// The captured state of a stream.
-    pub fn from_capture(capture: &Capture) -> Self {
-        let spill = capture.spill().cloned();
+    /// A stream's output: its tail text, whether it was truncated, and the
+    /// handle of its spill file (kept alive as long as this value).
+    pub fn new(text: String, truncated: bool, spill: Option<Arc<dyn SpillHandle>>) -> Self {
         StreamOutput {
-            text: String::from_utf8_lossy(&capture.tail().to_vec()).into_owned(),
-            truncated: capture.tail().truncated(),
+            text,
+            truncated,
             spill_path: spill.as_ref().map(|s| s.path().to_path_buf()),
             spill,
         }
@@ -341,8 +350,8 @@ impl StreamOutput {
 
     /// Keep the spill file after this value is dropped; the caller then
     /// owns (and deletes) it.
-    pub fn keep_spill(&self) -> Option<&std::path::Path> {
-        self.spill.as_deref().map(SpillFile::keep)
+    pub fn keep_spill(&self) -> Option<&Path> {
+        self.spill.as_deref().map(SpillHandle::keep)
     }
 }
 

@@ -26,7 +26,7 @@ pub mod resolve;
 #[allow(missing_docs, clippy::all)]
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../../wit",
+        path: "../../wit/0.1.0",
         world: "executor-policy",
         pub_export_macro: true,
         default_bindings_module: "cordon_policy::bindings",

@@ -4,7 +4,7 @@
 
 use std::process::ExitCode;
 
-use cordon::RunError;
+use cordon::ErrorCode;
 
 /// The command was killed at its timeout (as coreutils `timeout`).
 pub const TIMED_OUT: u8 = 124;
@@ -23,24 +23,24 @@ pub const SPAWN_FAILED: u8 = 71;
 /// The configuration (file or flags) is unusable.
 pub const CONFIG: u8 = 78;
 
-/// The exit code for an error.
-pub fn for_error(error: &RunError) -> u8 {
-    match error {
-        RunError::InvalidRequest(_) | RunError::AboveCeiling { .. } => INVALID_REQUEST,
-        RunError::SandboxUnavailable { .. } => SANDBOX_UNAVAILABLE,
-        RunError::PolicyFailed { .. } => POLICY_FAILED,
-        RunError::Workdir { .. } => WORKDIR,
-        RunError::Spawn { .. } => SPAWN_FAILED,
+/// The exit code of a stable error code (the one place that maps them).
+pub fn for_code(code: ErrorCode) -> u8 {
+    match code {
+        ErrorCode::InvalidRequest => INVALID_REQUEST,
+        ErrorCode::SandboxUnavailable => SANDBOX_UNAVAILABLE,
+        ErrorCode::PolicyFailed => POLICY_FAILED,
+        ErrorCode::Workdir => WORKDIR,
+        ErrorCode::SpawnFailed => SPAWN_FAILED,
     }
 }
 
 /// The exit code for a failure to set up (before any command runs): a
-/// policy component that cannot be loaded, else an unusable configuration.
+/// host that cannot be built exits with its error's code, anything else
+/// is an unusable configuration.
 pub fn for_setup(error: &anyhow::Error) -> ExitCode {
-    if error.downcast_ref::<cordon::BuildError>().is_some() {
-        ExitCode::from(POLICY_FAILED)
-    } else {
-        ExitCode::from(CONFIG)
+    match error.downcast_ref::<cordon::BuildError>() {
+        Some(build) => ExitCode::from(for_code(build.code())),
+        None => ExitCode::from(CONFIG),
     }
 }
 

@@ -35,12 +35,19 @@ enum Command {
 }
 
 /// Resolves at the first Ctrl-C (`SIGINT`) or `SIGTERM` to cordon.
-async fn interrupted() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("install SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+///
+/// The handlers are installed when this is *called*, not when the future is
+/// first polled: call it before starting the command, so a signal that
+/// arrives while the command is being spawned is not lost.
+fn interrupted() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut int = signal(SignalKind::interrupt()).expect("install SIGINT handler");
+    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+    async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use cordon::policy::{Limits, Policy, PolicyEngine, SUPPORTED_WORLDS};
+use cordon::policy::{Limits, Policy, PolicyEngine};
 use cordon::testkit::{self, Kit};
 
 use super::deploy::CacheArgs;
@@ -133,7 +133,7 @@ fn check(file: PathBuf, json: bool, cache: CacheArgs) -> ExitCode {
                 info.version,
                 info.shell,
                 info.default_mode,
-                SUPPORTED_WORLDS[0],
+                policy.world(),
                 if policy.compiled() {
                     "compiled"
                 } else {
@@ -145,7 +145,7 @@ fn check(file: PathBuf, json: bool, cache: CacheArgs) -> ExitCode {
         (Ok(policy), true) => {
             let body = serde_json::json!({
                 "ok": true,
-                "world": SUPPORTED_WORLDS[0],
+                "world": policy.world(),
                 "info": policy.info(),
                 "compiled": policy.compiled(),
             });

@@ -73,7 +73,7 @@ pub fn main(args: RunArgs) -> ExitCode {
             } else {
                 eprintln!("cordon: {}: {error}", error.code());
             }
-            ExitCode::from(exit::for_error(&error))
+            ExitCode::from(exit::for_code(error.code()))
         }
         Err(error) => {
             eprintln!("cordon: {error:#}");
@@ -129,11 +129,12 @@ fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
     let outcome = runtime.block_on(async {
         // Ctrl-C (or SIGTERM to cordon) terminates the command's whole
         // process group, not just its leader.
+        let interrupted = super::interrupted();
         let run = host.run_with(request, options);
         tokio::pin!(run);
         tokio::select! {
             outcome = &mut run => outcome,
-            () = super::interrupted() => {
+            () = interrupted => {
                 abort.cancel();
                 run.await
             }
@@ -168,16 +169,10 @@ impl OutputSink for Terminal {
     }
 }
 
-/// `{"error": {"code", "message", ...}}` for `--json`.
+/// `{"error": {"code", "message", …details}}` for `--json`.
 fn error_json(error: &RunError) -> String {
-    let mut body = serde_json::json!({
-        "code": error.code(),
-        "message": error.to_string(),
-    });
-    if let RunError::SandboxUnavailable { mode, detail } = error {
-        body["mode"] = serde_json::json!(mode);
-        body["detail"] = serde_json::json!(detail);
-    }
+    let mut body = error.details();
+    body.insert("message".into(), serde_json::json!(error.to_string()));
     serde_json::json!({ "error": body }).to_string()
 }
 

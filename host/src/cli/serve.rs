@@ -37,8 +37,9 @@ pub fn main(args: ServeArgs) -> anyhow::Result<ExitCode> {
     runtime.block_on(async {
         let server = Server::new(host);
         let stop = server.stopper();
+        let interrupted = super::interrupted();
         tokio::spawn(async move {
-            super::interrupted().await;
+            interrupted.await;
             stop.cancel();
         });
         server

@@ -1,20 +1,25 @@
-//! The binding layer for `cordon:sandbox@0.1.0`: generated bindings, the
-//! host's implementation of the `sandbox` import, and conversions between
-//! the WIT types of this version and the host's neutral [`model`](crate::model).
+//! The binding layer for `cordon:sandbox@0.1.0` (WIT frozen in
+//! `wit/0.1.0/`): its world, its generated bindings, its calls, the host's
+//! implementation of its `sandbox` import, and conversions between its WIT
+//! types and the host's neutral [`model`](crate::model).
 //!
-//! A later interface version gets a sibling module like this one; the
-//! neutral core in [`super`] does not change.
+//! Everything that names this version lives here; the neutral core in
+//! [`super`] dispatches to [`Binding`] and never sees a generated type. A
+//! later version gets a sibling module shaped like this one.
 
-use wasmtime::component::{Resource, ResourceTable};
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime::component::{Component, HasSelf, Linker, Resource};
+use wasmtime::{Engine, Store};
 
-use crate::model;
+use crate::RunError;
+use crate::model::{self, Deployment, ExecRequest, ExecSpec, LaunchFacts, Outcome, SandboxFacts};
 use crate::sandbox::Wrap;
 
-use super::StoreState;
+use super::call::StoreState;
+use super::world::World;
+use super::{ExecutorInfo, Launch, Phase};
 
 wasmtime::component::bindgen!({
-    path: "../wit",
+    path: "../wit/0.1.0",
     world: "executor-policy",
     with: {
         "cordon:sandbox/sandbox.confined": crate::sandbox::Wrap,
@@ -22,15 +27,113 @@ wasmtime::component::bindgen!({
     imports: { default: trappable },
 });
 
-pub use self::cordon::sandbox::types as wit;
-pub use self::exports::cordon::sandbox::executor::Launch as WitLaunch;
+use self::cordon::sandbox::types as wit;
+use self::exports::cordon::sandbox::executor::Launch as WitLaunch;
 
-impl WasiView for StoreState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
+/// The world this layer binds.
+pub(super) const WORLD: World = World {
+    name: "cordon:sandbox/executor-policy@0.1.0",
+    export: "cordon:sandbox/executor@0.1.0",
+    imports: &["cordon:sandbox/types@0.1.0", "cordon:sandbox/sandbox@0.1.0"],
+};
+
+/// A component of this version, linked and ready to instantiate per call.
+#[derive(Clone)]
+pub(super) struct Binding {
+    pre: ExecutorPolicyPre<StoreState>,
+}
+
+impl Binding {
+    /// Link `component` against this version's imports (and the deny-all
+    /// WASI it may import).
+    pub(super) fn link(engine: &Engine, component: &Component) -> wasmtime::Result<Self> {
+        let mut linker = Linker::<StoreState>::new(engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        ExecutorPolicy::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+        let pre = ExecutorPolicyPre::new(linker.instantiate_pre(component)?)?;
+        Ok(Binding { pre })
+    }
+
+    /// `describe`.
+    pub(super) fn describe(&self, store: &mut Store<StoreState>) -> wasmtime::Result<ExecutorInfo> {
+        let bindings = self.pre.instantiate(&mut *store)?;
+        let info = bindings.cordon_sandbox_executor().call_describe(store)?;
+        Ok(info.into())
+    }
+
+    /// `resolve`. The outer error is the call's failure; the inner one
+    /// the request's (a path that is not UTF-8) or the component's answer.
+    pub(super) fn resolve(
+        &self,
+        store: &mut Store<StoreState>,
+        request: &ExecRequest,
+        deployment: &Deployment,
+    ) -> wasmtime::Result<Result<ExecSpec, RunError>> {
+        let converted = wit::ExecRequest::try_from(request)
+            .and_then(|request| Ok((request, wit::Deployment::try_from(deployment)?)));
+        let (request, deployment) = match converted {
+            Ok(converted) => converted,
+            Err(reason) => return Ok(Err(RunError::InvalidRequest(reason))),
+        };
+        let bindings = self.pre.instantiate(&mut *store)?;
+        let spec = bindings
+            .cordon_sandbox_executor()
+            .call_resolve(store, &request, &deployment)?;
+        Ok(spec.map(Into::into).map_err(Into::into))
+    }
+
+    /// `plan`: a confined launch is the wrap the host issued in this store.
+    pub(super) fn plan(
+        &self,
+        store: &mut Store<StoreState>,
+        spec: &ExecSpec,
+    ) -> wasmtime::Result<Result<Launch, RunError>> {
+        let spec = match wit::ExecSpec::try_from(spec) {
+            Ok(spec) => spec,
+            Err(reason) => return Ok(Err(RunError::InvalidRequest(reason))),
+        };
+        let bindings = self.pre.instantiate(&mut *store)?;
+        let launch = match bindings
+            .cordon_sandbox_executor()
+            .call_plan(&mut *store, &spec)?
+        {
+            Ok(launch) => launch,
+            Err(error) => return Ok(Err(error.into())),
+        };
+        Ok(match launch {
+            WitLaunch::Unconfined(argv) => Ok(Launch::Unconfined(argv)),
+            // A handle this store did not issue fails here.
+            WitLaunch::Confined(handle) => match store.data_mut().table.delete(handle) {
+                Ok(wrap) => Ok(Launch::Confined(wrap)),
+                Err(err) => Err(RunError::PolicyFailed {
+                    phase: Phase::Plan,
+                    reason: format!("returned a confinement the host did not issue: {err}"),
+                }),
+            },
+        })
+    }
+
+    /// `settle`.
+    pub(super) fn settle(
+        &self,
+        store: &mut Store<StoreState>,
+        spec: &ExecSpec,
+        facts: &LaunchFacts,
+        outcome: &Outcome,
+    ) -> wasmtime::Result<Result<Option<SandboxFacts>, RunError>> {
+        let spec = match wit::ExecSpec::try_from(spec) {
+            Ok(spec) => spec,
+            Err(reason) => return Ok(Err(RunError::InvalidRequest(reason))),
+        };
+        let facts: wit::LaunchFacts = facts.clone().into();
+        let outcome: wit::Outcome = outcome.clone().into();
+        let bindings = self.pre.instantiate(&mut *store)?;
+        let stamped = bindings
+            .cordon_sandbox_executor()
+            .call_settle(store, &spec, &facts, &outcome)?;
+        Ok(stamped
+            .map(|facts| facts.map(Into::into))
+            .map_err(Into::into))
     }
 }
 
@@ -73,23 +176,6 @@ impl self::cordon::sandbox::sandbox::HostConfined for StoreState {
         self.table.delete(wrap)?;
         Ok(())
     }
-}
-
-/// Take a returned `confined` handle out of the table: the host now owns
-/// the wrap it issued. A handle this store did not issue fails here.
-pub(super) fn take_wrap(table: &mut ResourceTable, wrap: Resource<Wrap>) -> wasmtime::Result<Wrap> {
-    Ok(table.delete(wrap)?)
-}
-
-/// A fresh, deny-all WASI context: no preopens, no environment, no
-/// arguments, no stdio, no network.
-pub(super) fn deny_all_wasi() -> WasiCtx {
-    let mut builder = WasiCtx::builder();
-    builder
-        .allow_tcp(false)
-        .allow_udp(false)
-        .allow_ip_name_lookup(false);
-    builder.build()
 }
 
 // ---- conversions: model -> WIT -------------------------------------------
@@ -166,7 +252,7 @@ impl From<model::Outcome> for wit::Outcome {
 }
 
 /// A path handed to a component; components speak UTF-8 only.
-pub(super) fn path_text(path: &std::path::Path, field: &str) -> Result<String, String> {
+fn path_text(path: &std::path::Path, field: &str) -> Result<String, String> {
     path.to_str()
         .map(str::to_owned)
         .ok_or_else(|| format!("{field} {} is not valid UTF-8", path.display()))
@@ -291,9 +377,9 @@ impl From<wit::ExecError> for crate::RunError {
     }
 }
 
-impl From<wit::ExecutorInfo> for super::ExecutorInfo {
+impl From<wit::ExecutorInfo> for ExecutorInfo {
     fn from(info: wit::ExecutorInfo) -> Self {
-        super::ExecutorInfo {
+        ExecutorInfo {
             name: info.name,
             version: info.version,
             shell: info.shell,

@@ -2,8 +2,10 @@
 //! group, bounded output capture with spill, stdin, and termination.
 //!
 //! This layer knows nothing about sandboxes or policy: it runs exactly the
-//! argv it is given (the run pipeline decides which argv that may be) and
-//! reports what happened.
+//! argv it is given and reports what happened. That is why its one door,
+//! [`spawn_unchecked`], is crate-private and named for what it bypasses: it
+//! runs an argv with no confinement check, and only the run pipeline —
+//! which has checked the launch against the host invariants — calls it.
 //!
 //! * Every run gets its own session, so its own process group. A timeout, an
 //!   abort or a kill signals the whole group: `SIGTERM`, then `SIGKILL` once
@@ -137,7 +139,10 @@ pub struct Process {
 
 /// Start `launch` in its own session, capturing output (spilling into
 /// `spill_dir` when given) and streaming it to `sink`.
-pub fn spawn(
+///
+/// *Unchecked*: the argv runs exactly as given, confined or not. Only
+/// [`crate::run`] calls this, with a launch its host checks accepted.
+pub(crate) fn spawn_unchecked(
     launch: &Launch,
     spill_dir: Option<&Arc<SpillDir>>,
     sink: Option<Arc<dyn OutputSink>>,

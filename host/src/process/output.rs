@@ -12,6 +12,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::spill::{SpillDir, SpillFile, SpillWriter};
+use crate::model::{SpillHandle, StreamOutput};
 
 /// Bytes kept in memory per stream (SPEC.md §3).
 pub const DEFAULT_TAIL_BYTES: usize = 64_000;
@@ -147,6 +148,19 @@ impl Capture {
     /// The spill file, while there is one.
     pub fn spill(&self) -> Option<&Arc<SpillFile>> {
         self.spill.as_ref().map(SpillWriter::handle)
+    }
+
+    /// The stream as a result carries it: the tail as lossy UTF-8, and the
+    /// spill file (kept alive by the result) when there is one.
+    pub fn stream_output(&self) -> StreamOutput {
+        let spill = self
+            .spill()
+            .map(|spill| spill.clone() as Arc<dyn SpillHandle>);
+        StreamOutput::new(
+            String::from_utf8_lossy(&self.tail.to_vec()).into_owned(),
+            self.tail.truncated(),
+            spill,
+        )
     }
 
     /// Everything since the previous read (consuming). With `more_to_come`

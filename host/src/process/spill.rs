@@ -164,6 +164,16 @@ impl SpillFile {
     }
 }
 
+impl crate::model::SpillHandle for SpillFile {
+    fn path(&self) -> &Path {
+        SpillFile::path(self)
+    }
+
+    fn keep(&self) -> &Path {
+        SpillFile::keep(self)
+    }
+}
+
 impl Drop for SpillFile {
     fn drop(&mut self) {
         if !self.kept.load(Ordering::Relaxed) {

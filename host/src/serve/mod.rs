@@ -3,25 +3,29 @@
 //!
 //! Why a server: agent platforms written in TypeScript, Python or Go drive
 //! one cordon process for many sessions instead of paying a process start
-//! (and a probe) per command. Everything a method does is a [`Host`] call;
+//! (and a probe) per command. Everything a method does is a call on the
+//! connection's [`Session`] (or, for `probe` and `reload`, its [`Host`]);
 //! this module only frames, dispatches and renders ([`protocol`] has the
 //! wire types and error mapping, `docs/protocol.md` the contract).
 //!
+//! * Each connection ([`Server::serve`]) is a session of the host: it sees
+//!   only the tasks it started, and its end ends those tasks — not the host,
+//!   and not another connection's. Over stdio there is one connection.
 //! * Every request is handled in its own task, so a slow `run` never holds
 //!   up a `read`; responses are written whole, one per line, as they finish
 //!   (match them by `id`).
-//! * Each request carries its own sandbox policy (mode + workspace root),
-//!   so one server serves many sessions.
+//! * Each request carries its own sandbox policy (mode + workspace root).
 //! * A malformed line gets a parse error and the server keeps serving; a
 //!   line longer than [`MAX_LINE_BYTES`] is refused whole.
-//! * EOF on the input or the `shutdown` method end the server gracefully:
-//!   no further line is read, requests already read are answered (a
-//!   foreground run finishes, within its timeout), live background tasks
-//!   are killed (grace escalation) and settled, every response is flushed,
-//!   and [`Server::serve`] returns.
-//! * [`Server::stopper`] (the CLI cancels it on `SIGINT`/`SIGTERM`) ends it
-//!   at once: the same, except that foreground runs in flight are aborted
-//!   too (their groups terminated; their responses still written).
+//! * EOF on the input or the `shutdown` method end the connection
+//!   gracefully: no further line is read, requests already read are
+//!   answered (a foreground run finishes, within its timeout), the session's
+//!   live background tasks are killed (grace escalation) and settled, every
+//!   response is flushed, and [`Server::serve`] returns.
+//! * [`Server::stopper`] (the CLI cancels it on `SIGINT`/`SIGTERM`) ends
+//!   every connection at once: the same, except that foreground runs in
+//!   flight are aborted too (their groups terminated; their responses still
+//!   written).
 
 pub mod protocol;
 
@@ -40,6 +44,7 @@ use tokio_util::sync::CancellationToken;
 use crate::host::{Host, PolicySource};
 use crate::model::ExecResult;
 use crate::run::RunOptions;
+use crate::session::Session;
 use crate::tasks::TaskHandle;
 use protocol::{NoParams, ReloadParams, RpcError, RunParams, TaskParams, WaitParams, params};
 
@@ -50,17 +55,12 @@ pub const MAX_LINE_BYTES: usize = 16 << 20;
 /// a client can still read the complete output they name.
 pub const RETAINED_SPILLS: usize = 32;
 
-/// A JSON-RPC server over one [`Host`].
+/// A JSON-RPC server over one [`Host`]: each connection it serves gets a
+/// [`Session`] of its own, ended with the connection.
 pub struct Server {
     host: Arc<Host>,
-    /// Cancelled to stop at once (aborting foreground runs).
+    /// Cancelled to stop every connection at once (aborting foreground runs).
     stop: CancellationToken,
-    /// Cancelled by the `shutdown` method: stop reading, answer the rest.
-    drain: CancellationToken,
-    /// Parent of every foreground run's abort token.
-    runs: CancellationToken,
-    /// Recent foreground results that spilled (see [`RETAINED_SPILLS`]).
-    spilled: Mutex<VecDeque<ExecResult>>,
 }
 
 impl Server {
@@ -79,30 +79,47 @@ impl Server {
         Server {
             host,
             stop: CancellationToken::new(),
-            drain: CancellationToken::new(),
-            runs: CancellationToken::new(),
-            spilled: Mutex::new(VecDeque::new()),
         }
     }
 
     /// A token that stops the server at once when cancelled (e.g. on
-    /// `SIGTERM`): foreground runs in flight are aborted, tasks killed.
+    /// `SIGTERM`): every connection ends, foreground runs in flight are
+    /// aborted, tasks killed.
     pub fn stopper(&self) -> CancellationToken {
         self.stop.clone()
     }
 
-    /// Serve requests from `input`, writing responses to `output`, until
-    /// EOF, `shutdown` or the stopper; then shut down as the module docs
-    /// say. Errors only when `output` fails.
+    /// Serve one connection: requests from `input`, responses to `output`,
+    /// in a new session of the host, until EOF, `shutdown` or the stopper;
+    /// then end the session as the module docs say. The host and its other
+    /// sessions are untouched. Errors only when `output` fails.
     ///
-    /// Must run inside a tokio runtime; a multi-threaded one lets requests
-    /// proceed in parallel.
-    pub async fn serve<R, W>(self, input: R, output: W) -> io::Result<()>
+    /// Several connections may be served at once (share the server in an
+    /// `Arc`). Must run inside a tokio runtime; a multi-threaded one lets
+    /// requests proceed in parallel.
+    ///
+    /// ```no_run
+    /// # async fn demo(server: std::sync::Arc<cordon::serve::Server>) {
+    /// let (client_a, server_a) = tokio::io::duplex(1 << 16);
+    /// let (read_a, write_a) = tokio::io::split(server_a);
+    /// let serving = server.clone();
+    /// tokio::spawn(async move { serving.serve(read_a, write_a).await });
+    /// // … a second connection gets a session of its own the same way.
+    /// # drop(client_a);
+    /// # }
+    /// ```
+    pub async fn serve<R, W>(&self, input: R, output: W) -> io::Result<()>
     where
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin + Send + 'static,
     {
-        let server = Arc::new(self);
+        let connection = Arc::new(Connection {
+            host: self.host.clone(),
+            session: self.host.session(),
+            drain: CancellationToken::new(),
+            runs: CancellationToken::new(),
+            spilled: Mutex::new(VecDeque::new()),
+        });
         let (replies, pending) = mpsc::unbounded_channel::<String>();
         let writer = tokio::spawn(write_lines(output, pending));
         let mut handlers = JoinSet::new();
@@ -110,8 +127,8 @@ impl Server {
         loop {
             let line = tokio::select! {
                 biased;
-                () = server.stop.cancelled() => break,
-                () = server.drain.cancelled() => break,
+                () = self.stop.cancelled() => break,
+                () = connection.drain.cancelled() => break,
                 line = lines.next() => line,
             };
             match line {
@@ -127,10 +144,10 @@ impl Server {
                     if bytes.iter().all(u8::is_ascii_whitespace) {
                         continue;
                     }
-                    let server = server.clone();
+                    let connection = connection.clone();
                     let replies = replies.clone();
                     handlers.spawn(async move {
-                        if let Some(reply) = server.handle_line(&bytes).await {
+                        if let Some(reply) = connection.handle_line(&bytes).await {
                             let _ = replies.send(reply);
                         }
                     });
@@ -138,15 +155,16 @@ impl Server {
             }
             while handlers.try_join_next().is_some() {}
         }
-        if server.stop.is_cancelled() {
-            server.runs.cancel();
+        if self.stop.is_cancelled() {
+            connection.runs.cancel();
         }
-        // Kill the tasks first: a `wait` in flight returns once they settle.
-        server.host.shutdown().await;
+        // Kill the session's tasks first: a `wait` in flight returns once
+        // they settle.
+        connection.session.shutdown().await;
         while handlers.join_next().await.is_some() {}
         // And any task a `start` in flight began meanwhile.
-        server.host.shutdown().await;
-        server
+        connection.session.shutdown().await;
+        connection
             .spilled
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -154,7 +172,21 @@ impl Server {
         drop(replies);
         writer.await.map_err(io::Error::other)?
     }
+}
 
+/// One connection: its session, and the tokens that end it.
+struct Connection {
+    host: Arc<Host>,
+    session: Session,
+    /// Cancelled by the `shutdown` method: stop reading, answer the rest.
+    drain: CancellationToken,
+    /// Parent of every foreground run's abort token.
+    runs: CancellationToken,
+    /// Recent foreground results that spilled (see [`RETAINED_SPILLS`]).
+    spilled: Mutex<VecDeque<ExecResult>>,
+}
+
+impl Connection {
     /// One line: a request or a batch. None when nothing is to be sent
     /// (notifications only).
     async fn handle_line(self: &Arc<Self>, bytes: &[u8]) -> Option<String> {
@@ -170,8 +202,8 @@ impl Server {
             Value::Array(batch) => {
                 let mut calls = JoinSet::new();
                 for (index, request) in batch.into_iter().enumerate() {
-                    let server = self.clone();
-                    calls.spawn(async move { (index, server.handle_request(request).await) });
+                    let connection = self.clone();
+                    calls.spawn(async move { (index, connection.handle_request(request).await) });
                 }
                 let mut replies = Vec::new();
                 while let Some(done) = calls.join_next().await {
@@ -238,13 +270,13 @@ impl Server {
                     sink: None,
                     abort: Some(self.runs.child_token()),
                 };
-                let result = self.host.run_with(request, options).await?;
+                let result = self.session.run_with(request, options).await?;
                 let rendered = to_value(&result)?;
                 self.retain_spills(result);
                 Ok(rendered)
             }
             "start" => {
-                let handle = self.host.start(params::<RunParams>(raw)?.into())?;
+                let handle = self.session.start(params::<RunParams>(raw)?.into())?;
                 Ok(json!({ "taskId": handle.id() }))
             }
             "read" => to_value(&self.task(params::<TaskParams>(raw)?.task_id)?.read()),
@@ -259,12 +291,12 @@ impl Server {
             }
             "list" => {
                 params::<NoParams>(raw)?;
-                Ok(json!({ "tasks": self.host.tasks() }))
+                Ok(json!({ "tasks": self.session.tasks() }))
             }
             "remove" => {
                 let id = params::<TaskParams>(raw)?.task_id;
                 self.task(id)?;
-                Ok(json!({ "removed": self.host.remove_task(id) }))
+                Ok(json!({ "removed": self.session.remove_task(id) }))
             }
             "probe" => {
                 params::<NoParams>(raw)?;
@@ -295,11 +327,13 @@ impl Server {
     }
 
     fn task(&self, id: crate::tasks::TaskId) -> Result<TaskHandle, RpcError> {
-        self.host.task(id).ok_or_else(|| RpcError::unknown_task(id))
+        self.session
+            .task(id)
+            .ok_or_else(|| RpcError::unknown_task(id))
     }
 
     /// Keep a spilled result's files for the next [`RETAINED_SPILLS`]
-    /// spilled runs (or until shutdown); others are freed at once.
+    /// spilled runs (or until the connection ends); others are freed at once.
     fn retain_spills(&self, result: ExecResult) {
         if result.stdout.spill_path.is_none() && result.stderr.spill_path.is_none() {
             return;

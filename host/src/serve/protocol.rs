@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::error::RunError;
+use crate::error::{ErrorCode, RunError};
 use crate::host::BuildError;
 use crate::model::{ExecRequest, SandboxMode, SandboxPolicy};
 use crate::tasks::TaskId;
@@ -131,48 +131,40 @@ impl RpcError {
     }
 }
 
+/// The JSON-RPC code of a stable error code (the one place that maps them).
+pub fn numeric(code: ErrorCode) -> i64 {
+    match code {
+        ErrorCode::InvalidRequest => code::INVALID_PARAMS,
+        ErrorCode::SandboxUnavailable => code::SANDBOX_UNAVAILABLE,
+        ErrorCode::PolicyFailed => code::POLICY_FAILED,
+        ErrorCode::Workdir => code::WORKDIR,
+        ErrorCode::SpawnFailed => code::SPAWN_FAILED,
+    }
+}
+
+impl RpcError {
+    /// An error with the library's shared code and details.
+    fn from_details(code: ErrorCode, message: String, details: crate::Details) -> Self {
+        RpcError {
+            code: numeric(code),
+            message,
+            data: Value::Object(details),
+        }
+    }
+}
+
 impl From<RunError> for RpcError {
     fn from(error: RunError) -> Self {
-        let numeric = match &error {
-            RunError::InvalidRequest(_) | RunError::AboveCeiling { .. } => code::INVALID_PARAMS,
-            RunError::SandboxUnavailable { .. } => code::SANDBOX_UNAVAILABLE,
-            RunError::PolicyFailed { .. } => code::POLICY_FAILED,
-            RunError::Workdir { .. } => code::WORKDIR,
-            RunError::Spawn { .. } => code::SPAWN_FAILED,
-        };
-        let mut rpc = RpcError::new(numeric, error.code(), error.to_string());
-        match &error {
-            RunError::SandboxUnavailable { mode, detail } => {
-                rpc.data["mode"] = json!(mode);
-                rpc.data["detail"] = json!(detail);
-            }
-            RunError::AboveCeiling { mode, ceiling } => {
-                rpc.data["field"] = json!("policy.mode");
-                rpc.data["mode"] = json!(mode);
-                rpc.data["ceiling"] = json!(ceiling);
-            }
-            RunError::PolicyFailed { phase, .. } => rpc.data["phase"] = json!(phase),
-            RunError::Workdir { path, .. } => rpc.data["path"] = json!(path),
-            RunError::InvalidRequest(_) | RunError::Spawn { .. } => {}
-        }
-        rpc
+        RpcError::from_details(error.code(), error.to_string(), error.details())
     }
 }
 
 impl From<BuildError> for RpcError {
     fn from(error: BuildError) -> Self {
         match error {
-            BuildError::Policy(run) => run.into(),
+            // In `reload`, an unreadable file is a bad `path` param.
             BuildError::ReadPolicy { .. } => RpcError::invalid_params("path", error),
-            BuildError::Workdir(_) => RpcError::internal(error),
-            BuildError::AboveCeiling { mode, ceiling, .. } => {
-                let mut rpc =
-                    RpcError::new(code::POLICY_FAILED, "POLICY_FAILED", error.to_string());
-                rpc.data["phase"] = json!("load");
-                rpc.data["mode"] = json!(mode);
-                rpc.data["ceiling"] = json!(ceiling);
-                rpc
-            }
+            error => RpcError::from_details(error.code(), error.to_string(), error.details()),
         }
     }
 }
@@ -352,7 +344,7 @@ mod tests {
         assert_eq!(rpc.data["code"], "SANDBOX_UNAVAILABLE");
         assert_eq!(rpc.data["mode"], "read-only");
         let rpc: RpcError = RunError::PolicyFailed {
-            phase: "plan",
+            phase: crate::policy::Phase::Plan,
             reason: "trap".into(),
         }
         .into();

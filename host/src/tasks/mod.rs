@@ -14,8 +14,9 @@
 //!   terminated with the usual grace escalation; status becomes `killed`.
 //! * status: `running` → `completed` (any exit code) or `killed` (killed,
 //!   aborted, died by a signal, or its runner failed).
-//! * A task stays in its host until [`Tasks::remove`] (or host shutdown);
-//!   its spill files live exactly as long.
+//! * A task belongs to the session that started it (see
+//!   [`crate::Session`]) and stays there until [`Tasks::remove`] or the
+//!   session's end; its spill files live exactly as long.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -32,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 use crate::model::SandboxFacts;
 use crate::process::{self, Capture};
 
-/// A task's id, unique within its host.
+/// A task's id, unique across the sessions of its host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct TaskId(pub u64);
@@ -281,14 +282,24 @@ impl TaskHandle {
     }
 }
 
-/// The tasks of one host.
+/// The tasks of one session.
 #[derive(Debug, Default)]
 pub struct Tasks {
-    next: AtomicU64,
+    /// Where ids come from: shared by every session of a host, so ids are
+    /// unique across the host.
+    next: Arc<AtomicU64>,
     tasks: Mutex<BTreeMap<TaskId, TaskHandle>>,
 }
 
 impl Tasks {
+    /// A registry that draws its ids from `ids`.
+    pub fn with_ids(ids: Arc<AtomicU64>) -> Self {
+        Tasks {
+            next: ids,
+            tasks: Mutex::default(),
+        }
+    }
+
     /// Register a new running task for `command` with these captures.
     pub(crate) fn register(
         &self,

@@ -256,7 +256,7 @@ pub fn run(kit: &Kit, case: &Case) -> CaseReport {
             error.code()
         )),
         (Err(error), Some(wanted)) => {
-            if error.code() != wanted.code {
+            if error.code().as_str() != wanted.code {
                 failures.push(format!(
                     "error.code: expected {}, got {} ({error})",
                     wanted.code,

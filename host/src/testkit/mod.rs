@@ -16,7 +16,7 @@
 //! same contract.
 //!
 //! ```no_run
-//! # fn demo() -> Result<(), cordon::RunError> {
+//! # fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use cordon::model::{Deployment, ExecRequest, LaunchFacts, Outcome};
 //! use cordon::testkit::{FakeSandbox, Kit};
 //!
@@ -46,7 +46,7 @@ use crate::model::{
     Backend, Deployment, Enforcement, ExecRequest, ExecSpec, LaunchFacts, Outcome, SandboxFacts,
     SandboxPolicy, Signatures, WrapFacts,
 };
-use crate::policy::{ExecutorInfo, Launch, Limits, Policy, PolicyEngine};
+use crate::policy::{ExecutorInfo, Launch, Limits, LoadError, Policy, PolicyEngine};
 use crate::sandbox::{Confine, RunnerCommand, Unavailable, Wrap, bwrap, landlock, seatbelt};
 
 /// What the fake `sandbox.confine` reports: a backend with its real
@@ -169,12 +169,12 @@ pub struct Kit {
 
 impl Kit {
     /// Load and validate a component, as a host would (no compiled cache).
-    pub fn load(bytes: &[u8]) -> Result<Kit, RunError> {
+    pub fn load(bytes: &[u8]) -> Result<Kit, LoadError> {
         Kit::load_with(PolicyEngine::new()?, bytes)
     }
 
     /// The same, on `engine` (e.g. one with a compiled-component cache).
-    pub fn load_with(engine: PolicyEngine, bytes: &[u8]) -> Result<Kit, RunError> {
+    pub fn load_with(engine: PolicyEngine, bytes: &[u8]) -> Result<Kit, LoadError> {
         let policy = Policy::load(&engine, bytes, Limits::default())?;
         Ok(Kit {
             policy,

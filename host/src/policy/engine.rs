@@ -1,0 +1,101 @@
+//! The wasmtime engine shared by every policy component of a host, and the
+//! ticker thread that drives call deadlines. Nothing here names a world
+//! version: the engine compiles whatever component it is handed.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::Duration;
+
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use super::{LoadError, cache};
+
+/// Component instances alive at once per engine (calls are short and
+/// their stores dropped at once, so this bounds concurrency, not runs).
+const POOL_INSTANCES: u32 = 32;
+
+/// Memory per pooled slot kept resident between instances, reset with a
+/// `memset` instead of `madvise` and page faults: a Rust guest's 64 KiB
+/// shadow stack (see `.cargo/config.toml`), its data and its first heap
+/// pages. Twice that only doubled the bytes zeroed per instance.
+const KEEP_RESIDENT_BYTES: usize = 128 << 10;
+
+/// The hard ceiling on a component's linear memory, whatever
+/// [`Limits`](super::Limits) say.
+pub const MAX_MEMORY_BYTES: usize = 256 << 20;
+
+/// How often the epoch advances; a call's deadline is counted in ticks.
+pub(super) const TICK: Duration = Duration::from_millis(10);
+
+/// The wasmtime engine shared by every policy component of a host, with
+/// the ticker thread that drives call deadlines.
+pub struct PolicyEngine {
+    pub(super) engine: Engine,
+    ticker_stop: Arc<AtomicBool>,
+    pub(super) cache: Option<cache::ComponentCache>,
+}
+
+impl PolicyEngine {
+    /// An engine configured for policy components (component model, epoch
+    /// interruption, the pooling allocator) and its ticker.
+    ///
+    /// The pooling allocator makes a fresh instance cost microseconds; its
+    /// per-instance memory size is the hard ceiling under every store's
+    /// own memory limit. Where its address-space reservation fails (a
+    /// tight `ulimit -v`), the engine falls back to on-demand allocation.
+    pub fn new() -> Result<Self, LoadError> {
+        let engine = Engine::new(&config(true))
+            .or_else(|_| Engine::new(&config(false)))
+            .map_err(|err| LoadError::Engine(super::call::one_line(&format!("{err:#}"))))?;
+        let ticker_stop = Arc::new(AtomicBool::new(false));
+        let ticking = engine.clone();
+        let stop = ticker_stop.clone();
+        thread::Builder::new()
+            .name("cordon-epoch".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    thread::sleep(TICK);
+                    ticking.increment_epoch();
+                }
+            })
+            .map_err(|err| LoadError::Engine(format!("cannot start the deadline ticker: {err}")))?;
+        Ok(PolicyEngine {
+            engine,
+            ticker_stop,
+            cache: None,
+        })
+    }
+
+    /// Keep compiled components in `cache` (see [`cache`]).
+    pub fn with_cache(mut self, cache: cache::ComponentCache) -> Self {
+        self.cache = Some(cache);
+        self
+    }
+}
+
+fn config(pooling: bool) -> Config {
+    let mut config = Config::new();
+    config.epoch_interruption(true);
+    if pooling {
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(POOL_INSTANCES)
+            .total_core_instances(POOL_INSTANCES * 16)
+            .total_memories(POOL_INSTANCES * 2)
+            .total_tables(POOL_INSTANCES * 8)
+            .total_stacks(POOL_INSTANCES)
+            .max_memory_size(MAX_MEMORY_BYTES)
+            // Reset a reused slot by zeroing what a policy call
+            // typically touches, instead of madvise + page faults.
+            .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
+            .table_keep_resident(KEEP_RESIDENT_BYTES);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    }
+    config
+}
+
+impl Drop for PolicyEngine {
+    fn drop(&mut self) {
+        self.ticker_stop.store(true, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,186 @@
+//! Which world a component was built against, checked before linking.
+//!
+//! Each binding layer describes its world ([`World`]); this module knows
+//! the list of versions ([`Version::ALL`], newest first) and picks the one
+//! whose executor interface a component exports. A component is refused,
+//! with the offending import or export named, when an import is one no
+//! supported world provides, when it exports no supported executor, or when
+//! its imports belong to another version than its export.
+
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+use super::{LoadError, v0_1_0};
+
+/// What a binding layer says about the world it binds.
+#[derive(Debug)]
+pub(super) struct World {
+    /// The world's full name, e.g. `cordon:sandbox/executor-policy@0.1.0`.
+    pub name: &'static str,
+    /// The interface a component must export.
+    pub export: &'static str,
+    /// The host interfaces of the world a component may import.
+    pub imports: &'static [&'static str],
+}
+
+/// One interface version this host binds. Adding a version adds a variant,
+/// and every match over it (the binding dispatch in [`super::Policy`]) must
+/// then say how that version is called.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Version {
+    /// `cordon:sandbox@0.1.0`.
+    V0_1_0,
+}
+
+impl Version {
+    /// Every version, newest first.
+    pub const ALL: [Version; 1] = [Version::V0_1_0];
+
+    /// The world this version binds.
+    pub fn world(self) -> &'static World {
+        match self {
+            Version::V0_1_0 => &v0_1_0::WORLD,
+        }
+    }
+}
+
+/// The WASI families the deny-all context answers without granting
+/// anything (a Rust guest's std imports some of them). No filesystem, no
+/// sockets: those are refused by name.
+const WASI_FAMILIES: &[&str] = &["wasi:cli/", "wasi:io/", "wasi:clocks/", "wasi:random/"];
+
+fn is_wasi_answered(name: &str) -> bool {
+    WASI_FAMILIES.iter().any(|family| name.starts_with(family))
+}
+
+/// The worlds this host loads, newest first, joined for a message.
+fn supported() -> String {
+    Version::ALL
+        .iter()
+        .map(|version| version.world().name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Check `component`'s imports and exports, and say which version it is.
+pub(super) fn check(engine: &Engine, component: &Component) -> Result<Version, LoadError> {
+    let ty = component.component_type();
+    let imports: Vec<String> = ty
+        .imports(engine)
+        .map(|(name, _)| name.to_owned())
+        .collect();
+    let exports: Vec<String> = ty
+        .exports(engine)
+        .map(|(name, _)| name.to_owned())
+        .collect();
+    check_names(&imports, &exports)
+}
+
+/// [`check`] over the names alone.
+fn check_names(imports: &[String], exports: &[String]) -> Result<Version, LoadError> {
+    let newest = Version::ALL[0].world();
+    let provided_by_any = |name: &str| {
+        is_wasi_answered(name)
+            || Version::ALL
+                .iter()
+                .any(|version| version.world().imports.contains(&name))
+    };
+    if let Some(name) = imports.iter().find(|name| !provided_by_any(name)) {
+        let hint = if name.starts_with("cordon:sandbox/") {
+            format!("; this host supports {}", supported())
+        } else {
+            "; policy components get no files, sockets or other host authority".to_owned()
+        };
+        return Err(LoadError::World(format!(
+            "the component imports {name}, which the world {} does not provide{hint}",
+            newest.name
+        )));
+    }
+    let Some(version) = Version::ALL
+        .into_iter()
+        .find(|version| exports.iter().any(|name| name == version.world().export))
+    else {
+        return Err(LoadError::World(format!(
+            "the component does not export {} (world {}); it exports [{}]",
+            newest.export,
+            newest.name,
+            exports.join(", ")
+        )));
+    };
+    let world = version.world();
+    if let Some(name) = imports
+        .iter()
+        .find(|name| !is_wasi_answered(name) && !world.imports.contains(&name.as_str()))
+    {
+        return Err(LoadError::World(format!(
+            "the component exports {} but imports {name}, which belongs to another world; \
+             build it against one version of cordon:sandbox",
+            world.export
+        )));
+    }
+    Ok(version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_component_of_a_supported_world_is_recognised() {
+        let version = check_names(
+            &names(&[
+                "cordon:sandbox/types@0.1.0",
+                "cordon:sandbox/sandbox@0.1.0",
+                "wasi:cli/stderr@0.2.6",
+            ]),
+            &names(&["cordon:sandbox/executor@0.1.0"]),
+        )
+        .unwrap();
+        assert_eq!(version, Version::V0_1_0);
+    }
+
+    #[test]
+    fn an_unprovided_import_is_named_with_the_supported_worlds() {
+        let err = check_names(
+            &names(&["cordon:sandbox/sandbox@9.0.0"]),
+            &names(&["cordon:sandbox/executor@0.1.0"]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("imports cordon:sandbox/sandbox@9.0.0"),
+            "{err}"
+        );
+        assert!(err.contains("this host supports cordon:sandbox/executor-policy@0.1.0"));
+        let err = check_names(&names(&["wasi:filesystem/preopens@0.2.6"]), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no files, sockets"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_executor_export_is_named() {
+        let err = check_names(&[], &names(&["other:thing/x@1.0.0"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("does not export cordon:sandbox/executor@0.1.0"),
+            "{err}"
+        );
+        assert!(err.contains("[other:thing/x@1.0.0]"), "{err}");
+    }
+
+    #[test]
+    fn every_version_names_a_world_of_its_own_version() {
+        for version in Version::ALL {
+            let world = version.world();
+            let at = world.name.rsplit_once('@').unwrap().1;
+            assert!(world.export.ends_with(&format!("@{at}")), "{world:?}");
+            assert!(world.imports.iter().all(|i| i.ends_with(&format!("@{at}"))));
+        }
+    }
+}

@@ -1,0 +1,450 @@
+//! The host invariants, checked against what a policy component returned.
+//! Each is a pure function of the request, the spec, the launch or the
+//! stamped facts (canonicalisation also reads the file system), so each is
+//! unit-tested here without spawning anything or loading a component.
+//!
+//! 1. **Ceiling.** A request above the deployment's ceiling is refused
+//!    before the component sees it; a spec the component resolved above it
+//!    is a policy failure ([`request_within_ceiling`], [`spec_within_ceiling`]).
+//! 2. **Bounds.** A spec and an argv are bounded whatever the component
+//!    returned ([`spec_size`], [`launch`]).
+//! 3. **Canonical paths.** The workdir is absolute and the workspace root
+//!    canonical before anything is confined ([`canonicalise`]).
+//! 4. **Wrap identity.** A confined mode is spawned only from a wrap the
+//!    host issued for exactly the spec's policy; a bare argv only under
+//!    `danger-full-access` ([`launch`]).
+//! 5. **Honest facts.** What settle stamps describes this run: its mode,
+//!    and enforcement exactly when (and as) a runner confined it ([`stamp`]).
+
+use std::path::{Path, PathBuf};
+
+use crate::RunError;
+use crate::model::{ExecRequest, ExecSpec, LaunchFacts, SandboxFacts, SandboxMode, WrapFacts};
+use crate::policy::{Launch, Phase};
+use crate::sandbox::StatusReport;
+
+/// Arguments a launch may have.
+pub(super) const MAX_ARGS: usize = 4_096;
+/// Bytes a command, an argv or an environment from a component may have
+/// (the kernel's own limit for a whole exec is in this range).
+pub(super) const MAX_TEXT_BYTES: usize = 2 << 20;
+
+fn policy_failed(phase: Phase, reason: String) -> RunError {
+    RunError::PolicyFailed { phase, reason }
+}
+
+/// A request's own policy must be within the ceiling.
+pub(super) fn request_within_ceiling(
+    request: &ExecRequest,
+    ceiling: SandboxMode,
+) -> Result<(), RunError> {
+    match &request.policy {
+        Some(policy) if policy.mode > ceiling => Err(RunError::AboveCeiling {
+            mode: policy.mode,
+            ceiling,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The mode a component resolved must be within the ceiling.
+pub(super) fn spec_within_ceiling(spec: &ExecSpec, ceiling: SandboxMode) -> Result<(), RunError> {
+    if spec.policy.mode > ceiling {
+        return Err(policy_failed(
+            Phase::Resolve,
+            format!(
+                "resolved mode \"{}\" is wider than the deployment ceiling \"{ceiling}\"",
+                spec.policy.mode
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn total_len(texts: &[String]) -> usize {
+    texts.iter().map(String::len).sum()
+}
+
+/// A resolved spec is bounded whatever the component returned.
+pub(super) fn spec_size(spec: &ExecSpec) -> Result<(), RunError> {
+    let env_bytes: usize = spec.env.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if spec.command.len() > MAX_TEXT_BYTES
+        || spec.env.len() > MAX_ARGS
+        || env_bytes > MAX_TEXT_BYTES
+    {
+        return Err(policy_failed(
+            Phase::Resolve,
+            format!(
+                "returned a spec of {} command bytes and {} environment entries ({env_bytes} \
+                 bytes); the limits are {MAX_TEXT_BYTES} bytes and {MAX_ARGS} entries",
+                spec.command.len(),
+                spec.env.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Make the spec's paths absolute and the workspace root canonical, and
+/// refuse a `workspace-write` root that does not exist (binding it would
+/// fail inside the runner, which is not the sandbox's fault).
+pub(super) fn canonicalise(spec: &mut ExecSpec) -> Result<(), RunError> {
+    spec.workdir = absolute(&spec.workdir, "workdir")?;
+    let root = absolute(&spec.policy.workspace_root, "workspace root")?;
+    spec.policy.workspace_root = std::fs::canonicalize(&root).unwrap_or(root);
+    if spec.policy.mode == SandboxMode::WorkspaceWrite && !spec.policy.workspace_root.is_dir() {
+        return Err(RunError::InvalidRequest(format!(
+            "workspace root {} is not an existing directory; create it or choose another",
+            spec.policy.workspace_root.display()
+        )));
+    }
+    Ok(())
+}
+
+fn absolute(path: &Path, field: &str) -> Result<PathBuf, RunError> {
+    std::path::absolute(path)
+        .map_err(|err| RunError::InvalidRequest(format!("{field} {}: {err}", path.display())))
+}
+
+/// A launch the host accepted: the argv to spawn and, when confined, the
+/// facts of its wrap and how its runner reports.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Accepted {
+    pub argv: Vec<String>,
+    pub wrap: Option<WrapFacts>,
+    pub report: StatusReport,
+}
+
+/// Accept `launch` for `spec`, or say which invariant it breaks.
+pub(super) fn launch(launch: Launch, spec: &ExecSpec) -> Result<Accepted, RunError> {
+    let accepted = match launch {
+        Launch::Confined(wrap) if *wrap.policy() == spec.policy => Accepted {
+            argv: wrap.argv().to_vec(),
+            wrap: Some(wrap.facts().clone()),
+            report: wrap.report(),
+        },
+        Launch::Confined(wrap) => {
+            return Err(policy_failed(
+                Phase::Plan,
+                format!(
+                    "confined for mode \"{}\" at {} but the spec is mode \"{}\" at {}",
+                    wrap.policy().mode,
+                    wrap.policy().workspace_root.display(),
+                    spec.policy.mode,
+                    spec.policy.workspace_root.display()
+                ),
+            ));
+        }
+        Launch::Unconfined(argv) if spec.policy.mode == SandboxMode::DangerFullAccess => Accepted {
+            argv,
+            wrap: None,
+            report: StatusReport::None,
+        },
+        Launch::Unconfined(_) => {
+            return Err(policy_failed(
+                Phase::Plan,
+                format!(
+                    "returned an unconfined launch for a \"{}\" run; refusing to run it unconfined",
+                    spec.policy.mode
+                ),
+            ));
+        }
+    };
+    let argv = &accepted.argv;
+    if argv.is_empty() || argv.len() > MAX_ARGS || total_len(argv) > MAX_TEXT_BYTES {
+        return Err(policy_failed(
+            Phase::Plan,
+            format!(
+                "returned an argv of {} arguments and {} bytes (must be 1..={MAX_ARGS} \
+                 arguments and at most {MAX_TEXT_BYTES} bytes)",
+                argv.len(),
+                total_len(argv)
+            ),
+        ));
+    }
+    Ok(accepted)
+}
+
+/// The facts a component stamped must describe this run: its mode, and
+/// enforcement exactly when (and as) a runner confined it. A foreground
+/// run always gets facts; a confined run never loses them.
+pub(super) fn stamp(
+    spec: &ExecSpec,
+    facts: &LaunchFacts,
+    stamped: Option<&SandboxFacts>,
+) -> Result<(), RunError> {
+    let wrong = |reason: String| Err(policy_failed(Phase::Settle, reason));
+    let Some(stamped) = stamped else {
+        if facts.wrap.is_some() || !facts.background {
+            return wrong("returned no sandbox facts for a run that must carry them".into());
+        }
+        return Ok(());
+    };
+    if stamped.mode != spec.policy.mode {
+        return wrong(format!(
+            "stamped mode \"{}\" on a \"{}\" run",
+            stamped.mode, spec.policy.mode
+        ));
+    }
+    let expected = facts.wrap.as_ref().map(|wrap| wrap.enforcement);
+    if stamped.enforcement != expected {
+        return wrong(format!(
+            "stamped enforcement {:?} but the run's confinement was {:?}",
+            stamped.enforcement, expected
+        ));
+    }
+    if facts.wrap.is_none() && (stamped.denied || stamped.runner_failed) {
+        return wrong("claimed a sandbox denial or runner failure for an unconfined run".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Backend, Enforcement, SandboxPolicy, Signatures};
+    use crate::sandbox::Wrap;
+
+    fn spec(mode: SandboxMode, root: &str) -> ExecSpec {
+        ExecSpec {
+            command: "true".into(),
+            workdir: "/".into(),
+            timeout_ms: 1_000,
+            env: vec![],
+            policy: SandboxPolicy::new(mode, root),
+        }
+    }
+
+    fn wrap_facts(enforcement: Enforcement) -> WrapFacts {
+        WrapFacts {
+            backend: Backend::Bwrap,
+            enforcement,
+            signatures: Signatures::default(),
+        }
+    }
+
+    fn issued(policy: SandboxPolicy) -> Launch {
+        let argv = vec!["runner".into(), "--".into(), "true".into()];
+        Launch::Confined(Wrap::new(argv, policy, wrap_facts(Enforcement::Full)))
+    }
+
+    fn is_policy_failure(result: Result<impl std::fmt::Debug, RunError>, phase: Phase, says: &str) {
+        match result {
+            Err(RunError::PolicyFailed { phase: p, reason }) => {
+                assert_eq!(p, phase, "{reason}");
+                assert!(reason.contains(says), "{reason}");
+            }
+            other => panic!("expected a policy failure in {phase}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_request_above_the_ceiling_is_refused_before_the_component_sees_it() {
+        let request = ExecRequest::new("true")
+            .with_policy(SandboxPolicy::new(SandboxMode::DangerFullAccess, "/w"));
+        assert!(matches!(
+            request_within_ceiling(&request, SandboxMode::WorkspaceWrite),
+            Err(RunError::AboveCeiling {
+                mode: SandboxMode::DangerFullAccess,
+                ceiling: SandboxMode::WorkspaceWrite
+            })
+        ));
+        assert!(request_within_ceiling(&request, SandboxMode::DangerFullAccess).is_ok());
+        assert!(request_within_ceiling(&ExecRequest::new("x"), SandboxMode::ReadOnly).is_ok());
+    }
+
+    #[test]
+    fn a_spec_resolved_above_the_ceiling_is_a_policy_failure() {
+        let wide = spec(SandboxMode::DangerFullAccess, "/w");
+        is_policy_failure(
+            spec_within_ceiling(&wide, SandboxMode::WorkspaceWrite),
+            Phase::Resolve,
+            "wider than the deployment ceiling",
+        );
+        assert!(spec_within_ceiling(&wide, SandboxMode::DangerFullAccess).is_ok());
+    }
+
+    #[test]
+    fn a_spec_past_its_bounds_is_a_policy_failure() {
+        let mut big = spec(SandboxMode::ReadOnly, "/w");
+        big.command = "x".repeat(MAX_TEXT_BYTES + 1);
+        is_policy_failure(spec_size(&big), Phase::Resolve, "the limits are");
+        let mut many = spec(SandboxMode::ReadOnly, "/w");
+        many.env = vec![("A".into(), "1".into()); MAX_ARGS + 1];
+        is_policy_failure(spec_size(&many), Phase::Resolve, "environment entries");
+        assert!(spec_size(&spec(SandboxMode::ReadOnly, "/w")).is_ok());
+    }
+
+    #[test]
+    fn canonicalising_resolves_the_root_physically_and_refuses_a_missing_writable_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
+        let canonical = std::fs::canonicalize(&real).unwrap();
+
+        let mut via_link = spec(
+            SandboxMode::WorkspaceWrite,
+            dir.path().join("link").to_str().unwrap(),
+        );
+        canonicalise(&mut via_link).unwrap();
+        assert_eq!(via_link.policy.workspace_root, canonical);
+
+        // `link/..` is the parent of the link's target, not of the link.
+        let mut dotdot = spec(
+            SandboxMode::ReadOnly,
+            dir.path().join("link/real/..").to_str().unwrap(),
+        );
+        std::fs::create_dir(real.join("real")).unwrap();
+        canonicalise(&mut dotdot).unwrap();
+        assert_eq!(dotdot.policy.workspace_root, canonical);
+
+        let mut missing = spec(
+            SandboxMode::WorkspaceWrite,
+            dir.path().join("nope").to_str().unwrap(),
+        );
+        let err = canonicalise(&mut missing).unwrap_err().to_string();
+        assert!(err.contains("is not an existing directory"), "{err}");
+
+        // Read-only keeps a missing root as spelled.
+        let mut read_only = spec(
+            SandboxMode::ReadOnly,
+            dir.path().join("nope").to_str().unwrap(),
+        );
+        canonicalise(&mut read_only).unwrap();
+        assert_eq!(read_only.policy.workspace_root, dir.path().join("nope"));
+    }
+
+    #[test]
+    fn canonicalising_makes_a_relative_workdir_absolute() {
+        let mut relative = spec(SandboxMode::ReadOnly, "/");
+        relative.workdir = "sub".into();
+        canonicalise(&mut relative).unwrap();
+        assert!(relative.workdir.is_absolute());
+        assert!(relative.workdir.ends_with("sub"));
+    }
+
+    #[test]
+    fn a_wrap_issued_for_exactly_the_spec_policy_is_accepted() {
+        let spec = spec(SandboxMode::ReadOnly, "/w");
+        let accepted = launch(issued(spec.policy.clone()), &spec).unwrap();
+        assert_eq!(accepted.argv, ["runner", "--", "true"]);
+        assert_eq!(accepted.wrap, Some(wrap_facts(Enforcement::Full)));
+    }
+
+    #[test]
+    fn a_wrap_for_another_mode_or_root_is_refused() {
+        let spec = spec(SandboxMode::ReadOnly, "/w");
+        let wider = SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/w");
+        is_policy_failure(launch(issued(wider), &spec), Phase::Plan, "but the spec is");
+        let moved = SandboxPolicy::new(SandboxMode::ReadOnly, "/elsewhere");
+        is_policy_failure(launch(issued(moved), &spec), Phase::Plan, "at /elsewhere");
+    }
+
+    #[test]
+    fn a_bare_argv_is_accepted_only_for_danger_full_access() {
+        for mode in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
+            is_policy_failure(
+                launch(Launch::Unconfined(vec!["true".into()]), &spec(mode, "/w")),
+                Phase::Plan,
+                "refusing to run it unconfined",
+            );
+        }
+        let danger = spec(SandboxMode::DangerFullAccess, "/w");
+        let accepted = launch(Launch::Unconfined(vec!["true".into()]), &danger).unwrap();
+        assert_eq!((accepted.wrap, accepted.report), (None, StatusReport::None));
+    }
+
+    #[test]
+    fn an_empty_or_oversized_argv_is_refused() {
+        let danger = spec(SandboxMode::DangerFullAccess, "/w");
+        is_policy_failure(
+            launch(Launch::Unconfined(vec![]), &danger),
+            Phase::Plan,
+            "0 arguments",
+        );
+        is_policy_failure(
+            launch(Launch::Unconfined(vec!["a".into(); MAX_ARGS + 1]), &danger),
+            Phase::Plan,
+            "must be 1..=",
+        );
+        is_policy_failure(
+            launch(
+                Launch::Unconfined(vec!["a".repeat(MAX_TEXT_BYTES + 1)]),
+                &danger,
+            ),
+            Phase::Plan,
+            "at most",
+        );
+    }
+
+    #[test]
+    fn stamped_facts_must_describe_the_run() {
+        let spec = spec(SandboxMode::ReadOnly, "/w");
+        let confined = LaunchFacts {
+            background: false,
+            wrap: Some(wrap_facts(Enforcement::Partial)),
+        };
+        let honest = SandboxFacts {
+            mode: SandboxMode::ReadOnly,
+            denied: true,
+            enforcement: Some(Enforcement::Partial),
+            runner_failed: false,
+        };
+        assert!(stamp(&spec, &confined, Some(&honest)).is_ok());
+        is_policy_failure(
+            stamp(&spec, &confined, None),
+            Phase::Settle,
+            "no sandbox facts",
+        );
+        let wrong_mode = SandboxFacts {
+            mode: SandboxMode::WorkspaceWrite,
+            ..honest.clone()
+        };
+        is_policy_failure(
+            stamp(&spec, &confined, Some(&wrong_mode)),
+            Phase::Settle,
+            "stamped mode",
+        );
+        let wrong_enforcement = SandboxFacts {
+            enforcement: Some(Enforcement::Full),
+            ..honest.clone()
+        };
+        is_policy_failure(
+            stamp(&spec, &confined, Some(&wrong_enforcement)),
+            Phase::Settle,
+            "stamped enforcement",
+        );
+    }
+
+    #[test]
+    fn an_unconfined_run_has_no_enforcement_denial_or_runner_failure() {
+        let spec = spec(SandboxMode::DangerFullAccess, "/w");
+        let foreground = LaunchFacts {
+            background: false,
+            wrap: None,
+        };
+        let plain = SandboxFacts {
+            mode: SandboxMode::DangerFullAccess,
+            denied: false,
+            enforcement: None,
+            runner_failed: false,
+        };
+        assert!(stamp(&spec, &foreground, Some(&plain)).is_ok());
+        is_policy_failure(stamp(&spec, &foreground, None), Phase::Settle, "must carry");
+        let background = LaunchFacts {
+            background: true,
+            wrap: None,
+        };
+        assert!(stamp(&spec, &background, None).is_ok());
+        let denied = SandboxFacts {
+            denied: true,
+            ..plain
+        };
+        is_policy_failure(
+            stamp(&spec, &foreground, Some(&denied)),
+            Phase::Settle,
+            "unconfined run",
+        );
+    }
+}

@@ -1,0 +1,352 @@
+//! The per-run pipeline: resolve → plan → spawn → settle. The only place
+//! that sequences policy, sandbox and process. Every step's result passes
+//! a host check before the next step sees it ([`checks`] holds them and
+//! their tests); a runner that could not start is a sandbox failure, never
+//! a reason to run the command some other way.
+//!
+//! Foreground runs ([`run`]) and background tasks ([`start`]) share the
+//! preparation, the settle of a failed spawn and the classification; they
+//! differ only in who waits.
+
+mod checks;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::RunError;
+use crate::model::{
+    Deployment, ExecRequest, ExecResult, ExecSpec, LaunchFacts, Outcome, RunnerStatus,
+    SandboxFacts, WrapFacts,
+};
+use crate::policy::Policy;
+use crate::process::spill::{DEFAULT_SPILL_LIMIT, SpillDir};
+use crate::process::{self, Finished, OutputSink, Process, SpawnError};
+use crate::sandbox::{Confine, StatusReport};
+use crate::tasks::{Ending, TaskHandle, TaskStatus, Tasks};
+
+/// Per-run options that are not part of the request.
+#[derive(Clone, Default)]
+pub struct RunOptions {
+    /// Receives output as it is produced.
+    pub sink: Option<Arc<dyn OutputSink>>,
+    /// Cancel to abort the run: its process group is terminated and the
+    /// result says `aborted`. (Dropping the run's future kills the group too.)
+    pub abort: Option<CancellationToken>,
+}
+
+/// Process-level settings of a host.
+#[derive(Clone, Debug)]
+pub struct ProcessLimits {
+    /// Bytes kept in memory per stream.
+    pub tail_bytes: usize,
+    /// Bytes a spill file may hold.
+    pub spill_limit: u64,
+    /// Time between `SIGTERM` and `SIGKILL`.
+    pub kill_grace: Duration,
+}
+
+impl Default for ProcessLimits {
+    fn default() -> Self {
+        ProcessLimits {
+            tail_bytes: process::output::DEFAULT_TAIL_BYTES,
+            spill_limit: DEFAULT_SPILL_LIMIT,
+            kill_grace: process::DEFAULT_KILL_GRACE,
+        }
+    }
+}
+
+/// Everything a run needs from its host.
+#[derive(Clone)]
+pub(crate) struct RunContext {
+    pub policy: Arc<Policy>,
+    pub confiner: Arc<dyn Confine>,
+    pub deployment: Arc<Deployment>,
+    pub spill_dir: Arc<SpillDir>,
+    pub limits: ProcessLimits,
+}
+
+/// A request resolved, planned and checked: ready to spawn.
+struct Prepared {
+    spec: ExecSpec,
+    launch: process::Launch,
+    wrap: Option<WrapFacts>,
+    report: StatusReport,
+}
+
+impl Prepared {
+    /// The launch facts `settle` gets for this run.
+    fn facts(&self, background: bool) -> LaunchFacts {
+        LaunchFacts {
+            background,
+            wrap: self.wrap.clone(),
+        }
+    }
+}
+
+/// Run `request` in the foreground.
+pub(crate) async fn run(
+    cx: &RunContext,
+    request: ExecRequest,
+    options: RunOptions,
+) -> Result<ExecResult, RunError> {
+    let prepared = prepare(cx, request)?;
+    let facts = prepared.facts(false);
+    let process =
+        match process::spawn_unchecked(&prepared.launch, Some(&cx.spill_dir), options.sink) {
+            Ok(process) => process,
+            Err(err) => {
+                return Err(match settle_spawn_failure(cx, &prepared, &facts, &err) {
+                    Some(RunnerMissing { detail, settled }) => {
+                        settled?;
+                        RunError::SandboxUnavailable {
+                            mode: prepared.spec.policy.mode,
+                            detail: Some(detail),
+                        }
+                    }
+                    None => spawn_error(&prepared, err),
+                });
+            }
+        };
+    let (stdout, stderr) = (process.stdout().clone(), process.stderr().clone());
+    let abort = options.abort.unwrap_or_default();
+    let deadline = Some(Duration::from_millis(prepared.spec.timeout_ms));
+    let finished = process
+        .wait(deadline, cx.limits.kill_grace, &abort)
+        .await
+        .map_err(|source| RunError::Spawn {
+            program: prepared.launch.argv[0].clone(),
+            source,
+        })?;
+    let stderr = stderr.lock().expect("capture lock").stream_output();
+    let stdout = stdout.lock().expect("capture lock").stream_output();
+    let sandbox = classify(cx, &prepared, &facts, &finished, &stderr.text)?;
+    Ok(ExecResult {
+        exit_code: finished.exit_code,
+        signal: finished.signal,
+        timed_out: finished.timed_out,
+        aborted: finished.aborted,
+        timeout_ms: prepared.spec.timeout_ms,
+        stdout,
+        stderr,
+        sandbox,
+    })
+}
+
+/// Start `request` as a background task of `tasks` and return at once.
+///
+/// Errors before the spawn (invalid request, no sandbox, policy failure)
+/// are returned here; a failure of the spawn itself settles the task as
+/// `killed` and is delivered once by its next read. No executor timeout
+/// applies to a task unless the request names one.
+pub(crate) fn start(
+    cx: &RunContext,
+    tasks: &Tasks,
+    request: ExecRequest,
+) -> Result<TaskHandle, RunError> {
+    let explicit_timeout = request.timeout_ms.is_some();
+    let prepared = prepare(cx, request)?;
+    let facts = prepared.facts(true);
+    match process::spawn_unchecked(&prepared.launch, Some(&cx.spill_dir), None) {
+        Ok(process) => {
+            let task = tasks.register(
+                prepared.spec.command.clone(),
+                process.stdout().clone(),
+                process.stderr().clone(),
+            );
+            task.set_group(process.group());
+            let deadline =
+                explicit_timeout.then(|| Duration::from_millis(prepared.spec.timeout_ms));
+            tokio::spawn(follow(
+                cx.clone(),
+                task.clone(),
+                prepared,
+                facts,
+                process,
+                deadline,
+            ));
+            Ok(task)
+        }
+        Err(err) => {
+            let empty = || {
+                Arc::new(std::sync::Mutex::new(process::Capture::new(
+                    process::Stream::Stdout,
+                    0,
+                    None,
+                    0,
+                )))
+            };
+            let task = tasks.register(prepared.spec.command.clone(), empty(), empty());
+            let sandbox = settle_spawn_failure(cx, &prepared, &facts, &err)
+                .and_then(|missing| missing.settled.ok().flatten());
+            task.settle(Ending {
+                status: TaskStatus::Killed,
+                exit_code: None,
+                signal: None,
+                timed_out: false,
+                sandbox,
+                notice: Some(format!("spawn failed: {err}\n")),
+            });
+            Ok(task)
+        }
+    }
+}
+
+/// Follow a background task to its end: wait, settle with the policy that
+/// planned it, stamp the facts, then wake the waiters.
+async fn follow(
+    cx: RunContext,
+    task: TaskHandle,
+    prepared: Prepared,
+    facts: LaunchFacts,
+    process: Process,
+    deadline: Option<Duration>,
+) {
+    let stderr = process.stderr().clone();
+    let kill = task.kill_token().clone();
+    let ending = match process.wait(deadline, cx.limits.kill_grace, &kill).await {
+        Ok(finished) => {
+            let tail = stderr.lock().expect("capture lock").stream_output().text;
+            let (sandbox, notice) = match classify(&cx, &prepared, &facts, &finished, &tail) {
+                Ok(sandbox) => (sandbox, None),
+                Err(err) => (None, Some(format!("cordon: {}: {err}\n", err.code()))),
+            };
+            let runner_failed = sandbox.as_ref().is_some_and(|f| f.runner_failed);
+            let exited = finished.exit_code.is_some() && !finished.aborted && !finished.timed_out;
+            Ending {
+                status: if exited && !runner_failed {
+                    TaskStatus::Completed
+                } else {
+                    TaskStatus::Killed
+                },
+                exit_code: finished.exit_code,
+                signal: finished.signal,
+                timed_out: finished.timed_out,
+                sandbox,
+                notice,
+            }
+        }
+        Err(err) => Ending {
+            status: TaskStatus::Killed,
+            exit_code: None,
+            signal: None,
+            timed_out: false,
+            sandbox: None,
+            notice: Some(format!("cordon: waiting for the task failed: {err}\n")),
+        },
+    };
+    task.settle(ending);
+}
+
+/// Resolve, check, canonicalise, plan, and check the launch.
+fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> {
+    let ceiling = cx.deployment.max_mode;
+    checks::request_within_ceiling(&request, ceiling)?;
+    let mut spec = cx.policy.resolve(&request, &cx.deployment)?;
+    checks::spec_size(&spec)?;
+    checks::canonicalise(&mut spec)?;
+    checks::spec_within_ceiling(&spec, ceiling)?;
+    let accepted = checks::launch(cx.policy.plan(&spec, cx.confiner.clone())?, &spec)?;
+    let launch = process::Launch {
+        argv: accepted.argv,
+        env: process::env::child_env(std::env::vars_os(), &spec.env),
+        workdir: spec.workdir.clone(),
+        stdin: request.stdin,
+        tail_bytes: cx.limits.tail_bytes,
+        spill_limit: cx.limits.spill_limit,
+        status_pipe: accepted.report.needs_pipe(),
+    };
+    Ok(Prepared {
+        spec,
+        launch,
+        wrap: accepted.wrap,
+        report: accepted.report,
+    })
+}
+
+/// Have the policy classify a finished run.
+fn classify(
+    cx: &RunContext,
+    prepared: &Prepared,
+    facts: &LaunchFacts,
+    finished: &Finished,
+    stderr_tail: &str,
+) -> Result<Option<SandboxFacts>, RunError> {
+    let killed = finished.timed_out || finished.aborted || finished.signal.is_some();
+    let outcome = Outcome {
+        exit_code: finished.exit_code,
+        signal: finished.signal,
+        timed_out: finished.timed_out,
+        aborted: finished.aborted,
+        stderr_tail: stderr_tail.to_owned(),
+        runner_status: prepared.report.interpret(
+            finished.status_report.as_deref(),
+            killed,
+            finished.exit_code,
+            stderr_tail,
+        ),
+    };
+    settle(cx, prepared, facts, &outcome)
+}
+
+/// The policy's settle, and the host's check of what it stamped: the one
+/// way a run gets its sandbox facts.
+fn settle(
+    cx: &RunContext,
+    prepared: &Prepared,
+    facts: &LaunchFacts,
+    outcome: &Outcome,
+) -> Result<Option<SandboxFacts>, RunError> {
+    let sandbox = cx.policy.settle(&prepared.spec, facts, outcome)?;
+    checks::stamp(&prepared.spec, facts, sandbox.as_ref())?;
+    Ok(sandbox)
+}
+
+/// A confined run whose runner binary could not be started.
+struct RunnerMissing {
+    /// `RUNNER: error`.
+    detail: String,
+    /// What the policy made of it.
+    settled: Result<Option<SandboxFacts>, RunError>,
+}
+
+/// Settle a run whose spawn failed, once for foreground and background: a
+/// confined run whose runner binary is missing or not executable is a
+/// runner failure, settled by the policy like any other; anything else
+/// (none) is an ordinary error that no policy classifies.
+fn settle_spawn_failure(
+    cx: &RunContext,
+    prepared: &Prepared,
+    facts: &LaunchFacts,
+    err: &SpawnError,
+) -> Option<RunnerMissing> {
+    if !matches!(err, SpawnError::Program(_)) || prepared.wrap.is_none() {
+        return None;
+    }
+    let detail = format!("{}: {err}", prepared.launch.argv[0]);
+    let outcome = Outcome {
+        exit_code: None,
+        signal: None,
+        timed_out: false,
+        aborted: false,
+        stderr_tail: String::new(),
+        runner_status: RunnerStatus::Failed(detail.clone()),
+    };
+    let settled = settle(cx, prepared, facts, &outcome);
+    Some(RunnerMissing { detail, settled })
+}
+
+/// The error for a spawn failure that is not the runner's.
+fn spawn_error(prepared: &Prepared, err: SpawnError) -> RunError {
+    match err {
+        SpawnError::Workdir(err) => RunError::Workdir {
+            path: prepared.spec.workdir.clone(),
+            reason: err.to_string(),
+        },
+        SpawnError::Program(source) | SpawnError::Other(source) => RunError::Spawn {
+            program: prepared.launch.argv[0].clone(),
+            source,
+        },
+    }
+}

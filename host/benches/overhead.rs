@@ -122,7 +122,7 @@ fn main() {
     let bare_bwrap: Option<Vec<String>> = bwrap.as_ref().map(|bwrap| {
         let policy = SandboxPolicy::new(SandboxMode::ReadOnly, &dir);
         let argv: Vec<String> = ["bash", "-c", "true"].map(String::from).to_vec();
-        let wrapped = cordon::sandbox::bwrap::wrap(std::path::Path::new(bwrap), &argv, &policy);
+        let wrapped = cordon::sandbox::bwrap::Bwrap::at(bwrap).wrap(&argv, &policy);
         wrapped
             .argv()
             .iter()

@@ -4,12 +4,9 @@
 mod cli;
 
 fn main() -> std::process::ExitCode {
-    let mut args = std::env::args_os();
-    if args
-        .nth(1)
-        .is_some_and(|a| a == cordon::sandbox::landlock::SUBCOMMAND)
-    {
-        cordon::sandbox::landlock::launcher_main(args.collect());
+    let args: Vec<_> = std::env::args_os().collect();
+    if cordon::sandbox::launcher::is_invoked(&args) {
+        cordon::sandbox::launcher::main(args.into_iter().skip(2).collect());
     }
     cli::main()
 }

@@ -1,4 +1,5 @@
-//! The bubblewrap backend: profiles per mode (SPEC.md §6) and its dialect.
+//! The bubblewrap backend: its probe, its profiles per mode (SPEC.md §6),
+//! how it wraps an argv, and its message dialect.
 //!
 //! Every confined mode gets a read-only view of `/`, a fresh minimal `/dev`
 //! (so `/dev/null` is writable and nothing else is) and a fresh `/proc`,
@@ -8,12 +9,14 @@
 //! even when the host runs as root. `workspace-write` adds an ephemeral
 //! `/tmp` and a writable bind of the workspace root.
 
-use std::path::Path;
+use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::model::{Backend, Enforcement, SandboxMode, SandboxPolicy, Signatures, WrapFacts};
-
-use super::{StatusReport, Wrap};
 use crate::process::STATUS_FD;
+
+use super::probe::{Probed, Usable, find_on_path, run_bounded};
+use super::{StatusReport, Wrap};
 
 /// The runner's program name.
 pub const PROGRAM: &str = "bwrap";
@@ -51,20 +54,55 @@ pub fn probe_args() -> Vec<String> {
 /// cordon's hardening, added to every confined mode.
 pub const HARDENING: &[&str] = &["--unshare-pid", "--new-session", "--cap-drop", "ALL"];
 
-/// The full argv: `runner --json-status-fd 3 PROFILE HARDENING -- argv`.
-/// The status fd is cordon's out-of-band evidence that bwrap really started
-/// the command (see [`StatusReport::BwrapJson`]).
-pub fn wrap(runner: &Path, argv: &[String], policy: &SandboxPolicy) -> Wrap {
-    let mut full = vec![
-        runner.to_string_lossy().into_owned(),
-        "--json-status-fd".into(),
-        STATUS_FD.to_string(),
-    ];
-    full.extend(profile(policy));
-    full.extend(HARDENING.iter().map(|s| (*s).to_owned()));
-    full.push("--".into());
-    full.extend(argv.iter().cloned());
-    Wrap::new(full, policy.clone(), facts()).reporting(StatusReport::BwrapJson)
+/// bubblewrap at a trusted absolute path, ready to wrap argvs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bwrap {
+    runner: PathBuf,
+}
+
+impl Bwrap {
+    /// The runner at `runner` (unprobed: [`probe`] finds and checks it).
+    pub fn at(runner: impl Into<PathBuf>) -> Self {
+        Bwrap {
+            runner: runner.into(),
+        }
+    }
+
+    /// The full argv: `runner --json-status-fd 3 PROFILE HARDENING -- argv`.
+    /// The status fd is cordon's out-of-band evidence that bwrap really
+    /// started the command (see [`StatusReport::BwrapJson`]).
+    pub fn wrap(&self, argv: &[String], policy: &SandboxPolicy) -> Wrap {
+        let mut full = vec![
+            self.runner.to_string_lossy().into_owned(),
+            "--json-status-fd".into(),
+            STATUS_FD.to_string(),
+        ];
+        full.extend(profile(policy));
+        full.extend(HARDENING.iter().map(|s| (*s).to_owned()));
+        full.push("--".into());
+        full.extend(argv.iter().cloned());
+        Wrap::new(full, policy.clone(), facts()).reporting(StatusReport::BwrapJson)
+    }
+}
+
+/// Find `bwrap` on `PATH` and run the probe (SPEC.md §5) within `timeout`.
+pub(super) fn probe(timeout: Duration) -> Probed<Bwrap> {
+    let runner = find_on_path(PROGRAM)
+        .ok_or_else(|| "bwrap is not installed (not found on PATH)".to_owned())?;
+    let mut argv = vec![runner.to_string_lossy().into_owned()];
+    argv.extend(probe_args());
+    let out = run_bounded(&argv, timeout)?;
+    if !out.success {
+        return Err(format!(
+            "{} failed the probe: {}",
+            runner.display(),
+            out.first_line()
+        ));
+    }
+    Ok(Usable {
+        reason: format!("{} ran the probe", runner.display()),
+        runner: Bwrap::at(runner),
+    })
 }
 
 /// bubblewrap's facts: full enforcement; it reports its own failures as
@@ -88,7 +126,7 @@ mod tests {
 
     fn argv_of(mode: SandboxMode) -> Vec<String> {
         let policy = SandboxPolicy::new(mode, "/home/me/ws");
-        let wrap = wrap(Path::new("/usr/bin/bwrap"), &["true".into()], &policy);
+        let wrap = Bwrap::at("/usr/bin/bwrap").wrap(&["true".into()], &policy);
         wrap.argv().to_vec()
     }
 
@@ -123,7 +161,7 @@ mod tests {
     fn argv_after_the_separator_is_untouched() {
         let policy = SandboxPolicy::new(SandboxMode::ReadOnly, "/ws");
         let odd = vec!["bash".into(), "-c".into(), "echo \"$x\" \\\n --".into()];
-        let wrap = wrap(Path::new("bwrap"), &odd, &policy);
+        let wrap = Bwrap::at("bwrap").wrap(&odd, &policy);
         let at = wrap.argv().iter().position(|a| a == "--").unwrap();
         assert_eq!(&wrap.argv()[at + 1..], &odd[..]);
     }

@@ -1,17 +1,24 @@
 //! The runner ladder: which backend confines runs on this host, decided
 //! once, lazily, by bounded probes, and kept for the ladder's life.
+//!
+//! The ladder only *orders* the backends: each backend file owns its probe,
+//! its wrap and its dialect, and the ladder walks the platform's rungs,
+//! asks each backend's probe in turn, and keeps the first usable one.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::model::{Backend, Enforcement, SandboxPolicy};
 
-use super::{Confine, RunnerCommand, Unavailable, Wrap, bwrap, landlock, seatbelt};
+use super::bwrap::{self, Bwrap};
+use super::landlock::{self, Landlock};
+use super::probe::{Probed, Usable};
+use super::seatbelt::{self, Seatbelt};
+use super::{Confine, RunnerCommand, Unavailable, Wrap};
 
 /// Default bound on each probe (SPEC.md §5).
 pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_millis(5_000);
@@ -107,12 +114,82 @@ pub struct Probe {
     chosen: Option<Chosen>,
 }
 
+/// The backend the ladder chose, ready to wrap. Every match over it (and
+/// over [`Backend`] in [`probe_rung`]) is exhaustive: a backend added to
+/// the model does not compile until the ladder says how it is probed,
+/// reported and used.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Chosen {
-    Bwrap(PathBuf),
-    Landlock(PathBuf, Enforcement),
-    Seatbelt(Option<PathBuf>),
+    Bwrap(Bwrap),
+    Landlock(Landlock),
+    Seatbelt(Seatbelt),
     Runner(RunnerCommand),
+}
+
+impl Chosen {
+    fn backend(&self) -> Backend {
+        match self {
+            Chosen::Bwrap(_) => Backend::Bwrap,
+            Chosen::Landlock(_) => Backend::Landlock,
+            Chosen::Seatbelt(_) => Backend::Seatbelt,
+            Chosen::Runner(_) => Backend::RunnerCommand,
+        }
+    }
+
+    fn enforcement(&self) -> Enforcement {
+        match self {
+            Chosen::Landlock(landlock) => landlock.enforcement(),
+            Chosen::Bwrap(_) | Chosen::Seatbelt(_) | Chosen::Runner(_) => Enforcement::Full,
+        }
+    }
+
+    fn wrap(&self, argv: &[String], policy: &SandboxPolicy) -> Wrap {
+        match self {
+            Chosen::Bwrap(bwrap) => bwrap.wrap(argv, policy),
+            Chosen::Landlock(landlock) => landlock.wrap(argv, policy),
+            Chosen::Seatbelt(seatbelt) => seatbelt.wrap(argv, policy),
+            Chosen::Runner(runner) => runner.wrap(argv, policy),
+        }
+    }
+}
+
+/// The rungs of this platform's ladder, in order (SPEC.md §5).
+fn platform_ladder() -> &'static [Backend] {
+    if cfg!(target_os = "linux") {
+        &[Backend::Bwrap, Backend::Landlock]
+    } else if cfg!(target_os = "macos") {
+        &[Backend::Seatbelt]
+    } else {
+        &[]
+    }
+}
+
+/// The backend an operator pinned, if any.
+fn pinned(choice: BackendChoice) -> Option<Backend> {
+    match choice {
+        BackendChoice::Auto => None,
+        BackendChoice::Bwrap => Some(Backend::Bwrap),
+        BackendChoice::Landlock => Some(Backend::Landlock),
+        BackendChoice::Seatbelt => Some(Backend::Seatbelt),
+    }
+}
+
+/// Probe one rung with the backend's own probe.
+fn probe_rung(backend: Backend, config: &SandboxConfig) -> Result<Usable<Chosen>, String> {
+    fn chosen<T>(probed: Probed<T>, into: fn(T) -> Chosen) -> Result<Usable<Chosen>, String> {
+        probed.map(|usable| Usable {
+            runner: into(usable.runner),
+            reason: usable.reason,
+        })
+    }
+    match backend {
+        Backend::Bwrap => chosen(bwrap::probe(config.probe_timeout), Chosen::Bwrap),
+        Backend::Landlock => chosen(landlock::probe(config), Chosen::Landlock),
+        Backend::Seatbelt => chosen(seatbelt::probe(config.probe_timeout), Chosen::Seatbelt),
+        Backend::RunnerCommand => {
+            Err("a runner command is configured by the operator, never probed".into())
+        }
+    }
 }
 
 /// The platform ladder as a [`Confine`].
@@ -153,14 +230,7 @@ impl Confine for Sandbox {
             });
         }
         match &self.probe().chosen {
-            Some(Chosen::Bwrap(runner)) => Ok(bwrap::wrap(runner, argv, policy)),
-            Some(Chosen::Landlock(launcher, enforcement)) => {
-                Ok(landlock::wrap(launcher, *enforcement, argv, policy))
-            }
-            Some(Chosen::Seatbelt(user_temp)) => {
-                Ok(seatbelt::wrap(argv, policy, user_temp.as_deref()))
-            }
-            Some(Chosen::Runner(runner)) => Ok(runner.wrap(argv, policy)),
+            Some(chosen) => Ok(chosen.wrap(argv, policy)),
             None => Err(Unavailable {
                 mode: policy.mode,
                 detail: None,
@@ -180,37 +250,27 @@ impl Confine for Sandbox {
 fn decide(config: &SandboxConfig) -> Probe {
     let landlock_abi = cfg!(target_os = "linux").then(landlock::kernel_abi);
     if let Some(runner) = &config.runner {
+        let chosen = Chosen::Runner(runner.clone());
         return Probe {
-            backend: Some(Backend::RunnerCommand),
-            enforcement: Some(Enforcement::Full),
+            backend: Some(chosen.backend()),
+            enforcement: Some(chosen.enforcement()),
             landlock_abi,
             rungs: vec![Rung {
                 backend: Backend::RunnerCommand,
                 usable: true,
-                enforcement: Some(Enforcement::Full),
+                enforcement: Some(chosen.enforcement()),
                 reason: format!(
                     "runner command {} configured by the operator; not probed",
                     runner.program()
                 ),
             }],
-            chosen: Some(Chosen::Runner(runner.clone())),
+            chosen: Some(chosen),
         };
     }
-    let ladder: &[Backend] = if cfg!(target_os = "linux") {
-        &[Backend::Bwrap, Backend::Landlock]
-    } else if cfg!(target_os = "macos") {
-        &[Backend::Seatbelt]
-    } else {
-        &[]
-    };
-    let pinned = match config.backend {
-        BackendChoice::Auto => None,
-        BackendChoice::Bwrap => Some(Backend::Bwrap),
-        BackendChoice::Landlock => Some(Backend::Landlock),
-        BackendChoice::Seatbelt => Some(Backend::Seatbelt),
-    };
+    let ladder = platform_ladder();
+    let pinned = pinned(config.backend);
     let mut rungs = vec![];
-    let mut chosen = None;
+    let mut chosen: Option<Chosen> = None;
     for &backend in ladder {
         if pinned.is_some_and(|p| p != backend) {
             rungs.push(not_probed(backend, "another backend is pinned"));
@@ -220,13 +280,24 @@ fn decide(config: &SandboxConfig) -> Probe {
             rungs.push(not_probed(backend, "an earlier backend is usable"));
             continue;
         }
-        let (rung, found) = match backend {
-            Backend::Bwrap => probe_bwrap(config.probe_timeout),
-            Backend::Landlock => probe_landlock(config),
-            _ => probe_seatbelt(config.probe_timeout),
-        };
-        rungs.push(rung);
-        chosen = found;
+        rungs.push(match probe_rung(backend, config) {
+            Ok(usable) => {
+                let rung = Rung {
+                    backend,
+                    usable: true,
+                    enforcement: Some(usable.runner.enforcement()),
+                    reason: usable.reason,
+                };
+                chosen = Some(usable.runner);
+                rung
+            }
+            Err(reason) => Rung {
+                backend,
+                usable: false,
+                enforcement: None,
+                reason,
+            },
+        });
     }
     if let Some(pinned) = pinned
         && !ladder.contains(&pinned)
@@ -242,15 +313,9 @@ fn decide(config: &SandboxConfig) -> Probe {
                 .into(),
         });
     }
-    let (backend, enforcement) = match &chosen {
-        Some(Chosen::Bwrap(_)) => (Some(Backend::Bwrap), Some(Enforcement::Full)),
-        Some(Chosen::Landlock(_, e)) => (Some(Backend::Landlock), Some(*e)),
-        Some(Chosen::Seatbelt(_)) => (Some(Backend::Seatbelt), Some(Enforcement::Full)),
-        Some(Chosen::Runner(_)) | None => (None, None),
-    };
     Probe {
-        backend,
-        enforcement,
+        backend: chosen.as_ref().map(Chosen::backend),
+        enforcement: chosen.as_ref().map(Chosen::enforcement),
         landlock_abi,
         rungs,
         chosen,
@@ -264,235 +329,6 @@ fn not_probed(backend: Backend, why: &str) -> Rung {
         enforcement: None,
         reason: format!("not probed: {why}"),
     }
-}
-
-fn unusable(backend: Backend, reason: String) -> (Rung, Option<Chosen>) {
-    let rung = Rung {
-        backend,
-        usable: false,
-        enforcement: None,
-        reason,
-    };
-    (rung, None)
-}
-
-fn probe_bwrap(timeout: Duration) -> (Rung, Option<Chosen>) {
-    let Some(runner) = find_on_path(bwrap::PROGRAM) else {
-        return unusable(
-            Backend::Bwrap,
-            "bwrap is not installed (not found on PATH)".into(),
-        );
-    };
-    let mut argv = vec![runner.to_string_lossy().into_owned()];
-    argv.extend(bwrap::probe_args());
-    match run_bounded(&argv, timeout) {
-        Ok(out) if out.success => (
-            Rung {
-                backend: Backend::Bwrap,
-                usable: true,
-                enforcement: Some(Enforcement::Full),
-                reason: format!("{} ran the probe", runner.display()),
-            },
-            Some(Chosen::Bwrap(runner)),
-        ),
-        Ok(out) => unusable(
-            Backend::Bwrap,
-            format!(
-                "{} failed the probe: {}",
-                runner.display(),
-                out.first_line()
-            ),
-        ),
-        Err(why) => unusable(Backend::Bwrap, why),
-    }
-}
-
-fn probe_landlock(config: &SandboxConfig) -> (Rung, Option<Chosen>) {
-    let launcher = match &config.launcher {
-        Some(path) => path.clone(),
-        None => match std::env::current_exe() {
-            Ok(exe) => exe,
-            Err(err) => {
-                return unusable(
-                    Backend::Landlock,
-                    format!("cannot locate the launcher: {err}"),
-                );
-            }
-        },
-    };
-    let argv = vec![
-        launcher.to_string_lossy().into_owned(),
-        landlock::SUBCOMMAND.into(),
-        "--probe".into(),
-    ];
-    match run_bounded(&argv, config.probe_timeout) {
-        Ok(out) => match landlock::parse_probe(&out.stdout).filter(|_| out.success) {
-            Some(enforcement) => (
-                Rung {
-                    backend: Backend::Landlock,
-                    usable: true,
-                    enforcement: Some(enforcement),
-                    reason: format!(
-                        "{} answered: {}",
-                        launcher.display(),
-                        out.stdout.lines().next().unwrap_or("")
-                    ),
-                },
-                Some(Chosen::Landlock(launcher, enforcement)),
-            ),
-            None => unusable(
-                Backend::Landlock,
-                format!(
-                    "{} failed the probe: {}",
-                    launcher.display(),
-                    out.first_line()
-                ),
-            ),
-        },
-        Err(why) => unusable(Backend::Landlock, why),
-    }
-}
-
-fn probe_seatbelt(timeout: Duration) -> (Rung, Option<Chosen>) {
-    let argv: Vec<String> = [
-        seatbelt::PROGRAM,
-        "-p",
-        "(version 1) (allow default)",
-        "--",
-        "/usr/bin/true",
-    ]
-    .map(String::from)
-    .to_vec();
-    match run_bounded(&argv, timeout) {
-        Ok(out) if out.success => {
-            let user_temp = std::env::var_os("TMPDIR").and_then(|t| std::fs::canonicalize(t).ok());
-            (
-                Rung {
-                    backend: Backend::Seatbelt,
-                    usable: true,
-                    enforcement: Some(Enforcement::Full),
-                    reason: "sandbox-exec ran the probe".into(),
-                },
-                Some(Chosen::Seatbelt(user_temp)),
-            )
-        }
-        Ok(out) => unusable(
-            Backend::Seatbelt,
-            format!("sandbox-exec failed the probe: {}", out.first_line()),
-        ),
-        Err(why) => unusable(Backend::Seatbelt, why),
-    }
-}
-
-struct ProbeOutput {
-    success: bool,
-    stdout: String,
-    stderr: String,
-}
-
-impl ProbeOutput {
-    fn first_line(&self) -> String {
-        self.stderr
-            .lines()
-            .chain(self.stdout.lines())
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("exited nonzero with no output")
-            .trim()
-            .to_owned()
-    }
-}
-
-/// Run a probe in its own process group; kill the group at `timeout`.
-fn run_bounded(argv: &[String], timeout: Duration) -> Result<ProbeOutput, String> {
-    use std::io::Read;
-    use std::os::unix::process::CommandExt;
-    let mut child = Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .map_err(|err| format!("cannot run {}: {err}", argv[0]))?;
-    let deadline = Instant::now() + timeout;
-    let exited = ExitWaiter::new(child.id());
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() >= deadline => {
-                let group = nix::unistd::Pid::from_raw(child.id() as i32);
-                let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
-                let _ = child.wait();
-                return Err(format!(
-                    "{} did not answer the probe within {} ms",
-                    argv[0],
-                    timeout.as_millis()
-                ));
-            }
-            Ok(None) => exited.wait_until(deadline),
-            Err(err) => return Err(format!("waiting for {}: {err}", argv[0])),
-        }
-    };
-    let mut stdout = String::new();
-    let mut stderr = String::new();
-    if let Some(mut out) = child.stdout.take() {
-        let _ = out.read_to_string(&mut stdout);
-    }
-    if let Some(mut err) = child.stderr.take() {
-        let _ = err.read_to_string(&mut stderr);
-    }
-    Ok(ProbeOutput {
-        success: status.success(),
-        stdout,
-        stderr,
-    })
-}
-
-/// Sleeps until a child exits or a deadline passes: on a pidfd where the
-/// kernel has them (so a probe costs what the probed program costs), else
-/// in short naps.
-struct ExitWaiter(Option<std::os::fd::OwnedFd>);
-
-impl ExitWaiter {
-    fn new(pid: u32) -> Self {
-        ExitWaiter(crate::process::spawn::pidfd::open(
-            nix::unistd::Pid::from_raw(pid as i32),
-        ))
-    }
-
-    fn wait_until(&self, deadline: Instant) {
-        let nap = Duration::from_millis(2);
-        match &self.0 {
-            Some(pidfd) => {
-                use std::os::fd::AsFd;
-                let left = deadline.saturating_duration_since(Instant::now());
-                let ms = u16::try_from(left.as_millis().max(1)).unwrap_or(u16::MAX);
-                let mut fds = [nix::poll::PollFd::new(
-                    pidfd.as_fd(),
-                    nix::poll::PollFlags::POLLIN,
-                )];
-                if nix::poll::poll(&mut fds, ms).is_err() {
-                    std::thread::sleep(nap);
-                }
-            }
-            None => std::thread::sleep(nap),
-        }
-    }
-}
-
-/// The first executable file called `program` on `PATH`.
-fn find_on_path(program: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .filter(|dir| dir.is_absolute())
-        .map(|dir| dir.join(program))
-        .find(|candidate| is_executable(candidate))
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    path.metadata()
-        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 #[cfg(test)]
@@ -513,16 +349,46 @@ mod tests {
     }
 
     #[test]
-    fn a_hanging_probe_is_cut_at_the_bound() {
-        let started = Instant::now();
-        let err = run_bounded(&["sleep".into(), "30".into()], Duration::from_millis(100))
-            .err()
-            .expect("times out");
+    fn every_pinnable_backend_is_a_rung_of_some_platform() {
+        for choice in [
+            BackendChoice::Bwrap,
+            BackendChoice::Landlock,
+            BackendChoice::Seatbelt,
+        ] {
+            let backend = pinned(choice).expect("pins a backend");
+            assert_ne!(backend, Backend::RunnerCommand);
+        }
+        assert_eq!(pinned(BackendChoice::Auto), None);
+    }
+
+    #[test]
+    fn a_runner_command_rung_is_never_probed() {
+        let err =
+            probe_rung(Backend::RunnerCommand, &SandboxConfig::default()).expect_err("not probed");
+        assert!(err.contains("never probed"), "{err}");
+    }
+
+    #[test]
+    fn a_backend_pinned_off_this_platform_is_said_so() {
+        let off_platform = if cfg!(target_os = "macos") {
+            BackendChoice::Bwrap
+        } else {
+            BackendChoice::Seatbelt
+        };
+        let sandbox = Sandbox::with_config(SandboxConfig {
+            backend: off_platform,
+            ..SandboxConfig::default()
+        });
+        let probe = sandbox.probe();
+        assert_eq!(probe.backend, None);
+        let last = probe.rungs.last().unwrap();
+        assert_eq!(Some(last.backend), pinned(off_platform));
+        assert!(last.reason.contains("not available on this platform"));
         assert!(
-            err.contains("did not answer the probe within 100 ms"),
-            "{err}"
+            probe.rungs[..probe.rungs.len() - 1]
+                .iter()
+                .all(|rung| rung.reason.contains("another backend is pinned"))
         );
-        assert!(started.elapsed() < Duration::from_secs(5));
     }
 
     #[test]

@@ -14,10 +14,20 @@
 //! once, lazily, within a timeout, and the verdict — including "nothing
 //! usable" — is kept for the ladder's life. An operator may pin a backend
 //! or give a runner command instead ([`SandboxConfig`]).
+//!
+//! One file per backend, each owning its probe, its wrap and its message
+//! dialect (`bwrap.rs`, `landlock.rs`, `seatbelt.rs`, `runner.rs`); the
+//! ladder (`ladder.rs`) only orders them, with exhaustive matches, so a new
+//! backend does not compile until it is wired in. Code that runs *inside*
+//! the sandbox (cordon's launcher) is its own module, [`launcher`].
+
+#![warn(clippy::wildcard_enum_match_arm)]
 
 pub mod bwrap;
 mod ladder;
 pub mod landlock;
+pub mod launcher;
+mod probe;
 pub mod runner;
 pub mod seatbelt;
 

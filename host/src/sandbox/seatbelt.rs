@@ -1,14 +1,16 @@
-//! The Seatbelt backend (macOS `sandbox-exec -p PROFILE -- argv`): the
-//! profile generator of SPEC.md §6 and its dialect.
+//! The Seatbelt backend (macOS `sandbox-exec -p PROFILE -- argv`): its
+//! probe, the profile generator of SPEC.md §6, its wrap and its dialect.
 //!
 //! The generator is pure and unit-tested on every platform; only the e2e
 //! run needs macOS.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::model::{Backend, Enforcement, SandboxMode, SandboxPolicy, Signatures, WrapFacts};
 
 use super::Wrap;
+use super::probe::{Probed, Usable, run_bounded};
 
 /// The runner's program.
 pub const PROGRAM: &str = "/usr/bin/sandbox-exec";
@@ -47,16 +49,54 @@ fn escape(path: &Path) -> String {
         .replace('"', "\\\"")
 }
 
-/// The full argv: `sandbox-exec -p PROFILE -- argv`.
-pub fn wrap(argv: &[String], policy: &SandboxPolicy, user_temp: Option<&Path>) -> Wrap {
-    let mut full = vec![
-        PROGRAM.to_owned(),
-        "-p".to_owned(),
-        profile(policy, user_temp),
-        "--".to_owned(),
-    ];
-    full.extend(argv.iter().cloned());
-    Wrap::new(full, policy.clone(), facts())
+/// `sandbox-exec`, with the per-user temp dir its profiles allow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seatbelt {
+    user_temp: Option<PathBuf>,
+}
+
+impl Seatbelt {
+    /// Seatbelt with `user_temp` as the per-user temp dir (canonical).
+    pub fn with_user_temp(user_temp: Option<PathBuf>) -> Self {
+        Seatbelt { user_temp }
+    }
+
+    /// The full argv: `sandbox-exec -p PROFILE -- argv`.
+    pub fn wrap(&self, argv: &[String], policy: &SandboxPolicy) -> Wrap {
+        let mut full = vec![
+            PROGRAM.to_owned(),
+            "-p".to_owned(),
+            profile(policy, self.user_temp.as_deref()),
+            "--".to_owned(),
+        ];
+        full.extend(argv.iter().cloned());
+        Wrap::new(full, policy.clone(), facts())
+    }
+}
+
+/// Run an allow-all profile through `sandbox-exec` within `timeout`.
+pub(super) fn probe(timeout: Duration) -> Probed<Seatbelt> {
+    let argv: Vec<String> = [
+        PROGRAM,
+        "-p",
+        "(version 1) (allow default)",
+        "--",
+        "/usr/bin/true",
+    ]
+    .map(String::from)
+    .to_vec();
+    let out = run_bounded(&argv, timeout)?;
+    if !out.success {
+        return Err(format!(
+            "sandbox-exec failed the probe: {}",
+            out.first_line()
+        ));
+    }
+    let user_temp = std::env::var_os("TMPDIR").and_then(|t| std::fs::canonicalize(t).ok());
+    Ok(Usable {
+        runner: Seatbelt::with_user_temp(user_temp),
+        reason: "sandbox-exec ran the probe".into(),
+    })
 }
 
 /// Seatbelt's facts: full enforcement; `sandbox-exec: …` lines are its own
@@ -119,7 +159,7 @@ mod tests {
     fn wrap_puts_the_argv_after_the_separator() {
         let policy = SandboxPolicy::new(SandboxMode::ReadOnly, "/ws");
         let argv = vec!["bash".to_owned(), "-c".to_owned(), "true".to_owned()];
-        let wrap = wrap(&argv, &policy, None);
+        let wrap = Seatbelt::with_user_temp(None).wrap(&argv, &policy);
         assert_eq!(wrap.argv()[0], PROGRAM);
         assert_eq!(wrap.argv()[1], "-p");
         assert_eq!(&wrap.argv()[3..], ["--", "bash", "-c", "true"]);

@@ -1,0 +1,221 @@
+//! Code that runs *inside* the sandbox: cordon's own launcher, a hidden
+//! mode of the `cordon` binary (one binary to ship). The host side of each
+//! backend (`sandbox/*.rs`) builds argvs that start it; this module is what
+//! runs then, between the runner's exec and the command's. It is the place
+//! for everything that must run confined or right before confinement: the
+//! Landlock launcher today, an init, a network bridge or a namespace
+//! runner next.
+//!
+//! ```text
+//! cordon __landlock [--status-fd N] (--ro PATH | --rw PATH)... -- ARGV...
+//! cordon __landlock --probe
+//! ```
+//!
+//! Every failure of the launcher itself — usage, a kernel without Landlock,
+//! an unopenable grant path, a ruleset error, a failed exec — exits
+//! [`FAILURE_EXIT`] with a line starting with [`PREFIX`], and is written to
+//! the status fd (`failed: …`). Just before exec it writes `exec`; the fd
+//! is close-on-exec, so the command never sees it. The command's own exit
+//! status, including its own 125, passes through unchanged.
+//!
+//! Nothing here depends on the rest of the host (no policy, no tokio):
+//! what the launcher and the host agree on is the constants below.
+
+pub mod landlock;
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::{FromRawFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+
+/// The hidden subcommand of the `cordon` binary that is the launcher.
+pub const SUBCOMMAND: &str = "__landlock";
+/// The prefix of every line the launcher writes about itself.
+pub const PREFIX: &str = "cordon-landlock: ";
+/// The launcher's exit code for any failure of its own.
+pub const FAILURE_EXIT: i32 = 125;
+/// The informational notice on a kernel with an older ABI.
+pub const PARTIAL_NOTICE: &str = "partially enforced (older ABI)";
+/// Probe output for a fully enforcing kernel.
+pub const PROBE_FULL: &str = "landlock: fully enforced";
+/// Probe output for a partially enforcing kernel.
+pub const PROBE_PARTIAL: &str = "landlock: partially enforced (older ABI)";
+
+/// Whether the binary was started as the launcher: `argv[1]` is [`SUBCOMMAND`].
+pub fn is_invoked(args: &[OsString]) -> bool {
+    args.get(1).is_some_and(|arg| arg == SUBCOMMAND)
+}
+
+/// What the launcher was asked to do.
+#[derive(Debug, PartialEq, Eq)]
+enum Invocation {
+    Probe,
+    Launch {
+        status_fd: Option<RawFd>,
+        read_only: Vec<PathBuf>,
+        writable: Vec<PathBuf>,
+        argv: Vec<OsString>,
+    },
+}
+
+/// Run the launcher with `args` (everything after the subcommand). Never
+/// returns: it execs the command or exits.
+pub fn main(args: Vec<OsString>) -> ! {
+    let invocation = match parse(args) {
+        Ok(invocation) => invocation,
+        Err(message) => fail(None, &format!("usage: {message}")),
+    };
+    match invocation {
+        Invocation::Probe => landlock::probe(),
+        Invocation::Launch {
+            status_fd,
+            read_only,
+            writable,
+            argv,
+        } => launch(status_fd, &read_only, &writable, &argv),
+    }
+}
+
+fn parse(args: Vec<OsString>) -> Result<Invocation, String> {
+    let mut args = args.into_iter();
+    let mut status_fd = None;
+    let mut read_only = vec![];
+    let mut writable = vec![];
+    while let Some(arg) = args.next() {
+        let flag = arg.to_str().unwrap_or_default().to_owned();
+        match flag.as_str() {
+            "--probe" if status_fd.is_none() && read_only.is_empty() && writable.is_empty() => {
+                return match args.next() {
+                    None => Ok(Invocation::Probe),
+                    Some(extra) => Err(format!("--probe takes no arguments, got {extra:?}")),
+                };
+            }
+            "--status-fd" => {
+                let value = args.next().ok_or("--status-fd needs a file descriptor")?;
+                let fd = value
+                    .to_str()
+                    .and_then(|v| v.parse::<RawFd>().ok())
+                    .filter(|fd| *fd > 2)
+                    .ok_or_else(|| format!("--status-fd needs a number above 2, got {value:?}"))?;
+                status_fd = Some(fd);
+            }
+            "--ro" | "--rw" => {
+                let path = args.next().ok_or_else(|| format!("{flag} needs a path"))?;
+                let list = if flag == "--ro" {
+                    &mut read_only
+                } else {
+                    &mut writable
+                };
+                list.push(PathBuf::from(path));
+            }
+            "--" => {
+                let argv: Vec<OsString> = args.collect();
+                if argv.is_empty() {
+                    return Err("no command after --".into());
+                }
+                return Ok(Invocation::Launch {
+                    status_fd,
+                    read_only,
+                    writable,
+                    argv,
+                });
+            }
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    Err("missing -- and the command to run".into())
+}
+
+/// Write `detail` to the status fd and stderr, then exit 125.
+fn fail(status: Option<&mut File>, detail: &str) -> ! {
+    if let Some(status) = status {
+        let _ = writeln!(status, "failed: {detail}");
+    }
+    eprintln!("{PREFIX}{detail}");
+    std::process::exit(FAILURE_EXIT)
+}
+
+fn launch(
+    status_fd: Option<RawFd>,
+    read_only: &[PathBuf],
+    writable: &[PathBuf],
+    argv: &[OsString],
+) -> ! {
+    // SAFETY: the host handed us this fd for our exclusive use.
+    let mut status = status_fd.map(|fd| unsafe { File::from_raw_fd(fd) });
+    if let Some(fd) = status_fd {
+        // Never let the command inherit the status pipe.
+        // SAFETY: fcntl on an fd we own.
+        if unsafe { nix::libc::fcntl(fd, nix::libc::F_SETFD, nix::libc::FD_CLOEXEC) } != 0 {
+            fail(
+                None,
+                &format!("--status-fd {fd} is not an open file descriptor"),
+            );
+        }
+    }
+    match landlock::restrict(read_only, writable) {
+        Ok(landlock::Restricted::Fully) => {}
+        Ok(landlock::Restricted::Partially) => eprintln!("{PREFIX}{PARTIAL_NOTICE}"),
+        Err(detail) => fail(status.as_mut(), &detail),
+    }
+    if let Some(status) = status.as_mut() {
+        let _ = writeln!(status, "exec");
+    }
+    let err = std::process::Command::new(&argv[0]).args(&argv[1..]).exec();
+    fail(
+        status.as_mut(),
+        &format!("cannot execute {}: {err}", argv[0].to_string_lossy()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn the_launcher_parses_its_contract() {
+        assert_eq!(parse(os(&["--probe"])), Ok(Invocation::Probe));
+        assert_eq!(
+            parse(os(&[
+                "--status-fd",
+                "3",
+                "--ro",
+                "/",
+                "--rw",
+                "/w",
+                "--",
+                "a",
+                "--ro"
+            ])),
+            Ok(Invocation::Launch {
+                status_fd: Some(3),
+                read_only: vec!["/".into()],
+                writable: vec!["/w".into()],
+                argv: os(&["a", "--ro"]),
+            })
+        );
+        for bad in [
+            &["--ro"][..],
+            &["--"][..],
+            &["--bogus"][..],
+            &["--status-fd", "1", "--", "x"][..],
+            &["--ro", "/"][..],
+            &["--probe", "x"][..],
+        ] {
+            assert!(parse(os(bad)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_launcher_is_recognised_by_its_subcommand() {
+        assert!(is_invoked(&os(&["cordon", SUBCOMMAND, "--probe"])));
+        assert!(!is_invoked(&os(&["cordon", "run"])));
+        assert!(!is_invoked(&os(&["cordon"])));
+    }
+}

@@ -1,0 +1,166 @@
+//! What every backend's probe needs: running a probe program within a
+//! bound, and finding a runner on `PATH`. The probes themselves live in
+//! the backend files (`bwrap.rs`, `landlock.rs`, `seatbelt.rs`); the ladder
+//! only orders them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A backend its probe found usable: the runner to wrap with, and why.
+#[derive(Debug)]
+pub(super) struct Usable<T> {
+    /// The backend, ready to wrap argvs.
+    pub runner: T,
+    /// What the probe saw (shown by `cordon probe`).
+    pub reason: String,
+}
+
+/// A probe's answer: usable, or why not.
+pub(super) type Probed<T> = Result<Usable<T>, String>;
+
+/// What a probe printed, and whether it exited 0.
+pub(super) struct ProbeOutput {
+    pub success: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl ProbeOutput {
+    /// The first non-empty line, stderr first: what to tell the operator.
+    pub fn first_line(&self) -> String {
+        self.stderr
+            .lines()
+            .chain(self.stdout.lines())
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("exited nonzero with no output")
+            .trim()
+            .to_owned()
+    }
+}
+
+/// Run a probe in its own process group; kill the group at `timeout`.
+pub(super) fn run_bounded(argv: &[String], timeout: Duration) -> Result<ProbeOutput, String> {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|err| format!("cannot run {}: {err}", argv[0]))?;
+    let deadline = Instant::now() + timeout;
+    let exited = ExitWaiter::new(child.id());
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() >= deadline => {
+                let group = nix::unistd::Pid::from_raw(child.id() as i32);
+                let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+                let _ = child.wait();
+                return Err(format!(
+                    "{} did not answer the probe within {} ms",
+                    argv[0],
+                    timeout.as_millis()
+                ));
+            }
+            Ok(None) => exited.wait_until(deadline),
+            Err(err) => return Err(format!("waiting for {}: {err}", argv[0])),
+        }
+    };
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    if let Some(mut out) = child.stdout.take() {
+        let _ = out.read_to_string(&mut stdout);
+    }
+    if let Some(mut err) = child.stderr.take() {
+        let _ = err.read_to_string(&mut stderr);
+    }
+    Ok(ProbeOutput {
+        success: status.success(),
+        stdout,
+        stderr,
+    })
+}
+
+/// Sleeps until a child exits or a deadline passes: on a pidfd where the
+/// kernel has them (so a probe costs what the probed program costs), else
+/// in short naps.
+struct ExitWaiter(Option<std::os::fd::OwnedFd>);
+
+impl ExitWaiter {
+    fn new(pid: u32) -> Self {
+        ExitWaiter(crate::process::spawn::pidfd::open(
+            nix::unistd::Pid::from_raw(pid as i32),
+        ))
+    }
+
+    fn wait_until(&self, deadline: Instant) {
+        let nap = Duration::from_millis(2);
+        match &self.0 {
+            Some(pidfd) => {
+                use std::os::fd::AsFd;
+                let left = deadline.saturating_duration_since(Instant::now());
+                let ms = u16::try_from(left.as_millis().max(1)).unwrap_or(u16::MAX);
+                let mut fds = [nix::poll::PollFd::new(
+                    pidfd.as_fd(),
+                    nix::poll::PollFlags::POLLIN,
+                )];
+                if nix::poll::poll(&mut fds, ms).is_err() {
+                    std::thread::sleep(nap);
+                }
+            }
+            None => std::thread::sleep(nap),
+        }
+    }
+}
+
+/// The first executable file called `program` on `PATH`.
+pub(super) fn find_on_path(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(program))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hanging_probe_is_cut_at_the_bound() {
+        let started = Instant::now();
+        let err = run_bounded(&["sleep".into(), "30".into()], Duration::from_millis(100))
+            .err()
+            .expect("times out");
+        assert!(
+            err.contains("did not answer the probe within 100 ms"),
+            "{err}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_probe_reports_its_first_line_and_status() {
+        let out = run_bounded(
+            &[
+                "sh".into(),
+                "-c".into(),
+                "echo out; echo '  err  ' >&2; exit 3".into(),
+            ],
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        assert!(!out.success);
+        assert_eq!(out.first_line(), "err");
+    }
+}

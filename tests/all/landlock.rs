@@ -2,7 +2,7 @@
 //! `cordon run`, the real launcher mode of the same binary, the real
 //! embedded component. Profiles of SPEC.md §6.
 
-mod common;
+use crate::common;
 
 use common::{landlock_usable, run_json, sandbox, workspace};
 use serde_json::json;

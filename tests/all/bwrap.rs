@@ -1,7 +1,7 @@
 //! The bwrap suite: real `cordon run`, real bubblewrap, the real embedded
 //! `bash-sandbox` component. Profiles and hardening of SPEC.md §6.
 
-mod common;
+use crate::common;
 
 use common::{bwrap_usable, host_processes_with, run_json, sandbox, workspace};
 use serde_json::json;

@@ -3,7 +3,7 @@
 //! a component that breaks the contract gets a readable diff and a nonzero
 //! exit, and a broken case file is named precisely.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

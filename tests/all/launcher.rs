@@ -2,7 +2,7 @@
 //! every failure of its own exits 125 with the `cordon-landlock: ` prefix;
 //! the child's exit status passes through untouched.
 
-mod common;
+use crate::common;
 
 use common::{cordon, landlock_usable, workspace};
 

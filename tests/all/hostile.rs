@@ -4,7 +4,7 @@
 //! serves a normal run right after. Each case touches a marker file if
 //! the command ever runs; it must stay absent.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

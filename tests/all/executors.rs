@@ -3,7 +3,7 @@
 //! danger-full-access), `pwsh-sandbox` (needs a real `pwsh`; skips loudly
 //! without one) and `js-policy`, the component written in JavaScript.
 
-mod common;
+use crate::common;
 
 use common::{
     bwrap_usable, component, cordon_in, js_policy, run_json, sandbox, shared_component_cache,

@@ -1,7 +1,7 @@
 //! `cordon probe` and the deployment config: which backend, why, bounded
 //! probes, and precise config errors.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};

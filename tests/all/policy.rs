@@ -1,7 +1,7 @@
 //! Policy components as operators deploy them: `--policy` swaps behaviour
 //! without rebuilding the host, and a bad component is a clear error.
 
-mod common;
+use crate::common;
 
 use common::{bwrap_usable, component, cordon, run_json, sandbox, workspace};
 use serde_json::json;

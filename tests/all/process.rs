@@ -2,7 +2,7 @@
 //! escalation, output tails and spills, stdin, environment scrub, fd
 //! hygiene, aborts. Real processes; real bwrap where a mode is confined.
 
-mod common;
+use crate::common;
 
 use std::os::fd::AsRawFd;
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! The compiled-component cache: a second load skips Cranelift, and a blob
 //! cordon did not write is never deserialized.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

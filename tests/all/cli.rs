@@ -1,7 +1,7 @@
 //! `cordon run` as a user drives it: danger-full-access, byte-exact
 //! commands, the ceiling, fail-closed without a runner, exit codes.
 
-mod common;
+use crate::common;
 
 use common::{bwrap_usable, cordon, cordon_in, parse, run_json, sandbox, workspace};
 use serde_json::json;

@@ -2,7 +2,7 @@
 //! conformance (every method, every error shape, parse errors, batches,
 //! notifications), concurrency, shutdown, load, and reload under load.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};

@@ -2,7 +2,7 @@
 //! consuming reads, kill, wait, facts stamped per task, spawn failures,
 //! shutdown. Real processes; real bwrap where a mode is confined.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! run it. Skips loudly without `python3`; with
 //! `CORDON_E2E_REQUIRE_PYTHON=1` (set by scripts/test.sh on CI) that fails.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -4,7 +4,7 @@
 //! marker file is absent). Path 6 (a component returning a launch the host
 //! did not issue) is the policy suite's.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,183 @@
+//! Sessions: what one client starts is neither visible to nor ended by
+//! another, through the library ([`cordon::Session`]) and through one
+//! [`cordon::serve::Server`] serving two connections at once. Each test
+//! checks the host's process table: a session's end kills exactly its own
+//! tasks' processes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
+
+use crate::common::{self, danger, host_processes_with, processes_gone, workspace};
+
+/// A `sleep` whose argument no other test uses, so the process table
+/// tells whose it is.
+fn sleeper(tag: u32) -> String {
+    format!("sleep 3{tag}.{}", std::process::id())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_sees_only_its_own_tasks_and_its_end_kills_only_them() {
+    let ws = workspace();
+    let host = common::test_host(ws.path(), 64_000);
+    let (alice, bob) = (host.session(), host.session());
+    let (alices, bobs) = (sleeper(1), sleeper(2));
+    let a = alice.start(danger(ws.path(), &alices)).unwrap();
+    let b = bob.start(danger(ws.path(), &bobs)).unwrap();
+    common::wait_for_processes(&alices, 1);
+    common::wait_for_processes(&bobs, 1);
+
+    assert_ne!(a.id(), b.id(), "task ids are unique across the host");
+    assert!(bob.task(a.id()).is_none(), "bob sees alice's task");
+    assert!(alice.task(b.id()).is_none(), "alice sees bob's task");
+    assert!(
+        host.task(a.id()).is_none(),
+        "the host's own session sees it"
+    );
+    assert_eq!(alice.tasks().len(), 1);
+    assert!(!bob.remove_task(a.id()));
+
+    alice.shutdown().await;
+    assert!(processes_gone(&alices), "alice's task outlived her session");
+    assert_eq!(
+        host_processes_with(&bobs).len(),
+        1,
+        "ending alice's session ended bob's task"
+    );
+    // Bob's session still works, and the host runs for everyone.
+    let echo = bob.run(danger(ws.path(), "echo still-here")).await.unwrap();
+    assert_eq!(echo.stdout.text, "still-here\n");
+    drop(bob);
+    assert!(processes_gone(&bobs), "dropping a session kills its tasks");
+}
+
+/// One client connection to a server: newline-delimited JSON-RPC.
+struct Client {
+    lines: Lines<BufReader<tokio::io::ReadHalf<DuplexStream>>>,
+    writer: tokio::io::WriteHalf<DuplexStream>,
+    next: u64,
+}
+
+impl Client {
+    /// Connect to `server`: a duplex pipe served by its own task.
+    fn connect(
+        server: &Arc<cordon::serve::Server>,
+    ) -> (Client, tokio::task::JoinHandle<std::io::Result<()>>) {
+        let (client, end) = tokio::io::duplex(1 << 16);
+        let (input, output) = tokio::io::split(end);
+        let serving = server.clone();
+        let served = tokio::spawn(async move { serving.serve(input, output).await });
+        let (reader, writer) = tokio::io::split(client);
+        let client = Client {
+            lines: BufReader::new(reader).lines(),
+            writer,
+            next: 0,
+        };
+        (client, served)
+    }
+
+    /// Call `method` and return its `result` or `error` object.
+    async fn call(&mut self, method: &str, params: Value) -> Value {
+        self.next += 1;
+        let line = json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params});
+        self.writer
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+        let reply = tokio::time::timeout(Duration::from_secs(20), self.lines.next_line())
+            .await
+            .expect("the server answered in time")
+            .unwrap()
+            .expect("a reply line");
+        let reply: Value = serde_json::from_str(&reply).unwrap();
+        assert_eq!(reply["id"], json!(self.next), "{reply}");
+        if reply.get("error").is_some() {
+            reply["error"].clone()
+        } else {
+            reply["result"].clone()
+        }
+    }
+}
+
+fn run_params(ws: &std::path::Path, command: &str) -> Value {
+    json!({
+        "command": command,
+        "policy": {"mode": "danger-full-access", "workspaceRoot": ws},
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_connection_is_a_session_and_closing_one_leaves_the_other_serving() {
+    let ws = workspace();
+    let host = Arc::new(common::test_host(ws.path(), 64_000));
+    let server = Arc::new(cordon::serve::Server::new(host.clone()));
+    let (mut alice, alice_served) = Client::connect(&server);
+    let (mut bob, bob_served) = Client::connect(&server);
+    let (alices, bobs) = (sleeper(3), sleeper(4));
+
+    let a = alice.call("start", run_params(ws.path(), &alices)).await;
+    let b = bob.call("start", run_params(ws.path(), &bobs)).await;
+    common::wait_for_processes(&alices, 1);
+    common::wait_for_processes(&bobs, 1);
+
+    // Neither sees, reads, kills nor removes the other's task.
+    assert_eq!(
+        bob.call("list", json!({})).await["tasks"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    for method in ["read", "kill", "remove"] {
+        let err = bob.call(method, json!({"taskId": a["taskId"]})).await;
+        assert_eq!(err["data"]["code"], "UNKNOWN_TASK", "{method}: {err}");
+    }
+    let err = alice.call("read", json!({"taskId": b["taskId"]})).await;
+    assert_eq!(err["data"]["code"], "UNKNOWN_TASK", "{err}");
+    assert_eq!(
+        host_processes_with(&alices).len(),
+        1,
+        "bob's kill reached alice"
+    );
+
+    // Alice hangs up: her session ends, her task dies, bob's lives on.
+    drop(alice);
+    tokio::time::timeout(Duration::from_secs(20), alice_served)
+        .await
+        .expect("alice's connection ended")
+        .unwrap()
+        .unwrap();
+    assert!(
+        processes_gone(&alices),
+        "alice's task outlived her connection"
+    );
+    assert_eq!(
+        host_processes_with(&bobs).len(),
+        1,
+        "alice's end killed bob's task"
+    );
+    let echo = bob
+        .call("run", run_params(ws.path(), "echo still-serving"))
+        .await;
+    assert_eq!(echo["stdout"]["text"], "still-serving\n", "{echo}");
+    assert_eq!(
+        bob.call("read", json!({"taskId": b["taskId"]})).await["status"],
+        "running"
+    );
+
+    // `shutdown` ends bob's connection and session, not the host.
+    assert_eq!(bob.call("shutdown", json!({})).await, json!({}));
+    tokio::time::timeout(Duration::from_secs(20), bob_served)
+        .await
+        .expect("bob's connection ended")
+        .unwrap()
+        .unwrap();
+    assert!(processes_gone(&bobs), "bob's task outlived his connection");
+    let after = host
+        .run(danger(ws.path(), "echo host-alive"))
+        .await
+        .unwrap();
+    assert_eq!(after.stdout.text, "host-alive\n");
+}

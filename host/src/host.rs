@@ -543,7 +543,7 @@ impl Host {
         self.session.start(request)
     }
 
-    /// The background task with this id.
+    /// The background task with this id, in the host's own session.
     ///
     /// ```no_run
     /// # fn demo(host: cordon::Host) {
@@ -556,7 +556,7 @@ impl Host {
         self.session.task(id)
     }
 
-    /// Every background task this host holds, oldest first.
+    /// Every background task of the host's own session, oldest first.
     ///
     /// ```no_run
     /// # fn demo(host: cordon::Host) {
@@ -584,8 +584,10 @@ impl Host {
         self.session.remove_task(id)
     }
 
-    /// Terminate every live task group (with the kill grace) and wait for
-    /// each task to settle. Dropping the host instead `SIGKILL`s them.
+    /// Terminate every live task group of the host's own session (with the
+    /// kill grace) and wait for each task to settle. Dropping the host
+    /// instead `SIGKILL`s them. Sessions from [`Host::session`] end on their
+    /// own ([`Session::shutdown`], or when dropped).
     ///
     /// ```no_run
     /// # async fn demo(host: cordon::Host) {

@@ -3,13 +3,13 @@
 //! A component is code an operator deploys without rebuilding the host, so
 //! it is treated as untrusted for safety: it is linked with a deny-all WASI
 //! (no files, environment, stdio or network), every call runs under an epoch
-//! deadline and a memory cap ([`call`]), and any trap or malformed return
+//! deadline and a memory cap (`call.rs`), and any trap or malformed return
 //! becomes a [`RunError::PolicyFailed`] for that run (a failure to load is a
 //! [`LoadError`]). The host checks what a component returns (see
 //! [`crate::run`]); it never trusts it to enforce invariants.
 //!
 //! This module names no interface version. A component is checked against
-//! the worlds this host supports ([`world`]), and [`Policy`] holds the
+//! the worlds this host supports (`world.rs`), and [`Policy`] holds the
 //! binding layer of the one it was built against — one module per version
 //! (`v0_1_0` today, each with its WIT frozen in `wit/<version>/`), each
 //! owning its generated bindings and the conversions to the neutral

@@ -3,7 +3,7 @@
 //!
 //! This layer knows nothing about sandboxes or policy: it runs exactly the
 //! argv it is given and reports what happened. That is why its one door,
-//! [`spawn_unchecked`], is crate-private and named for what it bypasses: it
+//! `spawn_unchecked`, is crate-private and named for what it bypasses: it
 //! runs an argv with no confinement check, and only the run pipeline —
 //! which has checked the launch against the host invariants — calls it.
 //!
@@ -15,7 +15,7 @@
 //! * stdin is `/dev/null` unless the launch carries bytes; those are fed by
 //!   a detached writer, so a child that never reads them cannot stall the host.
 //! * Only fds 0–2 (and a runner's status fd 3) reach the child; the host
-//!   is never forked to start it (see [`spawn`] for why and how).
+//!   is never forked to start it (see `spawn.rs` for why and how).
 //! * When the leader exits, output still buffered is drained for a short
 //!   bound, so a daemon that inherited the pipes cannot hold the run open.
 

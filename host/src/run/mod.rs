@@ -1,10 +1,10 @@
 //! The per-run pipeline: resolve → plan → spawn → settle. The only place
 //! that sequences policy, sandbox and process. Every step's result passes
-//! a host check before the next step sees it ([`checks`] holds them and
+//! a host check before the next step sees it (`checks.rs` holds them and
 //! their tests); a runner that could not start is a sandbox failure, never
 //! a reason to run the command some other way.
 //!
-//! Foreground runs ([`run`]) and background tasks ([`start`]) share the
+//! Foreground runs (`run`) and background tasks (`start`) share the
 //! preparation, the settle of a failed spawn and the classification; they
 //! differ only in who waits.
 

@@ -61,7 +61,7 @@ pub struct Bwrap {
 }
 
 impl Bwrap {
-    /// The runner at `runner` (unprobed: [`probe`] finds and checks it).
+    /// The runner at `runner` (unprobed: the ladder probes it).
     pub fn at(runner: impl Into<PathBuf>) -> Self {
         Bwrap {
             runner: runner.into(),

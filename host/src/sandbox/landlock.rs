@@ -40,7 +40,7 @@ pub struct Landlock {
 }
 
 impl Landlock {
-    /// The launcher at `launcher` (unprobed: [`probe`] checks it).
+    /// The launcher at `launcher` (unprobed: the ladder probes it).
     pub fn at(launcher: impl Into<PathBuf>, enforcement: Enforcement) -> Self {
         Landlock {
             launcher: launcher.into(),

@@ -4,6 +4,10 @@
 //!
 //! Rounds are interleaved (one sample of every case per round) so a busy
 //! machine slows every case alike; each figure is the median of its samples.
+//!
+//! `CORDON_BENCH_BEFORE=/path/to/older/cordon` adds that binary's CLI run
+//! and served mode to the same interleaved rounds, so a change is measured
+//! before and after side by side in one run.
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -35,6 +39,8 @@ fn main() {
         .expect("runtime");
     let bwrap = which("bwrap");
     let cordon_bin = env!("CARGO_BIN_EXE_cordon");
+    // An older build of cordon to measure beside this one.
+    let before_bin: Option<String> = std::env::var("CORDON_BENCH_BEFORE").ok();
 
     let run = |mode: SandboxMode, command: &str| {
         let request = ExecRequest::new(command).with_policy(SandboxPolicy::new(mode, &dir));
@@ -148,6 +154,14 @@ fn main() {
             Box::new(move || cli_true(cordon_bin, None, &warm)),
             rounds,
         ));
+        if let Some(before) = before_bin.clone() {
+            let warm = cache_parent.join("warm-before");
+            cases.push((
+                "`cordon run -- true` (CLI, cold process, cached component), **before**",
+                Box::new(move || cli_true(&before, None, &warm)),
+                rounds,
+            ));
+        }
         let (strict_cached, warm) = (strict.clone(), warm_cache.clone());
         cases.push((
             "`cordon run --policy custom.wasm -- true`, component cached",
@@ -234,32 +248,51 @@ fn main() {
         rounds
     );
     if let Some(bare) = &bare_bwrap {
-        throughput(cordon_bin, &dir, bare, (rounds * 2).max(50));
+        throughput(
+            cordon_bin,
+            before_bin.as_deref(),
+            &dir,
+            bare,
+            (rounds * 2).max(50),
+        );
     }
 }
 
 /// Served mode: read-only `true` runs per second through one `cordon
 /// serve` (one request at a time, and four in flight) against spawning
-/// bwrap with the same profile in a loop. Three alternating blocks; each
-/// figure is the median block.
-fn throughput(cordon_bin: &str, dir: &std::path::Path, bare: &[String], runs: usize) {
+/// bwrap with the same profile in a loop — and through the `before` build's
+/// server too, when there is one. Three alternating blocks; each figure is
+/// the median block.
+fn throughput(
+    cordon_bin: &str,
+    before_bin: Option<&str>,
+    dir: &std::path::Path,
+    bare: &[String],
+    runs: usize,
+) {
     let bare: Vec<&str> = bare.iter().map(String::as_str).collect();
-    let mut server = Served::start(cordon_bin, dir);
-    server.runs(1, 5);
-    let mut blocks: [Vec<f64>; 3] = Default::default();
+    let mut servers = vec![("`cordon serve`", Served::start(cordon_bin, dir))];
+    if let Some(before) = before_bin {
+        servers.push(("`cordon serve` **before**", Served::start(before, dir)));
+    }
+    for (_, server) in &mut servers {
+        server.runs(1, 5);
+    }
+    let mut blocks: Vec<Vec<f64>> = vec![vec![]; 1 + 2 * servers.len()];
     for _ in 0..3 {
         let start = Instant::now();
         for _ in 0..runs {
             direct(&bare);
         }
         blocks[0].push(runs as f64 / start.elapsed().as_secs_f64());
-        for (slot, window) in [(1, 1), (2, 4)] {
-            let start = Instant::now();
-            server.runs(window, runs);
-            blocks[slot].push(runs as f64 / start.elapsed().as_secs_f64());
+        for (i, (_, server)) in servers.iter_mut().enumerate() {
+            for (slot, window) in [(1 + 2 * i, 1), (2 + 2 * i, 4)] {
+                let start = Instant::now();
+                server.runs(window, runs);
+                blocks[slot].push(runs as f64 / start.elapsed().as_secs_f64());
+            }
         }
     }
-    server.stop();
     let rates: Vec<f64> = blocks
         .iter_mut()
         .map(|block| {
@@ -270,15 +303,21 @@ fn throughput(cordon_bin: &str, dir: &std::path::Path, bare: &[String], runs: us
     println!();
     println!("| served mode ({runs} read-only `true` runs per block) | runs/s | vs bwrap loop |");
     println!("|---|---|---|");
-    for (name, rate) in [
-        (
-            "`bwrap <read-only profile> -- bash -c true` in a loop",
-            rates[0],
-        ),
-        ("`cordon serve`, one request at a time", rates[1]),
-        ("`cordon serve`, four requests in flight", rates[2]),
-    ] {
-        println!("| {name} | {rate:.0} | {:.2}× |", rate / rates[0]);
+    println!(
+        "| `bwrap <read-only profile> -- bash -c true` in a loop | {:.0} | 1.00× |",
+        rates[0]
+    );
+    for (i, (name, _)) in servers.iter().enumerate() {
+        for (slot, how) in [
+            (1 + 2 * i, "one request at a time"),
+            (2 + 2 * i, "four requests in flight"),
+        ] {
+            let rate = rates[slot];
+            println!("| {name}, {how} | {rate:.0} | {:.2}× |", rate / rates[0]);
+        }
+    }
+    for (_, server) in servers {
+        server.stop();
     }
 }
 

@@ -22,7 +22,7 @@ use super::engine::TICK;
 use crate::sandbox::Confine;
 
 /// The data of one call's store.
-pub(crate) struct StoreState {
+pub(super) struct StoreState {
     pub(super) wasi: WasiCtx,
     pub(super) table: ResourceTable,
     limiter: CallLimiter,

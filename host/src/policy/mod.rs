@@ -40,7 +40,7 @@ use crate::model::{
 };
 use crate::sandbox::{Confine, Wrap};
 
-pub(crate) use call::StoreState;
+use call::StoreState;
 pub use engine::{MAX_MEMORY_BYTES, PolicyEngine};
 use world::Version;
 

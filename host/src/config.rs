@@ -4,6 +4,7 @@
 //! default_mode = "read-only"          # read-only | workspace-write | danger-full-access
 //! workspace_root = "/srv/project"     # default: the working directory
 //! max_mode = "workspace-write"        # the ceiling; danger-full-access must be allowed here
+//! allowed_roots = ["/srv", "/home/ci"] # every writable workspace must lie inside one
 //! backend = "auto"                    # auto | bwrap | landlock | seatbelt
 //! probe_timeout_ms = 5000             # bound on each runner probe; positive
 //! landlock_launcher = "/usr/local/bin/cordon"  # executable with the launcher mode
@@ -66,6 +67,8 @@ pub struct ConfigFile {
     pub workspace_root: Option<PathBuf>,
     /// The ceiling.
     pub max_mode: Option<String>,
+    /// Directories every writable workspace must lie inside.
+    pub allowed_roots: Option<Vec<PathBuf>>,
     /// `auto` or a pinned backend.
     pub backend: Option<String>,
     /// Bound on each probe, in milliseconds.
@@ -87,6 +90,9 @@ pub struct Config {
     pub workspace_root: Option<PathBuf>,
     /// Ceiling.
     pub max_mode: Option<SandboxMode>,
+    /// Directories every writable workspace must lie inside (empty: any
+    /// root that passes the host's own checks).
+    pub allowed_roots: Vec<PathBuf>,
     /// The sandbox ladder's configuration.
     pub sandbox: SandboxConfig,
 }
@@ -166,6 +172,13 @@ impl Config {
                 ));
             }
         };
+        let allowed_roots = file.allowed_roots.unwrap_or_default();
+        if let Some(bad) = allowed_roots.iter().find(|root| !root.is_absolute()) {
+            return Err(invalid(
+                "allowed_roots",
+                format!("{} is not an absolute path", bad.display()),
+            ));
+        }
         if runner.is_some() && backend != BackendChoice::Auto {
             return Err(invalid(
                 "backend",
@@ -176,6 +189,7 @@ impl Config {
             default_mode,
             workspace_root: file.workspace_root,
             max_mode,
+            allowed_roots,
             sandbox: SandboxConfig {
                 backend,
                 runner,
@@ -205,6 +219,7 @@ impl Config {
         if let Some(max) = self.max_mode {
             deployment.max_mode = max;
         }
+        deployment.allowed_roots = self.allowed_roots.clone();
         deployment
     }
 }
@@ -228,6 +243,7 @@ mod tests {
             default_mode = "workspace-write"
             workspace_root = "/srv/ws"
             max_mode = "danger-full-access"
+            allowed_roots = ["/srv"]
             probe_timeout_ms = 250
             landlock_launcher = "/usr/local/bin/cordon"
             runner_command = ["/opt/sb", "{mode}"]
@@ -242,6 +258,7 @@ mod tests {
         let deployment = config.deployment(Path::new("/cwd"));
         assert_eq!(deployment.policy.workspace_root, Path::new("/srv/ws"));
         assert_eq!(deployment.workdir, Path::new("/cwd"));
+        assert_eq!(deployment.allowed_roots, [Path::new("/srv")]);
     }
 
     #[test]
@@ -251,6 +268,9 @@ mod tests {
         assert!(error("probe_timeout_ms = 0").contains("probe_timeout_ms: must be positive"));
         assert!(error("probe_timeout_ms = -5").contains("probe_timeout_ms"));
         assert!(error("backend = \"docker\"").contains("backend: unknown backend"));
+        assert!(
+            error("allowed_roots = [\"srv\"]").contains("allowed_roots: srv is not an absolute")
+        );
         assert!(error("runner_command = [\"/x\"]").contains("both or neither"));
         assert!(error("runner_failure_signatures = [\"x\"]").contains("both or neither"));
         assert!(

@@ -192,17 +192,22 @@ pub struct Deployment {
     pub max_mode: SandboxMode,
     /// The default working directory.
     pub workdir: PathBuf,
+    /// Where writable roots may be (**host invariant**): when not empty,
+    /// every workspace a run may write to lies inside one of these.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_roots: Vec<PathBuf>,
 }
 
 impl Deployment {
     /// The default deployment in `dir`: read-only rooted at `dir`, ceiling
-    /// `workspace-write`, working directory `dir`.
+    /// `workspace-write`, working directory `dir`, any root allowed.
     pub fn in_dir(dir: impl Into<PathBuf>) -> Self {
         let dir = dir.into();
         Deployment {
             policy: SandboxPolicy::new(SandboxMode::ReadOnly, dir.clone()),
             max_mode: SandboxMode::WorkspaceWrite,
             workdir: dir,
+            allowed_roots: vec![],
         }
     }
 }

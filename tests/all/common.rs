@@ -6,7 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use serde_json::Value;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
 
 /// The `cordon` binary under test.
 pub fn cordon() -> Command {
@@ -277,4 +279,52 @@ pub fn js_policy(test: &str) -> Option<PathBuf> {
 /// component (the JavaScript one) is compiled once per test run.
 pub fn shared_component_cache() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache")
+}
+
+/// One client connection to a server: newline-delimited JSON-RPC.
+pub struct Client {
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
+    writer: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    next: u64,
+}
+
+impl Client {
+    /// Connect to `server`: a duplex pipe served by its own task.
+    pub fn connect(
+        server: &Arc<cordon::serve::Server>,
+    ) -> (Client, tokio::task::JoinHandle<std::io::Result<()>>) {
+        let (client, end) = tokio::io::duplex(1 << 16);
+        let (input, output) = tokio::io::split(end);
+        let serving = server.clone();
+        let served = tokio::spawn(async move { serving.serve(input, output).await });
+        let (reader, writer) = tokio::io::split(client);
+        let client = Client {
+            lines: tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(reader)),
+            writer,
+            next: 0,
+        };
+        (client, served)
+    }
+
+    /// Call `method` and return its `result` or `error` object.
+    pub async fn call(&mut self, method: &str, params: Value) -> Value {
+        self.next += 1;
+        let line = json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params});
+        tokio::io::AsyncWriteExt::write_all(&mut self.writer, format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+        let reply =
+            tokio::time::timeout(std::time::Duration::from_secs(20), self.lines.next_line())
+                .await
+                .expect("the server answered in time")
+                .unwrap()
+                .expect("a reply line");
+        let reply: Value = serde_json::from_str(&reply).unwrap();
+        assert_eq!(reply["id"], json!(self.next), "{reply}");
+        if reply.get("error").is_some() {
+            reply["error"].clone()
+        } else {
+            reply["result"].clone()
+        }
+    }
 }

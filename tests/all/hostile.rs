@@ -114,6 +114,18 @@ confined_case!(
     "wider than the deployment ceiling"
 );
 confined_case!(
+    a_spec_that_widens_the_handed_mode,
+    "widen-mode",
+    "resolve",
+    "widened the mode from \"read-only\" to \"workspace-write\""
+);
+confined_case!(
+    a_spec_that_moves_the_workspace_root,
+    "move-root",
+    "resolve",
+    "moved the workspace root"
+);
+confined_case!(
     facts_for_another_mode,
     "wrong-mode",
     "settle",

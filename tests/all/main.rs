@@ -13,6 +13,7 @@ mod bwrap;
 mod cache;
 mod cli;
 mod component;
+mod containment;
 mod executors;
 mod fail_closed;
 mod hostile;

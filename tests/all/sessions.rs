@@ -8,9 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
 
-use crate::common::{self, danger, host_processes_with, processes_gone, workspace};
+use crate::common::{self, Client, danger, host_processes_with, processes_gone, workspace};
 
 /// A `sleep` whose argument no other test uses, so the process table
 /// tells whose it is.
@@ -51,54 +50,6 @@ async fn a_session_sees_only_its_own_tasks_and_its_end_kills_only_them() {
     assert_eq!(echo.stdout.text, "still-here\n");
     drop(bob);
     assert!(processes_gone(&bobs), "dropping a session kills its tasks");
-}
-
-/// One client connection to a server: newline-delimited JSON-RPC.
-struct Client {
-    lines: Lines<BufReader<tokio::io::ReadHalf<DuplexStream>>>,
-    writer: tokio::io::WriteHalf<DuplexStream>,
-    next: u64,
-}
-
-impl Client {
-    /// Connect to `server`: a duplex pipe served by its own task.
-    fn connect(
-        server: &Arc<cordon::serve::Server>,
-    ) -> (Client, tokio::task::JoinHandle<std::io::Result<()>>) {
-        let (client, end) = tokio::io::duplex(1 << 16);
-        let (input, output) = tokio::io::split(end);
-        let serving = server.clone();
-        let served = tokio::spawn(async move { serving.serve(input, output).await });
-        let (reader, writer) = tokio::io::split(client);
-        let client = Client {
-            lines: BufReader::new(reader).lines(),
-            writer,
-            next: 0,
-        };
-        (client, served)
-    }
-
-    /// Call `method` and return its `result` or `error` object.
-    async fn call(&mut self, method: &str, params: Value) -> Value {
-        self.next += 1;
-        let line = json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params});
-        self.writer
-            .write_all(format!("{line}\n").as_bytes())
-            .await
-            .unwrap();
-        let reply = tokio::time::timeout(Duration::from_secs(20), self.lines.next_line())
-            .await
-            .expect("the server answered in time")
-            .unwrap()
-            .expect("a reply line");
-        let reply: Value = serde_json::from_str(&reply).unwrap();
-        assert_eq!(reply["id"], json!(self.next), "{reply}");
-        if reply.get("error").is_some() {
-            reply["error"].clone()
-        } else {
-            reply["result"].clone()
-        }
-    }
 }
 
 fn run_params(ws: &std::path::Path, command: &str) -> Value {

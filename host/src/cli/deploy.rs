@@ -24,6 +24,11 @@ pub struct DeployArgs {
     #[arg(long, value_name = "MODE")]
     max_mode: Option<SandboxMode>,
 
+    /// A directory every writable workspace must lie inside (repeatable;
+    /// replaces allowed_roots of the config file).
+    #[arg(long = "allowed-root", value_name = "DIR")]
+    allowed_roots: Vec<PathBuf>,
+
     /// Sandbox backend: auto (the ladder), bwrap, landlock or seatbelt.
     #[arg(long, value_name = "BACKEND")]
     backend: Option<BackendChoice>,
@@ -79,6 +84,14 @@ impl DeployArgs {
         };
         if let Some(max) = self.max_mode {
             config.max_mode = Some(max);
+        }
+        if !self.allowed_roots.is_empty() {
+            config.allowed_roots = self
+                .allowed_roots
+                .iter()
+                .map(std::path::absolute)
+                .collect::<Result<_, _>>()
+                .context("--allowed-root")?;
         }
         if let Some(backend) = self.backend {
             anyhow::ensure!(

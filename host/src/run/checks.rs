@@ -15,11 +15,22 @@
 //!    `danger-full-access` ([`launch`]).
 //! 5. **Honest facts.** What settle stamps describes this run: its mode,
 //!    and enforcement exactly when (and as) a runner confined it ([`stamp`]).
+//! 6. **The handed policy.** A component may narrow the mode it was handed
+//!    (the request's, else the deployment's), never widen it past the
+//!    default mode it declared at load, and never move the workspace root
+//!    ([`spec_keeps_handed_policy`]).
+//! 7. **Safe writable roots.** A root a run may write to is never `/`, a
+//!    pseudo or system filesystem, or an ancestor of one, after resolving
+//!    symlinks, and lies inside the operator's `allowed_roots` when there
+//!    are any ([`writable_root`]).
 
 use std::path::{Path, PathBuf};
 
 use crate::RunError;
-use crate::model::{ExecRequest, ExecSpec, LaunchFacts, SandboxFacts, SandboxMode, WrapFacts};
+use crate::model::{
+    Deployment, ExecRequest, ExecSpec, LaunchFacts, SandboxFacts, SandboxMode, SandboxPolicy,
+    WrapFacts,
+};
 use crate::policy::{Launch, Phase};
 use crate::sandbox::StatusReport;
 
@@ -85,13 +96,20 @@ pub(super) fn spec_size(spec: &ExecSpec) -> Result<(), RunError> {
     Ok(())
 }
 
+/// A workspace root as the host compares and binds it: absolute, and
+/// canonical (symlinks and `..` resolved physically) when it exists; a
+/// path that does not exist is kept as spelled.
+fn canonical_root(root: &Path) -> Result<PathBuf, RunError> {
+    let root = absolute(root, "workspace root")?;
+    Ok(std::fs::canonicalize(&root).unwrap_or(root))
+}
+
 /// Make the spec's paths absolute and the workspace root canonical, and
 /// refuse a `workspace-write` root that does not exist (binding it would
 /// fail inside the runner, which is not the sandbox's fault).
 pub(super) fn canonicalise(spec: &mut ExecSpec) -> Result<(), RunError> {
     spec.workdir = absolute(&spec.workdir, "workdir")?;
-    let root = absolute(&spec.policy.workspace_root, "workspace root")?;
-    spec.policy.workspace_root = std::fs::canonicalize(&root).unwrap_or(root);
+    spec.policy.workspace_root = canonical_root(&spec.policy.workspace_root)?;
     if spec.policy.mode == SandboxMode::WorkspaceWrite && !spec.policy.workspace_root.is_dir() {
         return Err(RunError::InvalidRequest(format!(
             "workspace root {} is not an existing directory; create it or choose another",
@@ -104,6 +122,104 @@ pub(super) fn canonicalise(spec: &mut ExecSpec) -> Result<(), RunError> {
 fn absolute(path: &Path, field: &str) -> Result<PathBuf, RunError> {
     std::path::absolute(path)
         .map_err(|err| RunError::InvalidRequest(format!("{field} {}: {err}", path.display())))
+}
+
+/// The policy a run was handed: the request's own, else the deployment's.
+pub(super) fn handed_policy<'a>(
+    request: &'a ExecRequest,
+    deployment: &'a Deployment,
+) -> &'a SandboxPolicy {
+    request.policy.as_ref().unwrap_or(&deployment.policy)
+}
+
+/// The resolved (canonical) spec keeps the policy it was handed: its
+/// workspace root the same directory, and its mode no wider — except up to
+/// the mode the component *declared* as its default when it was loaded
+/// (`describe`), which the operator accepted by loading it under the
+/// ceiling: `bash-local` declares `danger-full-access` and runs every
+/// command so; a component that declares `read-only` widens nothing.
+pub(super) fn spec_keeps_handed_policy(
+    spec: &ExecSpec,
+    handed: &SandboxPolicy,
+    declared: SandboxMode,
+) -> Result<(), RunError> {
+    if spec.policy.mode > handed.mode.max(declared) {
+        return Err(policy_failed(
+            Phase::Resolve,
+            format!(
+                "widened the mode from \"{}\" to \"{}\"; a component may only narrow it \
+                 (or widen it to the default mode it declares, here \"{declared}\")",
+                handed.mode, spec.policy.mode
+            ),
+        ));
+    }
+    let root = canonical_root(&handed.workspace_root)?;
+    if spec.policy.workspace_root != root {
+        return Err(policy_failed(
+            Phase::Resolve,
+            format!(
+                "moved the workspace root from {} to {}; a component may not move it",
+                root.display(),
+                spec.policy.workspace_root.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Directories a writable root may be neither, nor an ancestor of: the
+/// pseudo filesystems (a writable bind over them would expose the host's
+/// `/proc`, `/sys` or `/dev`) and the system directories where a write is
+/// a write to the host's software or configuration.
+pub const SYSTEM_DIRS: &[&str] = &[
+    "/proc", "/sys", "/dev", "/run", "/etc", "/boot", "/usr", "/bin", "/sbin", "/lib", "/lib32",
+    "/lib64", "/libx32", "/var",
+];
+
+/// Of [`SYSTEM_DIRS`], those whose every subdirectory is refused too
+/// (`/var` is not among them: `/var/tmp`, `/var/lib/…`, `/var/www` hold
+/// ordinary workspaces).
+const SYSTEM_TREES_EXCEPT: &[&str] = &["/var"];
+
+/// A root a run may write to must not make the host writable.
+pub(super) fn writable_root(root: &Path, allowed_roots: &[PathBuf]) -> Result<(), RunError> {
+    let refuse = |why: String| {
+        Err(RunError::InvalidRequest(format!(
+            "workspace root {} {why}; choose a project directory",
+            root.display()
+        )))
+    };
+    if root == Path::new("/") {
+        return refuse("is / (it would make the whole host writable)".into());
+    }
+    for dir in SYSTEM_DIRS.iter().map(Path::new) {
+        if dir.starts_with(root) {
+            return refuse(if dir == root {
+                "is a system directory".into()
+            } else {
+                format!("contains the system directory {}", dir.display())
+            });
+        }
+        if root.starts_with(dir) && !SYSTEM_TREES_EXCEPT.contains(&dir.to_str().unwrap_or("")) {
+            return refuse(format!("is inside the system directory {}", dir.display()));
+        }
+    }
+    if !allowed_roots.is_empty()
+        && !allowed_roots.iter().any(|allowed| {
+            root.starts_with(canonical_root(allowed).unwrap_or_else(|_| allowed.clone()))
+        })
+    {
+        return Err(RunError::InvalidRequest(format!(
+            "workspace root {} is outside the allowed roots ({}); choose a directory inside one",
+            root.display(),
+            allowed_roots
+                .iter()
+                .map(|r| r.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    Ok(())
 }
 
 /// A launch the host accepted: the argv to spawn and, when confined, the
@@ -322,6 +438,110 @@ mod tests {
         canonicalise(&mut relative).unwrap();
         assert!(relative.workdir.is_absolute());
         assert!(relative.workdir.ends_with("sub"));
+    }
+
+    #[test]
+    fn a_component_may_narrow_the_handed_mode_but_not_widen_it_or_move_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let handed = SandboxPolicy::new(SandboxMode::WorkspaceWrite, &root);
+        let declared = SandboxMode::ReadOnly;
+        let mut narrower = spec(SandboxMode::ReadOnly, root.to_str().unwrap());
+        assert!(spec_keeps_handed_policy(&narrower, &handed, declared).is_ok());
+        narrower.policy.mode = SandboxMode::WorkspaceWrite;
+        assert!(spec_keeps_handed_policy(&narrower, &handed, declared).is_ok());
+
+        let read_only = SandboxPolicy::new(SandboxMode::ReadOnly, &root);
+        is_policy_failure(
+            spec_keeps_handed_policy(&narrower, &read_only, declared),
+            Phase::Resolve,
+            "widened the mode from \"read-only\" to \"workspace-write\"",
+        );
+        let moved = spec(SandboxMode::WorkspaceWrite, "/");
+        is_policy_failure(
+            spec_keeps_handed_policy(&moved, &handed, declared),
+            Phase::Resolve,
+            "moved the workspace root",
+        );
+        // The handed root is compared canonically: a symlink to it is it.
+        std::os::unix::fs::symlink(&root, root.join("link")).unwrap();
+        let via_link = SandboxPolicy::new(SandboxMode::WorkspaceWrite, root.join("link"));
+        let same = spec(SandboxMode::WorkspaceWrite, root.to_str().unwrap());
+        assert!(spec_keeps_handed_policy(&same, &via_link, declared).is_ok());
+    }
+
+    #[test]
+    fn a_component_may_widen_only_to_the_default_mode_it_declared() {
+        let handed = SandboxPolicy::new(SandboxMode::ReadOnly, "/");
+        let danger = spec(SandboxMode::DangerFullAccess, "/");
+        assert!(spec_keeps_handed_policy(&danger, &handed, SandboxMode::DangerFullAccess).is_ok());
+        is_policy_failure(
+            spec_keeps_handed_policy(&danger, &handed, SandboxMode::WorkspaceWrite),
+            Phase::Resolve,
+            "here \"workspace-write\"",
+        );
+    }
+
+    #[test]
+    fn the_handed_policy_is_the_requests_else_the_deployments() {
+        let deployment = Deployment::in_dir("/d");
+        let plain = ExecRequest::new("x");
+        assert_eq!(handed_policy(&plain, &deployment), &deployment.policy);
+        let own = plain.with_policy(SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/r"));
+        assert_eq!(
+            handed_policy(&own, &deployment).workspace_root,
+            Path::new("/r")
+        );
+    }
+
+    #[test]
+    fn a_writable_root_that_would_expose_the_host_is_refused_naming_it() {
+        for bad in [
+            "/",
+            "/proc",
+            "/proc/self",
+            "/sys",
+            "/dev",
+            "/run",
+            "/etc",
+            "/etc/ssh",
+            "/usr",
+            "/usr/lib",
+            "/bin",
+            "/lib64",
+            "/boot",
+            "/var",
+        ] {
+            let err = writable_root(Path::new(bad), &[]).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("workspace root {bad} ")),
+                "{bad}: {err}"
+            );
+            assert!(err.starts_with("invalid request:"), "{err}");
+        }
+        for good in [
+            "/home/me/project",
+            "/srv/ws",
+            "/var/tmp/ws",
+            "/var/lib/ci/job",
+            "/tmp/x",
+        ] {
+            assert!(writable_root(Path::new(good), &[]).is_ok(), "{good}");
+        }
+    }
+
+    #[test]
+    fn with_allowed_roots_a_writable_root_must_lie_inside_one() {
+        let allowed = vec![PathBuf::from("/srv"), PathBuf::from("/home/ci")];
+        assert!(writable_root(Path::new("/srv/ws"), &allowed).is_ok());
+        assert!(writable_root(Path::new("/home/ci"), &allowed).is_ok());
+        let err = writable_root(Path::new("/home/other"), &allowed)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("outside the allowed roots (/srv, /home/ci)"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::RunError;
 use crate::model::{
     Deployment, ExecRequest, ExecResult, ExecSpec, LaunchFacts, Outcome, RunnerStatus,
-    SandboxFacts, WrapFacts,
+    SandboxFacts, SandboxMode, WrapFacts,
 };
 use crate::policy::Policy;
 use crate::process::spill::{DEFAULT_SPILL_LIMIT, SpillDir};
@@ -247,6 +247,14 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
     checks::spec_size(&spec)?;
     checks::canonicalise(&mut spec)?;
     checks::spec_within_ceiling(&spec, ceiling)?;
+    checks::spec_keeps_handed_policy(
+        &spec,
+        checks::handed_policy(&request, &cx.deployment),
+        cx.policy.info().default_mode,
+    )?;
+    if spec.policy.mode == SandboxMode::WorkspaceWrite {
+        checks::writable_root(&spec.policy.workspace_root, &cx.deployment.allowed_roots)?;
+    }
     let accepted = checks::launch(cx.policy.plan(&spec, cx.confiner.clone())?, &spec)?;
     let launch = process::Launch {
         argv: accepted.argv,

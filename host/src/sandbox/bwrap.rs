@@ -2,12 +2,14 @@
 //! how it wraps an argv, and its message dialect.
 //!
 //! Every confined mode gets a read-only view of `/`, a fresh minimal `/dev`
-//! (so `/dev/null` is writable and nothing else is) and a fresh `/proc`,
-//! plus cordon's hardening: a new PID namespace (the command sees only its
-//! own processes, and everything it leaves behind dies with it), a new
-//! session (no terminal injection through `TIOCSTI`) and no capabilities,
-//! even when the host runs as root. `workspace-write` adds an ephemeral
-//! `/tmp` and a writable bind of the workspace root.
+//! (so `/dev/null` is writable and nothing else is) and a fresh `/proc`
+//! whose kernel interfaces are read-only even for root ([`PROC_READ_ONLY`]),
+//! plus cordon's hardening: new PID, IPC and UTS namespaces (the command
+//! sees only its own processes and SysV IPC objects, and everything it
+//! leaves behind dies with it), a new session (no terminal injection
+//! through `TIOCSTI`) and no capabilities, even when the host runs as root.
+//! `workspace-write` adds an ephemeral `/tmp` and a writable bind of the
+//! workspace root.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -21,9 +23,60 @@ use super::{StatusReport, Wrap};
 /// The runner's program name.
 pub const PROGRAM: &str = "bwrap";
 
-/// The mount profile of `mode`, without the runner, the hardening or the argv.
+/// Kernel interfaces in procfs that root could write (sysctls, the magic
+/// SysRq trigger, IRQ affinities, bus, filesystem and driver knobs, MTRRs):
+/// each is bound read-only over the sandbox's fresh `/proc`, because bwrap
+/// covers `/proc/sys` only when `access(W_OK)` succeeds, which procfs
+/// denies to root. The list follows what container runtimes mark
+/// read-only; an entry this kernel lacks is skipped (`--ro-bind-try`).
+pub const PROC_READ_ONLY: &[&str] = &[
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+    "/proc/irq",
+    "/proc/bus",
+    "/proc/fs",
+    "/proc/mtrr",
+    "/proc/scsi",
+    "/proc/acpi",
+    "/proc/asound",
+    "/proc/driver",
+];
+
+/// The mount profile of `mode`, without the runner, the hardening or the
+/// argv. Writable binds come first; the mounts that shape the sandbox —
+/// `--dev`, `--proc`, `--tmpfs /tmp` and the read-only covers — come after
+/// every writable bind, so no workspace can cover them. (The one exception
+/// keeps a workspace inside `/tmp` reachable: then the tmpfs is laid first
+/// and the workspace bound onto it; such a workspace lies inside `/tmp`
+/// and cannot cover it.)
 pub fn profile(policy: &SandboxPolicy) -> Vec<String> {
-    let mut args: Vec<String> = [
+    let mut args: Vec<String> = ["--ro-bind", "/", "/"].map(String::from).to_vec();
+    let tmp = ["--tmpfs".to_owned(), "/tmp".to_owned()];
+    let mut tmp_last = false;
+    if policy.mode == SandboxMode::WorkspaceWrite {
+        let root = policy.workspace_root.to_string_lossy().into_owned();
+        if policy.workspace_root.starts_with("/tmp") {
+            args.extend(tmp.clone());
+        } else {
+            tmp_last = true;
+        }
+        args.extend(["--bind".into(), root.clone(), root]);
+    }
+    args.extend(["--dev", "/dev", "--proc", "/proc"].map(String::from));
+    if tmp_last {
+        args.extend(tmp);
+    }
+    for path in PROC_READ_ONLY {
+        args.extend(["--ro-bind-try".into(), (*path).into(), (*path).into()]);
+    }
+    args.push("--die-with-parent".into());
+    args
+}
+
+/// The probe's arguments (SPEC.md §5): `/` read-only with a fresh `/dev`
+/// and `/proc`, running `true`; bwrap works here when it exits 0.
+pub fn probe_args() -> Vec<String> {
+    [
         "--ro-bind",
         "/",
         "/",
@@ -32,27 +85,24 @@ pub fn profile(policy: &SandboxPolicy) -> Vec<String> {
         "--proc",
         "/proc",
         "--die-with-parent",
+        "--",
+        "true",
     ]
     .map(String::from)
-    .to_vec();
-    if policy.mode == SandboxMode::WorkspaceWrite {
-        let root = policy.workspace_root.to_string_lossy().into_owned();
-        args.extend(["--tmpfs".into(), "/tmp".into()]);
-        args.extend(["--bind".into(), root.clone(), root]);
-    }
-    args
+    .to_vec()
 }
 
-/// The probe's arguments (SPEC.md §5): the read-only profile running
-/// `true`; bwrap works here when it exits 0.
-pub fn probe_args() -> Vec<String> {
-    let mut args = profile(&SandboxPolicy::new(SandboxMode::ReadOnly, "/"));
-    args.extend(["--".into(), "true".into()]);
-    args
-}
-
-/// cordon's hardening, added to every confined mode.
-pub const HARDENING: &[&str] = &["--unshare-pid", "--new-session", "--cap-drop", "ALL"];
+/// cordon's hardening, added to every confined mode: its own PID, IPC and
+/// UTS namespaces (the command sees only its own processes, SysV IPC
+/// objects and hostname), a new session, no capabilities.
+pub const HARDENING: &[&str] = &[
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--new-session",
+    "--cap-drop",
+    "ALL",
+];
 
 /// bubblewrap at a trusted absolute path, ready to wrap argvs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,27 +180,68 @@ mod tests {
         wrap.argv().to_vec()
     }
 
+    fn covers() -> String {
+        PROC_READ_ONLY
+            .iter()
+            .map(|p| format!("--ro-bind-try {p} {p}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    const HARDENED: &str = "--unshare-pid --unshare-ipc --unshare-uts --new-session --cap-drop ALL";
+
     #[test]
     fn read_only_profile_is_exact() {
         assert_eq!(
             argv_of(SandboxMode::ReadOnly).join(" "),
-            "/usr/bin/bwrap --json-status-fd 3 --ro-bind / / --dev /dev --proc /proc --die-with-parent \
-             --unshare-pid --new-session --cap-drop ALL -- true"
+            format!(
+                "/usr/bin/bwrap --json-status-fd 3 --ro-bind / / --dev /dev --proc /proc {} \
+                 --die-with-parent {HARDENED} -- true",
+                covers()
+            )
         );
     }
 
     #[test]
-    fn workspace_write_profile_adds_ephemeral_tmp_and_the_workspace() {
+    fn workspace_write_binds_the_workspace_before_what_shapes_the_sandbox() {
         assert_eq!(
             argv_of(SandboxMode::WorkspaceWrite).join(" "),
-            "/usr/bin/bwrap --json-status-fd 3 --ro-bind / / --dev /dev --proc /proc --die-with-parent \
-             --tmpfs /tmp --bind /home/me/ws /home/me/ws \
-             --unshare-pid --new-session --cap-drop ALL -- true"
+            format!(
+                "/usr/bin/bwrap --json-status-fd 3 --ro-bind / / --bind /home/me/ws /home/me/ws \
+                 --dev /dev --proc /proc --tmpfs /tmp {} --die-with-parent {HARDENED} -- true",
+                covers()
+            )
         );
     }
 
     #[test]
-    fn the_probe_is_the_read_only_profile_running_true() {
+    fn a_workspace_inside_tmp_is_bound_onto_the_fresh_tmp() {
+        let policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/tmp/proj");
+        let args = profile(&policy).join(" ");
+        assert!(
+            args.starts_with("--ro-bind / / --tmpfs /tmp --bind /tmp/proj /tmp/proj --dev /dev"),
+            "{args}"
+        );
+        assert_eq!(args.matches("--tmpfs").count(), 1);
+    }
+
+    #[test]
+    fn every_kernel_interface_is_covered_after_proc() {
+        for mode in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
+            let args = profile(&SandboxPolicy::new(mode, "/w"));
+            let proc_at = args.iter().position(|a| a == "--proc").unwrap();
+            let last_writable = args.iter().rposition(|a| a == "--bind").unwrap_or(0);
+            assert!(last_writable < proc_at, "{args:?}");
+            for path in PROC_READ_ONLY {
+                let at = args.iter().position(|a| a == path).unwrap();
+                assert!(at > proc_at && args[at - 1] == "--ro-bind-try", "{path}");
+            }
+            assert!(PROC_READ_ONLY.contains(&"/proc/sys"));
+        }
+    }
+
+    #[test]
+    fn the_probe_is_the_spec_profile_running_true() {
         assert_eq!(
             probe_args().join(" "),
             "--ro-bind / / --dev /dev --proc /proc --die-with-parent -- true"

@@ -8,7 +8,10 @@ use std::path::PathBuf;
 use crate::model::{Backend, Enforcement, SandboxMode, SandboxPolicy, Signatures, WrapFacts};
 use crate::process::STATUS_FD;
 
-use super::launcher::{self, FAILURE_EXIT, PARTIAL_NOTICE, PREFIX, PROBE_FULL, PROBE_PARTIAL};
+use super::launcher::{
+    self, FAILURE_EXIT, PARTIAL_NOTICE, PREFIX, PROBE_FULL, PROBE_IPC_ISOLATED, PROBE_PARTIAL,
+    PROBE_SCOPES,
+};
 use super::probe::{Probed, Usable, run_bounded};
 use super::{SandboxConfig, StatusReport, Wrap};
 
@@ -37,14 +40,18 @@ pub fn grants(policy: &SandboxPolicy) -> Vec<String> {
 pub struct Landlock {
     launcher: PathBuf,
     enforcement: Enforcement,
+    /// Whether runs get their own SysV IPC (and UTS) namespaces.
+    isolate_ipc: bool,
 }
 
 impl Landlock {
-    /// The launcher at `launcher` (unprobed: the ladder probes it).
+    /// The launcher at `launcher` (unprobed: the ladder probes it), giving
+    /// runs their own IPC namespaces.
     pub fn at(launcher: impl Into<PathBuf>, enforcement: Enforcement) -> Self {
         Landlock {
             launcher: launcher.into(),
             enforcement,
+            isolate_ipc: true,
         }
     }
 
@@ -61,6 +68,9 @@ impl Landlock {
             "--status-fd".into(),
             STATUS_FD.to_string(),
         ];
+        if self.isolate_ipc {
+            full.push("--unshare-ipc".into());
+        }
         full.extend(grants(policy));
         full.push("--".into());
         full.extend(argv.iter().cloned());
@@ -69,7 +79,9 @@ impl Landlock {
 }
 
 /// Ask the launcher (`config.launcher`, else this executable) to probe the
-/// kernel, within the probe timeout.
+/// kernel, within the probe timeout. Enforcement is `partial` when the
+/// kernel lacks a file right or scope cordon asks for, or when runs cannot
+/// get their own IPC namespace (the launcher needs `CAP_SYS_ADMIN`).
 pub(super) fn probe(config: &SandboxConfig) -> Probed<Landlock> {
     let launcher = match &config.launcher {
         Some(path) => path.clone(),
@@ -83,21 +95,71 @@ pub(super) fn probe(config: &SandboxConfig) -> Probed<Landlock> {
         "--probe".into(),
     ];
     let out = run_bounded(&argv, config.probe_timeout)?;
-    match parse_probe(&out.stdout).filter(|_| out.success) {
-        Some(enforcement) => Ok(Usable {
-            reason: format!(
-                "{} answered: {}",
-                launcher.display(),
-                out.stdout.lines().next().unwrap_or("")
-            ),
-            runner: Landlock::at(launcher, enforcement),
-        }),
-        None => Err(format!(
+    let Some(report) = parse_report(&out.stdout).filter(|_| out.success) else {
+        return Err(format!(
             "{} failed the probe: {}",
             launcher.display(),
             out.first_line()
-        )),
-    }
+        ));
+    };
+    let enforcement = if report.ipc_isolated {
+        report.enforcement
+    } else {
+        Enforcement::Partial
+    };
+    Ok(Usable {
+        reason: format!(
+            "{} answered: {}; scopes: {}; ipc: {}",
+            launcher.display(),
+            out.stdout.lines().next().unwrap_or(""),
+            if report.scopes.is_empty() {
+                "none (kernel ABI below 6)".to_owned()
+            } else {
+                report.scopes.join(", ")
+            },
+            if report.ipc_isolated {
+                "own namespace per run"
+            } else {
+                "the host's (unsharing needs CAP_SYS_ADMIN)"
+            }
+        ),
+        runner: Landlock {
+            launcher,
+            enforcement,
+            isolate_ipc: report.ipc_isolated,
+        },
+    })
+}
+
+/// What the launcher's probe said.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ProbeReport {
+    /// How the kernel enforces the ruleset.
+    pub enforcement: Enforcement,
+    /// The scopes in force (`signal`, `abstract-unix-socket`).
+    pub scopes: Vec<String>,
+    /// Whether runs can get their own IPC namespace.
+    pub ipc_isolated: bool,
+}
+
+/// Parse the whole probe output.
+pub fn parse_report(stdout: &str) -> Option<ProbeReport> {
+    let enforcement = parse_probe(stdout)?;
+    let scopes = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix(PROBE_SCOPES))
+        .map(|list| {
+            list.split(", ")
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(ProbeReport {
+        enforcement,
+        scopes,
+        ipc_isolated: stdout.lines().any(|line| line == PROBE_IPC_ISOLATED),
+    })
 }
 
 /// The launcher's facts: its failures are `cordon-landlock: …` lines at exit
@@ -146,10 +208,27 @@ mod tests {
             Landlock::at("/usr/bin/cordon", Enforcement::Partial).wrap(&["true".into()], &policy);
         assert_eq!(
             wrap.argv().join(" "),
-            "/usr/bin/cordon __landlock --status-fd 3 --ro / --rw /dev/null -- true"
+            "/usr/bin/cordon __landlock --status-fd 3 --unshare-ipc --ro / --rw /dev/null -- true"
         );
         assert_eq!(wrap.facts().enforcement, Enforcement::Partial);
         assert_eq!(wrap.report(), StatusReport::Launcher);
+    }
+
+    #[test]
+    fn the_whole_probe_report_parses() {
+        let report = parse_report(
+            "landlock: fully enforced\nabi: 7\nscopes: signal, abstract-unix-socket\nipc: isolated\n",
+        )
+        .unwrap();
+        assert_eq!(report.enforcement, Enforcement::Full);
+        assert_eq!(report.scopes, ["signal", "abstract-unix-socket"]);
+        assert!(report.ipc_isolated);
+        let shared = parse_report(
+            "landlock: fully enforced\nabi: 5\nscopes: \nipc: shared (unsharing needs CAP_SYS_ADMIN)\n",
+        )
+        .unwrap();
+        assert!(shared.scopes.is_empty());
+        assert!(!shared.ipc_isolated);
     }
 
     #[test]

@@ -222,6 +222,7 @@ fn default_deployment() -> Deployment {
         policy: SandboxPolicy::new(SandboxMode::ReadOnly, "/workspace"),
         max_mode: SandboxMode::WorkspaceWrite,
         workdir: "/workspace".into(),
+        allowed_roots: vec![],
     }
 }
 

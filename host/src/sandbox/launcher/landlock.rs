@@ -2,21 +2,56 @@
 //! file right up to Landlock ABI 5 (truncate arrived in ABI 3, ioctl on
 //! devices in ABI 5), grant read rights beneath each `--ro` path and all
 //! rights beneath each `--rw` path, set no-new-privs and restrict this
-//! process; nested children inherit the restriction. On a kernel with an
-//! older ABI the ruleset is *partially* enforced, which the launcher
-//! reports (informational, never a failure).
+//! process; nested children inherit the restriction. The ruleset also
+//! scopes the command (Landlock ABI 6): it cannot signal processes outside
+//! its domain — the host's, cordon's own — nor connect to abstract unix
+//! sockets created outside it. On a kernel with an older ABI the ruleset
+//! is *partially* enforced, which the launcher reports (informational,
+//! never a failure).
 
 use std::path::PathBuf;
 
 use ::landlock::{
-    ABI, Access, AccessFs, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
-    RulesetStatus,
+    ABI, Access, AccessFs, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreated,
+    RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
-use super::{PROBE_FULL, PROBE_PARTIAL, fail};
+use super::{PROBE_FULL, PROBE_IPC_ISOLATED, PROBE_IPC_SHARED, PROBE_PARTIAL, PROBE_SCOPES, fail};
 
 /// The ABI whose file rights cordon's modes need.
 const TARGET_ABI: ABI = ABI::V5;
+/// The ABI whose scopes (signals, abstract unix sockets) every run gets.
+const SCOPE_ABI: ABI = ABI::V6;
+
+/// The scopes every run asks for.
+fn scopes() -> BitFlags<Scope> {
+    Scope::from_all(SCOPE_ABI)
+}
+
+/// A ruleset handling every file right of [`TARGET_ABI`] and scoped by
+/// every scope of [`SCOPE_ABI`] (best effort: an older kernel enforces
+/// what it has, and says so as `PartiallyEnforced`).
+fn ruleset() -> Result<RulesetCreated, ::landlock::RulesetError> {
+    Ruleset::default()
+        .handle_access(AccessFs::from_all(TARGET_ABI))?
+        .scope(scopes())?
+        .create()
+}
+
+/// The scopes this kernel enforces, by name.
+pub fn kernel_scopes() -> Vec<&'static str> {
+    if kernel_abi() < 6 {
+        return vec![];
+    }
+    scopes()
+        .iter()
+        .map(|scope| match scope {
+            Scope::Signal => "signal",
+            Scope::AbstractUnixSocket => "abstract-unix-socket",
+            _ => "other",
+        })
+        .collect()
+}
 
 /// How completely the kernel enforces the ruleset.
 #[derive(Debug, PartialEq, Eq)]
@@ -45,10 +80,7 @@ pub fn kernel_abi() -> i64 {
 /// Restrict this process to the grants; the error is the launcher's detail.
 pub(super) fn restrict(read_only: &[PathBuf], writable: &[PathBuf]) -> Result<Restricted, String> {
     let all = AccessFs::from_all(TARGET_ABI);
-    let mut ruleset = Ruleset::default()
-        .handle_access(all)
-        .and_then(|r| r.create())
-        .map_err(|err| format!("ruleset error: {err}"))?;
+    let mut ruleset = ruleset().map_err(|err| format!("ruleset error: {err}"))?;
     let grants = read_only
         .iter()
         .map(|path| (path, AccessFs::from_read(TARGET_ABI)))
@@ -76,18 +108,26 @@ pub(super) fn restrict(read_only: &[PathBuf], writable: &[PathBuf]) -> Result<Re
     }
 }
 
-/// `--probe`: restrict a throwaway ruleset and say how it was enforced.
+/// `--probe`: try what a launch will do — new IPC namespaces, a throwaway
+/// ruleset — and say how it was enforced: the verdict line, the ABI, the
+/// scopes in force and whether IPC can be isolated.
 pub(super) fn probe() -> ! {
-    let ruleset = Ruleset::default()
-        .handle_access(AccessFs::from_all(TARGET_ABI))
-        .and_then(|r| r.create())
-        .and_then(|r| r.restrict_self());
-    match ruleset.map(|status| status.ruleset) {
+    let ipc = super::unshare_ipc().is_ok();
+    match ruleset().and_then(|r| r.restrict_self()).map(|s| s.ruleset) {
         Ok(RulesetStatus::FullyEnforced) => println!("{PROBE_FULL}"),
         Ok(RulesetStatus::PartiallyEnforced) => println!("{PROBE_PARTIAL}"),
         Ok(RulesetStatus::NotEnforced) => fail(None, "this kernel does not enforce Landlock"),
         Err(err) => fail(None, &format!("ruleset error: {err}")),
     }
     println!("abi: {}", kernel_abi());
+    println!("{PROBE_SCOPES}{}", kernel_scopes().join(", "));
+    println!(
+        "{}",
+        if ipc {
+            PROBE_IPC_ISOLATED
+        } else {
+            PROBE_IPC_SHARED
+        }
+    );
     std::process::exit(0)
 }

@@ -7,7 +7,7 @@
 //! runner next.
 //!
 //! ```text
-//! cordon __landlock [--status-fd N] (--ro PATH | --rw PATH)... -- ARGV...
+//! cordon __landlock [--status-fd N] [--unshare-ipc] (--ro PATH | --rw PATH)... -- ARGV...
 //! cordon __landlock --probe
 //! ```
 //!
@@ -42,6 +42,13 @@ pub const PARTIAL_NOTICE: &str = "partially enforced (older ABI)";
 pub const PROBE_FULL: &str = "landlock: fully enforced";
 /// Probe output for a partially enforcing kernel.
 pub const PROBE_PARTIAL: &str = "landlock: partially enforced (older ABI)";
+/// The probe's line when the launcher can give runs their own SysV IPC
+/// and UTS namespaces (it needs `CAP_SYS_ADMIN`: root).
+pub const PROBE_IPC_ISOLATED: &str = "ipc: isolated";
+/// The probe's line when it cannot (IPC stays the host's: partial).
+pub const PROBE_IPC_SHARED: &str = "ipc: shared (unsharing needs CAP_SYS_ADMIN)";
+/// The probe's line prefix listing the Landlock scopes in force.
+pub const PROBE_SCOPES: &str = "scopes: ";
 
 /// Whether the binary was started as the launcher: `argv[1]` is [`SUBCOMMAND`].
 pub fn is_invoked(args: &[OsString]) -> bool {
@@ -52,12 +59,18 @@ pub fn is_invoked(args: &[OsString]) -> bool {
 #[derive(Debug, PartialEq, Eq)]
 enum Invocation {
     Probe,
-    Launch {
-        status_fd: Option<RawFd>,
-        read_only: Vec<PathBuf>,
-        writable: Vec<PathBuf>,
-        argv: Vec<OsString>,
-    },
+    Launch(Launch),
+}
+
+/// What to confine and run.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Launch {
+    status_fd: Option<RawFd>,
+    /// Give the command its own SysV IPC and UTS namespaces.
+    unshare_ipc: bool,
+    read_only: Vec<PathBuf>,
+    writable: Vec<PathBuf>,
+    argv: Vec<OsString>,
 }
 
 /// Run the launcher with `args` (everything after the subcommand). Never
@@ -69,24 +82,18 @@ pub fn main(args: Vec<OsString>) -> ! {
     };
     match invocation {
         Invocation::Probe => landlock::probe(),
-        Invocation::Launch {
-            status_fd,
-            read_only,
-            writable,
-            argv,
-        } => launch(status_fd, &read_only, &writable, &argv),
+        Invocation::Launch(request) => launch(request),
     }
 }
 
 fn parse(args: Vec<OsString>) -> Result<Invocation, String> {
     let mut args = args.into_iter();
-    let mut status_fd = None;
-    let mut read_only = vec![];
-    let mut writable = vec![];
+    let mut launch = Launch::default();
+    let mut first = true;
     while let Some(arg) = args.next() {
         let flag = arg.to_str().unwrap_or_default().to_owned();
         match flag.as_str() {
-            "--probe" if status_fd.is_none() && read_only.is_empty() && writable.is_empty() => {
+            "--probe" if first => {
                 return match args.next() {
                     None => Ok(Invocation::Probe),
                     Some(extra) => Err(format!("--probe takes no arguments, got {extra:?}")),
@@ -99,31 +106,28 @@ fn parse(args: Vec<OsString>) -> Result<Invocation, String> {
                     .and_then(|v| v.parse::<RawFd>().ok())
                     .filter(|fd| *fd > 2)
                     .ok_or_else(|| format!("--status-fd needs a number above 2, got {value:?}"))?;
-                status_fd = Some(fd);
+                launch.status_fd = Some(fd);
             }
+            "--unshare-ipc" => launch.unshare_ipc = true,
             "--ro" | "--rw" => {
                 let path = args.next().ok_or_else(|| format!("{flag} needs a path"))?;
                 let list = if flag == "--ro" {
-                    &mut read_only
+                    &mut launch.read_only
                 } else {
-                    &mut writable
+                    &mut launch.writable
                 };
                 list.push(PathBuf::from(path));
             }
             "--" => {
-                let argv: Vec<OsString> = args.collect();
-                if argv.is_empty() {
+                launch.argv = args.collect();
+                if launch.argv.is_empty() {
                     return Err("no command after --".into());
                 }
-                return Ok(Invocation::Launch {
-                    status_fd,
-                    read_only,
-                    writable,
-                    argv,
-                });
+                return Ok(Invocation::Launch(launch));
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
+        first = false;
     }
     Err("missing -- and the command to run".into())
 }
@@ -137,15 +141,10 @@ fn fail(status: Option<&mut File>, detail: &str) -> ! {
     std::process::exit(FAILURE_EXIT)
 }
 
-fn launch(
-    status_fd: Option<RawFd>,
-    read_only: &[PathBuf],
-    writable: &[PathBuf],
-    argv: &[OsString],
-) -> ! {
+fn launch(request: Launch) -> ! {
     // SAFETY: the host handed us this fd for our exclusive use.
-    let mut status = status_fd.map(|fd| unsafe { File::from_raw_fd(fd) });
-    if let Some(fd) = status_fd {
+    let mut status = request.status_fd.map(|fd| unsafe { File::from_raw_fd(fd) });
+    if let Some(fd) = request.status_fd {
         // Never let the command inherit the status pipe.
         // SAFETY: fcntl on an fd we own.
         if unsafe { nix::libc::fcntl(fd, nix::libc::F_SETFD, nix::libc::FD_CLOEXEC) } != 0 {
@@ -155,7 +154,15 @@ fn launch(
             );
         }
     }
-    match landlock::restrict(read_only, writable) {
+    if request.unshare_ipc
+        && let Err(err) = unshare_ipc()
+    {
+        fail(
+            status.as_mut(),
+            &format!("cannot give the command its own IPC namespace: {err}"),
+        );
+    }
+    match landlock::restrict(&request.read_only, &request.writable) {
         Ok(landlock::Restricted::Fully) => {}
         Ok(landlock::Restricted::Partially) => eprintln!("{PREFIX}{PARTIAL_NOTICE}"),
         Err(detail) => fail(status.as_mut(), &detail),
@@ -163,11 +170,23 @@ fn launch(
     if let Some(status) = status.as_mut() {
         let _ = writeln!(status, "exec");
     }
+    let argv = &request.argv;
     let err = std::process::Command::new(&argv[0]).args(&argv[1..]).exec();
     fail(
         status.as_mut(),
         &format!("cannot execute {}: {err}", argv[0].to_string_lossy()),
     )
+}
+
+/// New SysV IPC and UTS namespaces for this process and what it execs:
+/// the command can neither see nor remove the host's shared memory,
+/// semaphores and message queues, nor change its hostname.
+fn unshare_ipc() -> std::io::Result<()> {
+    // SAFETY: unshare with namespace flags only affects this process.
+    if unsafe { nix::libc::unshare(nix::libc::CLONE_NEWIPC | nix::libc::CLONE_NEWUTS) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -193,12 +212,13 @@ mod tests {
                 "a",
                 "--ro"
             ])),
-            Ok(Invocation::Launch {
+            Ok(Invocation::Launch(Launch {
                 status_fd: Some(3),
+                unshare_ipc: false,
                 read_only: vec!["/".into()],
                 writable: vec!["/w".into()],
                 argv: os(&["a", "--ro"]),
-            })
+            }))
         );
         for bad in [
             &["--ro"][..],
@@ -210,6 +230,15 @@ mod tests {
         ] {
             assert!(parse(os(bad)).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn the_ipc_flag_is_parsed_and_probe_comes_alone_and_first() {
+        match parse(os(&["--unshare-ipc", "--ro", "/", "--", "x"])) {
+            Ok(Invocation::Launch(launch)) => assert!(launch.unshare_ipc),
+            other => panic!("{other:?}"),
+        }
+        assert!(parse(os(&["--unshare-ipc", "--probe"])).is_err());
     }
 
     #[test]

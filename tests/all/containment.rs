@@ -1,0 +1,318 @@
+//! The routes *beside* the file tree, attempted from inside a confined run
+//! under every backend and checked on the host afterwards (SPEC §6, §9):
+//! kernel settings, the workspace root, SysV IPC. Run as root in CI, where
+//! they matter most. Each attack has a positive control next to it in the
+//! backend suites (`bwrap`, `landlock`).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::json;
+
+use crate::common::{self, Client, bwrap_usable, landlock_usable, run_json, sandbox, workspace};
+
+/// The backends this machine can run, as `cordon run` flags, each with the
+/// denial text its dialect uses. Loud skips (or failures under
+/// `CORDON_E2E_REQUIRE_*`) for the missing ones.
+fn backends(test: &str) -> Vec<(&'static [&'static str], &'static str)> {
+    let mut found: Vec<(&'static [&'static str], &'static str)> = vec![];
+    if bwrap_usable(test) {
+        found.push((&["--backend", "bwrap"], "read-only file system"));
+    }
+    if landlock_usable(test) {
+        found.push((&["--backend", "landlock"], "permission denied"));
+    }
+    found
+}
+
+const KNOB: &str = "/proc/sys/kernel/printk_ratelimit";
+
+fn knob() -> String {
+    std::fs::read_to_string(KNOB).unwrap().trim().to_owned()
+}
+
+#[test]
+fn a_sysctl_write_is_refused_in_every_mode_and_the_host_value_stays() {
+    let ws = workspace();
+    let before = knob();
+    for (backend, denial) in
+        backends("a_sysctl_write_is_refused_in_every_mode_and_the_host_value_stays")
+    {
+        for mode in ["read-only", "workspace-write"] {
+            let mut args = backend.to_vec();
+            args.extend(["--mode", mode, "--workspace", ws.path().to_str().unwrap()]);
+            let (code, result) = run_json(
+                ws.path(),
+                &args,
+                &format!("v=$(cat {KNOB}); echo $((v + 1)) > {KNOB}"),
+            );
+            let now = knob();
+            if now != before {
+                std::fs::write(KNOB, &before).unwrap();
+                panic!("{backend:?} {mode}: the host's {KNOB} changed from {before} to {now}");
+            }
+            assert_ne!(code, 0, "{backend:?} {mode}: {result}");
+            let stderr = result["stderr"]["text"].as_str().unwrap().to_lowercase();
+            assert!(stderr.contains(denial), "{backend:?} {mode}: {stderr}");
+            assert_eq!(sandbox(&result)["denied"], json!(true), "{result}");
+            // Positive control: reading the knob still works.
+            let (code, result) = run_json(ws.path(), &args, &format!("cat {KNOB}"));
+            assert_eq!(code, 0, "{result}");
+            assert_eq!(result["stdout"]["text"], format!("{before}\n"));
+        }
+    }
+}
+
+#[test]
+fn every_procfs_kernel_interface_is_read_only_under_bwrap() {
+    if !bwrap_usable("every_procfs_kernel_interface_is_read_only_under_bwrap") {
+        return;
+    }
+    let ws = workspace();
+    // The options of the topmost mount at each covered path, from inside.
+    let script = cordon::sandbox::bwrap::PROC_READ_ONLY
+        .iter()
+        .filter(|path| Path::new(path).exists())
+        .map(|path| {
+            format!(
+                "awk '$5 == \"{path}\" {{o = $6}} END {{print o}}' /proc/self/mountinfo \
+                 | grep -q '^ro' || echo WRITABLE {path}"
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let (code, result) = run_json(ws.path(), &["--backend", "bwrap"], &script);
+    assert_eq!(code, 0, "{result}");
+    assert_eq!(result["stdout"]["text"], "", "{result}");
+}
+
+/// `cordon run --mode workspace-write --workspace ROOT -- touch …`: refused
+/// with the invalid-request exit code, the path named, nothing run.
+fn refused_as_a_workspace(root: &Path, named: &str) {
+    let ws = workspace();
+    let marker = ws.path().join("ran");
+    let output = common::cordon()
+        .current_dir(ws.path())
+        .args(["run", "--mode", "workspace-write", "--workspace"])
+        .arg(root)
+        .arg("--")
+        .arg(format!("touch {}", marker.display()))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(64),
+        "{}: {stderr}",
+        root.display()
+    );
+    assert!(
+        stderr.contains(&format!("workspace root {named} ")),
+        "{}: {stderr}",
+        root.display()
+    );
+    assert!(stderr.starts_with("cordon: INVALID_REQUEST: "), "{stderr}");
+    assert!(!marker.exists(), "the command ran");
+}
+
+#[test]
+fn a_workspace_that_would_expose_the_host_is_refused_naming_the_path() {
+    refused_as_a_workspace(Path::new("/"), "/");
+    refused_as_a_workspace(Path::new("/proc"), "/proc");
+    refused_as_a_workspace(Path::new("/etc"), "/etc");
+    let ws = workspace();
+    let link = ws.path().join("to-root");
+    std::os::unix::fs::symlink("/", &link).unwrap();
+    refused_as_a_workspace(&link, "/");
+    let etc_link = ws.path().join("to-etc");
+    std::os::unix::fs::symlink("/etc", &etc_link).unwrap();
+    refused_as_a_workspace(&etc_link, "/etc");
+}
+
+#[test]
+fn allowed_roots_bound_every_workspace() {
+    let parent = workspace();
+    let inside = parent.path().join("inside");
+    let outside = parent.path().join("outside");
+    std::fs::create_dir_all(&inside).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let run = |root: &Path| {
+        common::cordon()
+            .current_dir(parent.path())
+            .args(["run", "--mode", "workspace-write", "--allowed-root"])
+            .arg(&inside)
+            .arg("--workspace")
+            .arg(root)
+            .args(["--max-mode", "danger-full-access", "--", "true"])
+            .output()
+            .unwrap()
+    };
+    if bwrap_usable("allowed_roots_bound_every_workspace") {
+        assert_eq!(run(&inside).status.code(), Some(0));
+    }
+    let refused = run(&outside);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("outside the allowed roots"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_system_workspace_over_serve_is_invalid_params_naming_the_path() {
+    let ws = workspace();
+    let host = Arc::new(common::test_host(ws.path(), 64_000));
+    let server = Arc::new(cordon::serve::Server::new(host));
+    let (mut client, _served) = Client::connect(&server);
+    for root in ["/", "/proc", "/etc"] {
+        let err = client
+            .call(
+                "run",
+                json!({
+                    "command": "true",
+                    "policy": {"mode": "workspace-write", "workspaceRoot": root},
+                }),
+            )
+            .await;
+        assert_eq!(err["code"], -32602, "{root}: {err}");
+        assert_eq!(err["data"]["code"], "INVALID_REQUEST", "{err}");
+        assert!(
+            err["message"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("workspace root {root} ")),
+            "{err}"
+        );
+    }
+}
+
+/// A SysV shared-memory segment of the host, removed when dropped.
+struct HostSegment(String);
+
+impl HostSegment {
+    fn create() -> Self {
+        let out = std::process::Command::new("ipcmk")
+            .args(["-M", "4096"])
+            .output()
+            .expect("ipcmk (util-linux)");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let id = text
+            .split_whitespace()
+            .last()
+            .expect("ipcmk printed the id")
+            .to_owned();
+        HostSegment(id)
+    }
+
+    fn exists(&self) -> bool {
+        let out = std::process::Command::new("ipcs")
+            .arg("-m")
+            .output()
+            .expect("ipcs (util-linux)");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .any(|line| line.split_whitespace().nth(1) == Some(self.0.as_str()))
+    }
+}
+
+impl Drop for HostSegment {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ipcrm")
+            .args(["-m", &self.0])
+            .output();
+    }
+}
+
+#[test]
+fn a_host_sysv_segment_survives_ipcrm_from_inside() {
+    let ws = workspace();
+    for (backend, _) in backends("a_host_sysv_segment_survives_ipcrm_from_inside") {
+        let segment = HostSegment::create();
+        assert!(segment.exists());
+        for mode in ["read-only", "workspace-write"] {
+            let mut args = backend.to_vec();
+            args.extend(["--mode", mode, "--workspace", ws.path().to_str().unwrap()]);
+            let (code, result) = run_json(ws.path(), &args, &format!("ipcrm -m {}", segment.0));
+            assert_ne!(code, 0, "{backend:?} {mode}: ipcrm succeeded: {result}");
+            assert!(
+                segment.exists(),
+                "{backend:?} {mode}: the host segment is gone"
+            );
+        }
+    }
+}
+
+/// Whether this kernel has the Landlock scopes (ABI 6); a loud skip if not.
+fn landlock_scopes(test: &str) -> bool {
+    if !landlock_usable(test) {
+        return false;
+    }
+    let abi = cordon::sandbox::landlock::kernel_abi();
+    if abi < 6 {
+        eprintln!("SKIPPED {test}: Landlock ABI {abi} has no scopes (needs 6)");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn under_landlock_a_command_cannot_signal_a_host_process() {
+    if !landlock_scopes("under_landlock_a_command_cannot_signal_a_host_process") {
+        return;
+    }
+    let ws = workspace();
+    let mut victim = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    for mode in ["read-only", "workspace-write"] {
+        let args = ["--backend", "landlock", "--mode", mode];
+        let (code, result) = run_json(ws.path(), &args, &format!("kill -TERM {}", victim.id()));
+        assert_ne!(code, 0, "{mode}: the kill was allowed: {result}");
+        assert!(
+            victim.try_wait().unwrap().is_none(),
+            "{mode}: the host process died"
+        );
+        // Positive control: a command still signals its own children.
+        let (code, result) = run_json(ws.path(), &args, "sleep 30 & kill $! && wait $!; echo $?");
+        assert_eq!(code, 0, "{result}");
+        assert_eq!(result["stdout"]["text"], "143\n", "{result}");
+    }
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+}
+
+#[test]
+fn under_landlock_a_command_cannot_reach_a_host_abstract_socket() {
+    use std::os::linux::net::SocketAddrExt;
+    if !landlock_scopes("under_landlock_a_command_cannot_reach_a_host_abstract_socket") {
+        return;
+    }
+    let ws = workspace();
+    let name = format!("cordon-e2e-{}", std::process::id());
+    let address = std::os::unix::net::SocketAddr::from_abstract_name(&name).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind_addr(&address).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let connect = |target: &str| {
+        format!(
+            "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); \
+             s.connect('\\0{target}'); print('connected')\""
+        )
+    };
+    for mode in ["read-only", "workspace-write"] {
+        let args = ["--backend", "landlock", "--mode", mode];
+        let (code, result) = run_json(ws.path(), &args, &connect(&name));
+        assert_ne!(code, 0, "{mode}: connected to the host's socket: {result}");
+        assert!(
+            listener.accept().is_err(),
+            "{mode}: the host's listener saw a connection"
+        );
+        // Positive control: a socket the command made itself is reachable.
+        let own = format!(
+            "python3 -c \"import socket; l = socket.socket(socket.AF_UNIX); \
+             l.bind('\\0{name}-own'); l.listen(1); s = socket.socket(socket.AF_UNIX); \
+             s.connect('\\0{name}-own'); print('connected')\""
+        );
+        let (code, result) = run_json(ws.path(), &args, &own);
+        assert_eq!(code, 0, "{mode}: {result}");
+        assert_eq!(result["stdout"]["text"], "connected\n");
+    }
+}

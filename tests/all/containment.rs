@@ -316,3 +316,134 @@ fn under_landlock_a_command_cannot_reach_a_host_abstract_socket() {
         assert_eq!(result["stdout"]["text"], "connected\n");
     }
 }
+
+/// A preload library built here: its constructor appends the name of the
+/// executable it loaded into (`/proc/self/exe`) to `$RECORD_OUT` (outside
+/// the workspace) and `$RECORD_IN` (inside it). None, said loudly, without
+/// a C compiler.
+fn recorder(dir: &Path) -> Option<std::path::PathBuf> {
+    let source = dir.join("recorder.c");
+    std::fs::write(
+        &source,
+        r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+static void record(const char *var) {
+    const char *path = getenv(var);
+    if (!path) return;
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n < 0) return;
+    exe[n] = 0;
+    FILE *f = fopen(path, "a");
+    if (!f) return;
+    fprintf(f, "%s\n", exe);
+    fclose(f);
+}
+__attribute__((constructor)) static void loaded(void) {
+    record("RECORD_OUT");
+    record("RECORD_IN");
+}
+"#,
+    )
+    .unwrap();
+    let library = dir.join("recorder.so");
+    match std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&library)
+        .arg(&source)
+        .status()
+    {
+        Ok(status) if status.success() => Some(library),
+        other => {
+            eprintln!(
+                "SKIPPED the LD_PRELOAD case: cannot build a preload library with cc: {other:?}"
+            );
+            None
+        }
+    }
+}
+
+#[test]
+fn a_callers_ld_preload_loads_into_sandboxed_programs_only() {
+    let outside = workspace();
+    let ws = workspace();
+    let Some(library) = recorder(outside.path()) else {
+        return;
+    };
+    let record_out = outside.path().join("record-out");
+    let record_in = ws.path().join("record-in");
+    for (backend, _) in backends("a_callers_ld_preload_loads_into_sandboxed_programs_only") {
+        let _ = std::fs::remove_file(&record_in);
+        let mut args = backend.to_vec();
+        args.extend([
+            "--mode",
+            "workspace-write",
+            "--workspace",
+            ws.path().to_str().unwrap(),
+        ]);
+        let preload = format!("LD_PRELOAD={}", library.display());
+        let out = format!("RECORD_OUT={}", record_out.display());
+        let inside = format!("RECORD_IN={}", record_in.display());
+        args.extend(["--env", &preload, "--env", &out, "--env", &inside]);
+        let (code, result) = run_json(ws.path(), &args, "true");
+        assert_eq!(code, 0, "{backend:?}: {result}");
+        let host_side = std::fs::read_to_string(&record_out).unwrap_or_default();
+        assert!(
+            host_side.is_empty(),
+            "{backend:?}: the preload ran outside the sandbox, in: {host_side}"
+        );
+        // Positive control: it did load into the sandboxed command.
+        let sandboxed = std::fs::read_to_string(&record_in).unwrap_or_default();
+        assert!(
+            sandboxed.lines().any(|exe| exe.ends_with("/bash")),
+            "{backend:?}: the command never saw its LD_PRELOAD: {sandboxed:?}"
+        );
+        assert!(
+            !sandboxed.contains("bwrap") && !sandboxed.contains("cordon"),
+            "{backend:?}: a runner loaded it: {sandboxed}"
+        );
+    }
+}
+
+#[test]
+fn the_runner_gets_none_of_the_commands_environment() {
+    if !bwrap_usable("the_runner_gets_none_of_the_commands_environment") {
+        return;
+    }
+    let ws = workspace();
+    // While bwrap runs, its own environment is on the host: look at it.
+    let marker = format!("CORDON_SEEN_{}", std::process::id());
+    let sleep = format!("sleep 7.{}", std::process::id());
+    let mut child = common::cordon()
+        .current_dir(ws.path())
+        .args(["run", "--backend", "bwrap", "--env"])
+        .arg(format!("{marker}=value-only-for-the-command"))
+        .args(["--", &sleep])
+        .spawn()
+        .unwrap();
+    // bwrap's own command line ends `-- bash -c SLEEP`; cordon's does not.
+    let runner_needle = format!("-c {sleep}");
+    common::wait_for_processes(&runner_needle, 1);
+    let runners: Vec<u32> = common::host_processes_with(&runner_needle)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("--json-status-fd"))
+        })
+        .collect();
+    assert!(!runners.is_empty(), "no bwrap found");
+    for pid in &runners {
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        for (what, bytes) in [("environment", environ), ("command line", cmdline)] {
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains("value-only-for-the-command"),
+                "bwrap's {what} carries the command's variable"
+            );
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}

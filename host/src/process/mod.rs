@@ -68,10 +68,17 @@ pub struct Launch {
     /// Give the program a status pipe as fd [`STATUS_FD`] (for a runner's
     /// out-of-band report); its contents come back in [`Finished::status_report`].
     pub status_pipe: bool,
+    /// Bytes the program reads from fd [`HANDOVER_FD`] (a runner taking
+    /// the command's environment over its own channel). Needs `status_pipe`.
+    pub handover: Option<Vec<u8>>,
 }
 
 /// The fd number a runner's status pipe has in the child.
 pub const STATUS_FD: i32 = 3;
+
+/// The fd number of the handover a runner reads (a sealed-in-practice
+/// memfd: written whole before the spawn, so no reader can stall the host).
+pub const HANDOVER_FD: i32 = 4;
 
 /// Why a launch could not start.
 #[derive(Debug)]
@@ -157,6 +164,7 @@ pub(crate) fn spawn_unchecked(
             None => spawn::Stdin::Null,
         },
         status_pipe: launch.status_pipe,
+        handover: launch.handover.as_deref(),
     })
     .map_err(|err| match err.kind() {
         io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied => SpawnError::Program(err),

@@ -60,6 +60,8 @@ pub(super) struct Spec<'a> {
     pub stdin: Stdin,
     /// Give the child a pipe at [`super::STATUS_FD`].
     pub status_pipe: bool,
+    /// Give the child a file with these bytes at [`super::HANDOVER_FD`].
+    pub handover: Option<&'a [u8]>,
 }
 
 /// A close-on-exec pipe: (read end, write end).
@@ -67,16 +69,50 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)
 }
 
+/// An anonymous in-memory file holding `bytes`, positioned at its start
+/// (close-on-exec; the child gets a `dup2` of it). Linux only: no other
+/// platform's runner takes a handover.
+#[cfg(not(target_os = "linux"))]
+fn memfd_with(_bytes: &[u8]) -> io::Result<OwnedFd> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "a handover fd needs Linux",
+    ))
+}
+
+/// An anonymous in-memory file holding `bytes`, positioned at its start
+/// (close-on-exec; the child gets a `dup2` of it).
+#[cfg(target_os = "linux")]
+fn memfd_with(bytes: &[u8]) -> io::Result<OwnedFd> {
+    // SAFETY: a NUL-terminated name and flags; returns a new fd or -1.
+    let raw = unsafe { libc::memfd_create(c"cordon-handover".as_ptr(), libc::MFD_CLOEXEC) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a fresh fd nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let mut file = std::fs::File::from(fd);
+    std::io::Write::write_all(&mut file, bytes)?;
+    std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(0))?;
+    Ok(OwnedFd::from(file))
+}
+
 /// The same open file at an fd number above every slot the child's file
-/// actions write (0–3), so that no action can clobber another's source
+/// actions write (0–4), so that no action can clobber another's source
 /// and no source is already sitting at its target (a `dup2` onto itself
 /// would keep close-on-exec set).
 fn above_child_slots(fd: OwnedFd) -> io::Result<OwnedFd> {
-    if fd.as_raw_fd() > super::STATUS_FD {
+    if fd.as_raw_fd() > super::HANDOVER_FD {
         return Ok(fd);
     }
     // SAFETY: F_DUPFD_CLOEXEC on a valid fd returns a new fd we own.
-    let raw = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, super::STATUS_FD + 1) };
+    let raw = unsafe {
+        libc::fcntl(
+            fd.as_raw_fd(),
+            libc::F_DUPFD_CLOEXEC,
+            super::HANDOVER_FD + 1,
+        )
+    };
     if raw < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -170,11 +206,19 @@ pub(super) fn start(spec: &Spec<'_>) -> io::Result<Started> {
         }
         false => (None, None),
     };
+    if spec.handover.is_some() && status_child.is_none() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a handover fd needs a status pipe below it",
+        ));
+    }
+    let handover = spec.handover.map(memfd_with).transpose()?;
     let child_fds = ChildFds {
         stdin: above_child_slots(stdin_child)?,
         stdout: above_child_slots(stdout_child)?,
         stderr: above_child_slots(stderr_child)?,
         status: status_child.map(above_child_slots).transpose()?,
+        handover: handover.map(above_child_slots).transpose()?,
     };
     let pid = platform::start(&program, spec, &child_fds)?;
     // The child's ends close here, so the host sees EOF once the child
@@ -189,12 +233,13 @@ pub(super) fn start(spec: &Spec<'_>) -> io::Result<Started> {
     })
 }
 
-/// The host-side copies of the fds the child gets at 0–3.
+/// The host-side copies of the fds the child gets at 0–4.
 struct ChildFds {
     stdin: OwnedFd,
     stdout: OwnedFd,
     stderr: OwnedFd,
     status: Option<OwnedFd>,
+    handover: Option<OwnedFd>,
 }
 
 impl ChildFds {
@@ -208,14 +253,18 @@ impl ChildFds {
         if let Some(status) = &self.status {
             slots.push((status.as_raw_fd(), super::STATUS_FD));
         }
+        if let Some(handover) = &self.handover {
+            slots.push((handover.as_raw_fd(), super::HANDOVER_FD));
+        }
         slots
     }
 
     /// The first fd the child must not keep.
     fn first_closed(&self) -> RawFd {
-        match self.status {
-            Some(_) => super::STATUS_FD + 1,
-            None => 3,
+        match (&self.status, &self.handover) {
+            (_, Some(_)) => super::HANDOVER_FD + 1,
+            (Some(_), None) => super::STATUS_FD + 1,
+            (None, None) => 3,
         }
     }
 }

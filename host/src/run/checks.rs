@@ -32,7 +32,7 @@ use crate::model::{
     WrapFacts,
 };
 use crate::policy::{Launch, Phase};
-use crate::sandbox::StatusReport;
+use crate::sandbox::{EnvHandover, StatusReport};
 
 /// Arguments a launch may have.
 pub(super) const MAX_ARGS: usize = 4_096;
@@ -102,6 +102,20 @@ pub(super) fn spec_size(spec: &ExecSpec) -> Result<(), RunError> {
 fn canonical_root(root: &Path) -> Result<PathBuf, RunError> {
     let root = absolute(root, "workspace root")?;
     Ok(std::fs::canonicalize(&root).unwrap_or(root))
+}
+
+/// Every environment entry of a spec can be set: a name that is not empty
+/// and has no `=` or NUL, a value without NUL.
+pub(super) fn spec_env(spec: &ExecSpec) -> Result<(), RunError> {
+    for (name, value) in &spec.env {
+        if name.is_empty() || name.contains(['=', '\0']) || value.contains('\0') {
+            return Err(RunError::InvalidRequest(format!(
+                "environment entry {name:?} cannot be set: a name must be non-empty without \
+                 '=' or NUL, a value without NUL"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Make the spec's paths absolute and the workspace root canonical, and
@@ -229,6 +243,7 @@ pub(super) struct Accepted {
     pub argv: Vec<String>,
     pub wrap: Option<WrapFacts>,
     pub report: StatusReport,
+    pub handover: EnvHandover,
 }
 
 /// Accept `launch` for `spec`, or say which invariant it breaks.
@@ -238,6 +253,7 @@ pub(super) fn launch(launch: Launch, spec: &ExecSpec) -> Result<Accepted, RunErr
             argv: wrap.argv().to_vec(),
             wrap: Some(wrap.facts().clone()),
             report: wrap.report(),
+            handover: wrap.handover(),
         },
         Launch::Confined(wrap) => {
             return Err(policy_failed(
@@ -255,6 +271,7 @@ pub(super) fn launch(launch: Launch, spec: &ExecSpec) -> Result<Accepted, RunErr
             argv,
             wrap: None,
             report: StatusReport::None,
+            handover: EnvHandover::Inherit,
         },
         Launch::Unconfined(_) => {
             return Err(policy_failed(
@@ -389,6 +406,19 @@ mod tests {
         many.env = vec![("A".into(), "1".into()); MAX_ARGS + 1];
         is_policy_failure(spec_size(&many), Phase::Resolve, "environment entries");
         assert!(spec_size(&spec(SandboxMode::ReadOnly, "/w")).is_ok());
+    }
+
+    #[test]
+    fn an_environment_entry_that_cannot_be_set_is_refused() {
+        for (name, value) in [("", "x"), ("A=B", "x"), ("A\0", "x"), ("A", "x\0y")] {
+            let mut bad = spec(SandboxMode::ReadOnly, "/w");
+            bad.env = vec![(name.into(), value.into())];
+            let err = spec_env(&bad).unwrap_err().to_string();
+            assert!(err.contains("cannot be set"), "{name:?}: {err}");
+        }
+        let mut good = spec(SandboxMode::ReadOnly, "/w");
+        good.env = vec![("A".into(), "x=y".into())];
+        assert!(spec_env(&good).is_ok());
     }
 
     #[test]

@@ -245,6 +245,7 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
     checks::request_within_ceiling(&request, ceiling)?;
     let mut spec = cx.policy.resolve(&request, &cx.deployment)?;
     checks::spec_size(&spec)?;
+    checks::spec_env(&spec)?;
     checks::canonicalise(&mut spec)?;
     checks::spec_within_ceiling(&spec, ceiling)?;
     checks::spec_keeps_handed_policy(
@@ -256,14 +257,20 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
         checks::writable_root(&spec.policy.workspace_root, &cx.deployment.allowed_roots)?;
     }
     let accepted = checks::launch(cx.policy.plan(&spec, cx.confiner.clone())?, &spec)?;
+    // The command's environment; a runner that takes it over its own
+    // channel is itself spawned without it.
+    let (env, handover) = accepted
+        .handover
+        .split(process::env::child_env(std::env::vars_os(), &spec.env));
     let launch = process::Launch {
         argv: accepted.argv,
-        env: process::env::child_env(std::env::vars_os(), &spec.env),
+        env,
         workdir: spec.workdir.clone(),
         stdin: request.stdin,
         tail_bytes: cx.limits.tail_bytes,
         spill_limit: cx.limits.spill_limit,
         status_pipe: accepted.report.needs_pipe(),
+        handover,
     };
     Ok(Prepared {
         spec,

@@ -15,10 +15,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::model::{Backend, Enforcement, SandboxMode, SandboxPolicy, Signatures, WrapFacts};
-use crate::process::STATUS_FD;
+use crate::process::{HANDOVER_FD, STATUS_FD};
 
 use super::probe::{Probed, Usable, find_on_path, run_bounded};
-use super::{StatusReport, Wrap};
+use super::{EnvHandover, StatusReport, Wrap};
 
 /// The runner's program name.
 pub const PROGRAM: &str = "bwrap";
@@ -118,12 +118,16 @@ impl Bwrap {
         }
     }
 
-    /// The full argv: `runner --json-status-fd 3 PROFILE HARDENING -- argv`.
-    /// The status fd is cordon's out-of-band evidence that bwrap really
-    /// started the command (see [`StatusReport::BwrapJson`]).
+    /// The full argv: `runner --args 4 --json-status-fd 3 PROFILE HARDENING
+    /// -- argv`. The status fd is cordon's out-of-band evidence that bwrap
+    /// really started the command (see [`StatusReport::BwrapJson`]); the
+    /// handover fd carries the command's environment
+    /// ([`EnvHandover::BwrapArgs`]), so bwrap itself runs without it.
     pub fn wrap(&self, argv: &[String], policy: &SandboxPolicy) -> Wrap {
         let mut full = vec![
             self.runner.to_string_lossy().into_owned(),
+            "--args".into(),
+            HANDOVER_FD.to_string(),
             "--json-status-fd".into(),
             STATUS_FD.to_string(),
         ];
@@ -131,7 +135,9 @@ impl Bwrap {
         full.extend(HARDENING.iter().map(|s| (*s).to_owned()));
         full.push("--".into());
         full.extend(argv.iter().cloned());
-        Wrap::new(full, policy.clone(), facts()).reporting(StatusReport::BwrapJson)
+        Wrap::new(full, policy.clone(), facts())
+            .reporting(StatusReport::BwrapJson)
+            .handing_over(EnvHandover::BwrapArgs)
     }
 }
 
@@ -195,7 +201,7 @@ mod tests {
         assert_eq!(
             argv_of(SandboxMode::ReadOnly).join(" "),
             format!(
-                "/usr/bin/bwrap --json-status-fd 3 --ro-bind / / --dev /dev --proc /proc {} \
+                "/usr/bin/bwrap --args 4 --json-status-fd 3 --ro-bind / / --dev /dev --proc /proc {} \
                  --die-with-parent {HARDENED} -- true",
                 covers()
             )
@@ -207,7 +213,7 @@ mod tests {
         assert_eq!(
             argv_of(SandboxMode::WorkspaceWrite).join(" "),
             format!(
-                "/usr/bin/bwrap --json-status-fd 3 --ro-bind / / --bind /home/me/ws /home/me/ws \
+                "/usr/bin/bwrap --args 4 --json-status-fd 3 --ro-bind / / --bind /home/me/ws /home/me/ws \
                  --dev /dev --proc /proc --tmpfs /tmp {} --die-with-parent {HARDENED} -- true",
                 covers()
             )

@@ -6,14 +6,14 @@
 use std::path::PathBuf;
 
 use crate::model::{Backend, Enforcement, SandboxMode, SandboxPolicy, Signatures, WrapFacts};
-use crate::process::STATUS_FD;
+use crate::process::{HANDOVER_FD, STATUS_FD};
 
 use super::launcher::{
     self, FAILURE_EXIT, PARTIAL_NOTICE, PREFIX, PROBE_FULL, PROBE_IPC_ISOLATED, PROBE_PARTIAL,
     PROBE_SCOPES,
 };
 use super::probe::{Probed, Usable, run_bounded};
-use super::{SandboxConfig, StatusReport, Wrap};
+use super::{EnvHandover, SandboxConfig, StatusReport, Wrap};
 
 pub use super::launcher::landlock::kernel_abi;
 
@@ -67,6 +67,8 @@ impl Landlock {
             launcher::SUBCOMMAND.into(),
             "--status-fd".into(),
             STATUS_FD.to_string(),
+            "--env-fd".into(),
+            HANDOVER_FD.to_string(),
         ];
         if self.isolate_ipc {
             full.push("--unshare-ipc".into());
@@ -74,7 +76,9 @@ impl Landlock {
         full.extend(grants(policy));
         full.push("--".into());
         full.extend(argv.iter().cloned());
-        Wrap::new(full, policy.clone(), facts(self.enforcement)).reporting(StatusReport::Launcher)
+        Wrap::new(full, policy.clone(), facts(self.enforcement))
+            .reporting(StatusReport::Launcher)
+            .handing_over(EnvHandover::LauncherFd)
     }
 }
 
@@ -208,7 +212,7 @@ mod tests {
             Landlock::at("/usr/bin/cordon", Enforcement::Partial).wrap(&["true".into()], &policy);
         assert_eq!(
             wrap.argv().join(" "),
-            "/usr/bin/cordon __landlock --status-fd 3 --unshare-ipc --ro / --rw /dev/null -- true"
+            "/usr/bin/cordon __landlock --status-fd 3 --env-fd 4 --unshare-ipc --ro / --rw /dev/null -- true"
         );
         assert_eq!(wrap.facts().enforcement, Enforcement::Partial);
         assert_eq!(wrap.report(), StatusReport::Launcher);

@@ -34,6 +34,8 @@ pub mod seatbelt;
 pub use ladder::{BackendChoice, DEFAULT_PROBE_TIMEOUT, Probe, Rung, Sandbox, SandboxConfig};
 pub use runner::RunnerCommand;
 
+use std::ffi::OsString;
+
 use crate::model::{RunnerStatus, SandboxMode, SandboxPolicy, WrapFacts};
 
 /// Why a policy cannot be confined here.
@@ -103,6 +105,63 @@ impl StatusReport {
     }
 }
 
+/// The environment a runner itself is spawned with when it takes the
+/// command's environment over its own channel: a fixed `PATH`, nothing a
+/// caller or a component chose (an `LD_PRELOAD` of theirs must reach only
+/// processes inside the sandbox).
+pub const RUNNER_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// How the command's environment reaches the command through its runner.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EnvHandover {
+    /// The runner is spawned with the command's environment (an operator's
+    /// runner command; `sandbox-exec`, which the system strips of loader
+    /// variables).
+    #[default]
+    Inherit,
+    /// bubblewrap reads `--clearenv` and a `--setenv NAME VALUE` per entry
+    /// from the handover fd (`--args`): no value shows in the host's
+    /// process list, and bwrap itself runs with [`RUNNER_PATH`] only.
+    BwrapArgs,
+    /// cordon's launcher reads `NAME=VALUE` entries, NUL-separated, from
+    /// the handover fd (`--env-fd`) and execs the command with exactly them.
+    LauncherFd,
+}
+
+impl EnvHandover {
+    /// The runner's own environment, and the bytes for the handover fd.
+    pub fn split(
+        self,
+        env: Vec<(OsString, OsString)>,
+    ) -> (Vec<(OsString, OsString)>, Option<Vec<u8>>) {
+        use std::os::unix::ffi::OsStrExt;
+        let fixed = || vec![(OsString::from("PATH"), OsString::from(RUNNER_PATH))];
+        let mut bytes = vec![];
+        match self {
+            EnvHandover::Inherit => return (env, None),
+            EnvHandover::BwrapArgs => {
+                bytes.extend_from_slice(b"--clearenv\0");
+                for (name, value) in &env {
+                    bytes.extend_from_slice(b"--setenv\0");
+                    bytes.extend_from_slice(name.as_bytes());
+                    bytes.push(0);
+                    bytes.extend_from_slice(value.as_bytes());
+                    bytes.push(0);
+                }
+            }
+            EnvHandover::LauncherFd => {
+                for (name, value) in &env {
+                    bytes.extend_from_slice(name.as_bytes());
+                    bytes.push(b'=');
+                    bytes.extend_from_slice(value.as_bytes());
+                    bytes.push(0);
+                }
+            }
+        }
+        (fixed(), Some(bytes))
+    }
+}
+
 /// An argv wrapped in a sandbox runner, with the facts of its confinement.
 /// Only the host creates these.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -111,6 +170,7 @@ pub struct Wrap {
     policy: SandboxPolicy,
     facts: WrapFacts,
     report: StatusReport,
+    handover: EnvHandover,
 }
 
 impl Wrap {
@@ -121,6 +181,7 @@ impl Wrap {
             policy,
             facts,
             report: StatusReport::None,
+            handover: EnvHandover::Inherit,
         }
     }
 
@@ -128,6 +189,18 @@ impl Wrap {
     pub fn reporting(mut self, report: StatusReport) -> Self {
         self.report = report;
         self
+    }
+
+    /// The same wrap, with a runner that takes the command's environment
+    /// over its own channel.
+    pub fn handing_over(mut self, handover: EnvHandover) -> Self {
+        self.handover = handover;
+        self
+    }
+
+    /// How the command's environment reaches the command.
+    pub fn handover(&self) -> EnvHandover {
+        self.handover
     }
 
     /// The full argv to spawn, runner first.
@@ -172,6 +245,25 @@ pub trait Confine: Send + Sync {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        pairs.iter().map(|(k, v)| (k.into(), v.into())).collect()
+    }
+
+    #[test]
+    fn a_runner_that_takes_the_environment_over_runs_with_a_fixed_path_only() {
+        let command = env(&[("LD_PRELOAD", "/evil.so"), ("A", "b c")]);
+        let (runner, bytes) = EnvHandover::BwrapArgs.split(command.clone());
+        assert_eq!(runner, env(&[("PATH", RUNNER_PATH)]));
+        assert_eq!(
+            bytes.unwrap(),
+            b"--clearenv\0--setenv\0LD_PRELOAD\0/evil.so\0--setenv\0A\0b c\0"
+        );
+        let (runner, bytes) = EnvHandover::LauncherFd.split(command.clone());
+        assert_eq!(runner, env(&[("PATH", RUNNER_PATH)]));
+        assert_eq!(bytes.unwrap(), b"LD_PRELOAD=/evil.so\0A=b c\0");
+        assert_eq!(EnvHandover::Inherit.split(command.clone()), (command, None));
+    }
 
     #[test]
     fn bwrap_reports_launched_only_with_an_exit_code_record() {

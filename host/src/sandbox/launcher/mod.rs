@@ -7,7 +7,7 @@
 //! runner next.
 //!
 //! ```text
-//! cordon __landlock [--status-fd N] [--unshare-ipc] (--ro PATH | --rw PATH)... -- ARGV...
+//! cordon __landlock [--status-fd N] [--env-fd N] [--unshare-ipc] (--ro PATH | --rw PATH)... -- ARGV...
 //! cordon __landlock --probe
 //! ```
 //!
@@ -17,6 +17,11 @@
 //! the status fd (`failed: …`). Just before exec it writes `exec`; the fd
 //! is close-on-exec, so the command never sees it. The command's own exit
 //! status, including its own 125, passes through unchanged.
+//!
+//! The launcher is spawned with a fixed minimal environment; the command's
+//! own comes over `--env-fd` (`NAME=VALUE` entries, NUL-separated) and
+//! reaches the command only, so a caller's `LD_PRELOAD` never loads into
+//! the launcher, which runs before confinement.
 //!
 //! Nothing here depends on the rest of the host (no policy, no tokio):
 //! what the launcher and the host agree on is the constants below.
@@ -66,6 +71,8 @@ enum Invocation {
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Launch {
     status_fd: Option<RawFd>,
+    /// Where the command's environment comes from (else: the launcher's own).
+    env_fd: Option<RawFd>,
     /// Give the command its own SysV IPC and UTS namespaces.
     unshare_ipc: bool,
     read_only: Vec<PathBuf>,
@@ -99,14 +106,20 @@ fn parse(args: Vec<OsString>) -> Result<Invocation, String> {
                     Some(extra) => Err(format!("--probe takes no arguments, got {extra:?}")),
                 };
             }
-            "--status-fd" => {
-                let value = args.next().ok_or("--status-fd needs a file descriptor")?;
+            "--status-fd" | "--env-fd" => {
+                let value = args
+                    .next()
+                    .ok_or_else(|| format!("{flag} needs a file descriptor"))?;
                 let fd = value
                     .to_str()
                     .and_then(|v| v.parse::<RawFd>().ok())
                     .filter(|fd| *fd > 2)
-                    .ok_or_else(|| format!("--status-fd needs a number above 2, got {value:?}"))?;
-                launch.status_fd = Some(fd);
+                    .ok_or_else(|| format!("{flag} needs a number above 2, got {value:?}"))?;
+                if flag == "--status-fd" {
+                    launch.status_fd = Some(fd);
+                } else {
+                    launch.env_fd = Some(fd);
+                }
             }
             "--unshare-ipc" => launch.unshare_ipc = true,
             "--ro" | "--rw" => {
@@ -154,6 +167,14 @@ fn launch(request: Launch) -> ! {
             );
         }
     }
+    let env = match request.env_fd.map(read_env) {
+        None => None,
+        Some(Ok(env)) => Some(env),
+        Some(Err(err)) => fail(
+            status.as_mut(),
+            &format!("cannot read the command's environment: {err}"),
+        ),
+    };
     if request.unshare_ipc
         && let Err(err) = unshare_ipc()
     {
@@ -171,11 +192,42 @@ fn launch(request: Launch) -> ! {
         let _ = writeln!(status, "exec");
     }
     let argv = &request.argv;
-    let err = std::process::Command::new(&argv[0]).args(&argv[1..]).exec();
+    let mut command = std::process::Command::new(&argv[0]);
+    command.args(&argv[1..]);
+    if let Some(env) = env {
+        command.env_clear().envs(env);
+    }
+    let err = command.exec();
     fail(
         status.as_mut(),
         &format!("cannot execute {}: {err}", argv[0].to_string_lossy()),
     )
+}
+
+/// The command's environment from `fd`: `NAME=VALUE` entries, each ended
+/// by a NUL. The fd is closed.
+fn read_env(fd: RawFd) -> std::io::Result<Vec<(OsString, OsString)>> {
+    use std::io::Read;
+    use std::os::unix::ffi::OsStringExt;
+    // SAFETY: the host handed us this fd for our exclusive use.
+    let mut file = unsafe { File::from_raw_fd(fd) };
+    let mut bytes = vec![];
+    file.read_to_end(&mut bytes)?;
+    Ok(parse_env(&bytes)
+        .into_iter()
+        .map(|(name, value)| (OsString::from_vec(name), OsString::from_vec(value)))
+        .collect())
+}
+
+/// Split NUL-ended `NAME=VALUE` entries (an entry without `=` is skipped).
+fn parse_env(bytes: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    bytes
+        .split(|b| *b == 0)
+        .filter_map(|entry| {
+            let at = entry.iter().position(|b| *b == b'=')?;
+            Some((entry[..at].to_vec(), entry[at + 1..].to_vec()))
+        })
+        .collect()
 }
 
 /// New SysV IPC and UTS namespaces for this process and what it execs:
@@ -214,6 +266,7 @@ mod tests {
             ])),
             Ok(Invocation::Launch(Launch {
                 status_fd: Some(3),
+                env_fd: None,
                 unshare_ipc: false,
                 read_only: vec!["/".into()],
                 writable: vec!["/w".into()],
@@ -239,6 +292,23 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(parse(os(&["--unshare-ipc", "--probe"])).is_err());
+    }
+
+    #[test]
+    fn the_environment_comes_as_nul_ended_entries() {
+        assert_eq!(
+            parse_env(b"A=1\0B=x=y\0junk\0EMPTY=\0"),
+            vec![
+                (b"A".to_vec(), b"1".to_vec()),
+                (b"B".to_vec(), b"x=y".to_vec()),
+                (b"EMPTY".to_vec(), vec![]),
+            ]
+        );
+        match parse(os(&["--env-fd", "4", "--", "x"])) {
+            Ok(Invocation::Launch(launch)) => assert_eq!(launch.env_fd, Some(4)),
+            other => panic!("{other:?}"),
+        }
+        assert!(parse(os(&["--env-fd", "2", "--", "x"])).is_err());
     }
 
     #[test]

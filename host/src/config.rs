@@ -8,6 +8,7 @@
 //! backend = "auto"                    # auto | bwrap | landlock | seatbelt
 //! probe_timeout_ms = 5000             # bound on each runner probe; positive
 //! landlock_launcher = "/usr/local/bin/cordon"  # executable with the launcher mode
+//! bwrap_path = "/usr/bin/bwrap"       # default: found in /usr/bin, /bin, … (never PATH)
 //! runner_command = ["/opt/sb", "--mode", "{mode}", "--root", "{workspace}", "--"]
 //! runner_failure_signatures = ["sb: "]         # both runner keys or neither
 //! ```
@@ -75,6 +76,8 @@ pub struct ConfigFile {
     pub probe_timeout_ms: Option<u64>,
     /// The executable with the Landlock launcher mode.
     pub landlock_launcher: Option<PathBuf>,
+    /// The bwrap binary.
+    pub bwrap_path: Option<PathBuf>,
     /// The operator's runner command.
     pub runner_command: Option<Vec<String>>,
     /// Stderr signatures of the runner's own failures.
@@ -179,6 +182,19 @@ impl Config {
                 format!("{} is not an absolute path", bad.display()),
             ));
         }
+        for (key, path) in [
+            ("bwrap_path", &file.bwrap_path),
+            ("landlock_launcher", &file.landlock_launcher),
+        ] {
+            if let Some(path) = path
+                && !path.is_absolute()
+            {
+                return Err(invalid(
+                    key,
+                    format!("{} is not an absolute path", path.display()),
+                ));
+            }
+        }
         if runner.is_some() && backend != BackendChoice::Auto {
             return Err(invalid(
                 "backend",
@@ -195,6 +211,7 @@ impl Config {
                 runner,
                 probe_timeout,
                 launcher: file.landlock_launcher,
+                bwrap: file.bwrap_path,
             },
         })
     }
@@ -246,6 +263,7 @@ mod tests {
             allowed_roots = ["/srv"]
             probe_timeout_ms = 250
             landlock_launcher = "/usr/local/bin/cordon"
+            bwrap_path = "/usr/bin/bwrap"
             runner_command = ["/opt/sb", "{mode}"]
             runner_failure_signatures = ["sb: "]
             "#,
@@ -255,6 +273,10 @@ mod tests {
         assert_eq!(config.max_mode, Some(SandboxMode::DangerFullAccess));
         assert_eq!(config.sandbox.probe_timeout, Duration::from_millis(250));
         assert!(config.sandbox.runner.is_some());
+        assert_eq!(
+            config.sandbox.bwrap.as_deref(),
+            Some(Path::new("/usr/bin/bwrap"))
+        );
         let deployment = config.deployment(Path::new("/cwd"));
         assert_eq!(deployment.policy.workspace_root, Path::new("/srv/ws"));
         assert_eq!(deployment.workdir, Path::new("/cwd"));

@@ -171,13 +171,15 @@ fn a_runner_that_fails_without_its_usual_text_is_still_sandbox_unavailable() {
     .unwrap();
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
     let marker = ws.path().join("ran");
+    // A substitute on PATH is never used: the operator names it.
+    let config = ws.path().join("cordon.toml");
+    std::fs::write(&config, format!("bwrap_path = \"{}\"\n", fake.display())).unwrap();
     let output = common::cordon()
         .current_dir(ws.path())
-        .env(
-            "PATH",
-            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
-        )
-        .args(["run", "--backend", "bwrap", "--"])
+        .arg("run")
+        .arg("--config")
+        .arg(&config)
+        .args(["--backend", "bwrap", "--"])
         .arg(format!("touch {}", marker.display()))
         .output()
         .unwrap();

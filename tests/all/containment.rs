@@ -447,3 +447,116 @@ fn the_runner_gets_none_of_the_commands_environment() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn a_substitute_bwrap_earlier_on_path_is_never_used() {
+    if !bwrap_usable("a_substitute_bwrap_earlier_on_path_is_never_used") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let fake_dir = workspace();
+    let ws = workspace();
+    let used = fake_dir.path().join("fake-bwrap-was-used");
+    let fake = fake_dir.path().join("bwrap");
+    // A "bwrap" that runs the command unconfined and leaves a mark.
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\ntouch {}\nwhile [ \"$1\" != -- ]; do shift; done; shift; exec \"$@\"\n",
+            used.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        fake_dir.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let marker = Path::new("/etc").join(format!("cordon-fake-bwrap-{}", std::process::id()));
+    let output = common::cordon()
+        .current_dir(ws.path())
+        .env("PATH", &path)
+        .args(["run", "--json", "--backend", "bwrap", "--"])
+        .arg(format!("touch {}", marker.display()))
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&marker);
+    let result = common::parse(&output);
+    assert!(!used.exists(), "the substitute bwrap on PATH ran");
+    assert_eq!(sandbox(&result)["denied"], json!(true), "{result}");
+    let probe = common::cordon()
+        .env("PATH", &path)
+        .args(["probe", "--json", "--backend", "bwrap"])
+        .output()
+        .unwrap();
+    let probe = common::parse(&probe);
+    let reason = probe["rungs"][0]["reason"].as_str().unwrap();
+    assert!(
+        !reason.contains(fake_dir.path().to_str().unwrap()),
+        "{reason}"
+    );
+    assert!(reason.contains("trusted"), "{reason}");
+    assert!(!used.exists());
+}
+
+#[test]
+fn a_configured_bwrap_that_others_could_replace_is_refused_with_the_reason() {
+    if !bwrap_usable("a_configured_bwrap_that_others_could_replace_is_refused_with_the_reason") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let ws = workspace();
+    let bin = ws.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let copy = bin.join("bwrap");
+    let real = std::fs::canonicalize(cordon_bwrap()).unwrap();
+    std::fs::copy(&real, &copy).unwrap();
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config = ws.path().join("cordon.toml");
+    std::fs::write(&config, format!("bwrap_path = \"{}\"\n", copy.display())).unwrap();
+    let probe = |dir_mode: u32| {
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(dir_mode)).unwrap();
+        let output = common::cordon()
+            .args(["probe", "--json", "--backend", "bwrap", "--config"])
+            .arg(&config)
+            .output()
+            .unwrap();
+        common::parse(&output)["rungs"][0].clone()
+    };
+    let trusted = probe(0o755);
+    assert_eq!(trusted["usable"], json!(true), "{trusted}");
+    assert!(
+        trusted["reason"]
+            .as_str()
+            .unwrap()
+            .contains(copy.to_str().unwrap())
+    );
+    let refused = probe(0o777);
+    assert_eq!(refused["usable"], json!(false), "{refused}");
+    assert!(
+        refused["reason"]
+            .as_str()
+            .unwrap()
+            .contains("is not trusted: writable by others"),
+        "{refused}"
+    );
+    // And a run under it fails closed.
+    let output = common::cordon()
+        .current_dir(ws.path())
+        .args(["run", "--backend", "bwrap", "--config"])
+        .arg(&config)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(69));
+}
+
+/// The bwrap cordon uses: the first in the fixed system directories.
+fn cordon_bwrap() -> std::path::PathBuf {
+    ["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"]
+        .iter()
+        .map(std::path::PathBuf::from)
+        .find(|p| p.exists())
+        .expect("bwrap in a system directory")
+}

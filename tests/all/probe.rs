@@ -39,11 +39,15 @@ fn a_hanging_bwrap_is_declared_unusable_within_the_bound() {
     let fake = bin.join("bwrap");
     std::fs::write(&fake, "#!/bin/sh\nsleep 30\n").unwrap();
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    // A substitute on PATH is never used: the operator names it.
+    let config = ws.path().join("cordon.toml");
+    std::fs::write(&config, format!("bwrap_path = \"{}\"\n", fake.display())).unwrap();
     let started = Instant::now();
     let output = cordon()
-        .env("PATH", path)
-        .args(["probe", "--json", "--probe-timeout-ms", "200"])
+        .arg("probe")
+        .arg("--config")
+        .arg(&config)
+        .args(["--json", "--probe-timeout-ms", "200"])
         .output()
         .unwrap();
     assert!(started.elapsed() < Duration::from_secs(10));

@@ -39,7 +39,15 @@ pub fn main(args: ProbeArgs) -> anyhow::Result<ExitCode> {
             _ => println!("backend: none — confined modes fail closed (SANDBOX_UNAVAILABLE)"),
         }
         if let Some(abi) = probe.landlock_abi {
-            println!("landlock ABI: {abi}");
+            let scopes = probe.landlock_scopes.as_deref().unwrap_or_default();
+            println!(
+                "landlock ABI: {abi} (scopes: {})",
+                if scopes.is_empty() {
+                    "none".to_owned()
+                } else {
+                    scopes.join(", ")
+                }
+            );
         }
         for rung in &probe.rungs {
             let verdict = if rung.usable { "usable" } else { "unusable" };

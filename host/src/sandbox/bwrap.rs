@@ -11,13 +11,13 @@
 //! `workspace-write` adds an ephemeral `/tmp` and a writable bind of the
 //! workspace root.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::model::{Backend, Enforcement, SandboxMode, SandboxPolicy, Signatures, WrapFacts};
 use crate::process::{HANDOVER_FD, STATUS_FD};
 
-use super::probe::{Probed, Usable, find_on_path, run_bounded};
+use super::probe::{Probed, SYSTEM_BIN_DIRS, Usable, find_in_system_dirs, run_bounded, trusted};
 use super::{EnvHandover, StatusReport, Wrap};
 
 /// The runner's program name.
@@ -141,10 +141,20 @@ impl Bwrap {
     }
 }
 
-/// Find `bwrap` on `PATH` and run the probe (SPEC.md §5) within `timeout`.
-pub(super) fn probe(timeout: Duration) -> Probed<Bwrap> {
-    let runner = find_on_path(PROGRAM)
-        .ok_or_else(|| "bwrap is not installed (not found on PATH)".to_owned())?;
+/// Find bwrap — `configured` (`bwrap_path`), else in the fixed system
+/// directories, never on the caller's `PATH` — check that it can be
+/// trusted, and run the probe (SPEC.md §5) within `timeout`.
+pub(super) fn probe(configured: Option<&Path>, timeout: Duration) -> Probed<Bwrap> {
+    let runner = match configured {
+        Some(path) => path.to_path_buf(),
+        None => find_in_system_dirs(PROGRAM).ok_or_else(|| {
+            format!(
+                "bwrap is not installed (not found in {}; set bwrap_path to use another)",
+                SYSTEM_BIN_DIRS.join(", ")
+            )
+        })?,
+    };
+    let trust = trusted(&runner)?;
     let mut argv = vec![runner.to_string_lossy().into_owned()];
     argv.extend(probe_args());
     let out = run_bounded(&argv, timeout)?;
@@ -156,7 +166,7 @@ pub(super) fn probe(timeout: Duration) -> Probed<Bwrap> {
         ));
     }
     Ok(Usable {
-        reason: format!("{} ran the probe", runner.display()),
+        reason: format!("{} ran the probe; {trust}", runner.display()),
         runner: Bwrap::at(runner),
     })
 }

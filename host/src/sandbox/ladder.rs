@@ -67,6 +67,9 @@ pub struct SandboxConfig {
     /// executable, which is right for the `cordon` binary; an embedder
     /// points it at an installed `cordon`).
     pub launcher: Option<PathBuf>,
+    /// The bwrap to use (default: the first in the fixed system
+    /// directories; never looked up on `PATH`).
+    pub bwrap: Option<PathBuf>,
 }
 
 impl Default for SandboxConfig {
@@ -76,6 +79,7 @@ impl Default for SandboxConfig {
             runner: None,
             probe_timeout: DEFAULT_PROBE_TIMEOUT,
             launcher: None,
+            bwrap: None,
         }
     }
 }
@@ -108,6 +112,10 @@ pub struct Probe {
     /// The kernel's Landlock ABI (Linux; 0 when unsupported).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub landlock_abi: Option<i64>,
+    /// The Landlock scopes this kernel enforces (Linux): `signal`,
+    /// `abstract-unix-socket`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub landlock_scopes: Option<Vec<&'static str>>,
     /// Every rung considered, in ladder order.
     pub rungs: Vec<Rung>,
     #[serde(skip)]
@@ -183,7 +191,10 @@ fn probe_rung(backend: Backend, config: &SandboxConfig) -> Result<Usable<Chosen>
         })
     }
     match backend {
-        Backend::Bwrap => chosen(bwrap::probe(config.probe_timeout), Chosen::Bwrap),
+        Backend::Bwrap => chosen(
+            bwrap::probe(config.bwrap.as_deref(), config.probe_timeout),
+            Chosen::Bwrap,
+        ),
         Backend::Landlock => chosen(landlock::probe(config), Chosen::Landlock),
         Backend::Seatbelt => chosen(seatbelt::probe(config.probe_timeout), Chosen::Seatbelt),
         Backend::RunnerCommand => {
@@ -249,12 +260,14 @@ impl Confine for Sandbox {
 
 fn decide(config: &SandboxConfig) -> Probe {
     let landlock_abi = cfg!(target_os = "linux").then(landlock::kernel_abi);
+    let landlock_scopes = cfg!(target_os = "linux").then(landlock::kernel_scopes);
     if let Some(runner) = &config.runner {
         let chosen = Chosen::Runner(runner.clone());
         return Probe {
             backend: Some(chosen.backend()),
             enforcement: Some(chosen.enforcement()),
             landlock_abi,
+            landlock_scopes,
             rungs: vec![Rung {
                 backend: Backend::RunnerCommand,
                 usable: true,
@@ -317,6 +330,7 @@ fn decide(config: &SandboxConfig) -> Probe {
         backend: chosen.as_ref().map(Chosen::backend),
         enforcement: chosen.as_ref().map(Chosen::enforcement),
         landlock_abi,
+        landlock_scopes,
         rungs,
         chosen,
     }

@@ -12,10 +12,10 @@ use super::launcher::{
     self, FAILURE_EXIT, PARTIAL_NOTICE, PREFIX, PROBE_FULL, PROBE_IPC_ISOLATED, PROBE_PARTIAL,
     PROBE_SCOPES,
 };
-use super::probe::{Probed, Usable, run_bounded};
+use super::probe::{Probed, Usable, run_bounded, trusted};
 use super::{EnvHandover, SandboxConfig, StatusReport, Wrap};
 
-pub use super::launcher::landlock::kernel_abi;
+pub use super::launcher::landlock::{kernel_abi, kernel_scopes};
 
 /// The grants of `policy` (SPEC.md §6): read-only `/`, writable
 /// `/dev/null` (the file, not `/dev`), plus `/tmp` (the host's: writes
@@ -87,11 +87,14 @@ impl Landlock {
 /// kernel lacks a file right or scope cordon asks for, or when runs cannot
 /// get their own IPC namespace (the launcher needs `CAP_SYS_ADMIN`).
 pub(super) fn probe(config: &SandboxConfig) -> Probed<Landlock> {
-    let launcher = match &config.launcher {
-        Some(path) => path.clone(),
-        None => {
-            std::env::current_exe().map_err(|err| format!("cannot locate the launcher: {err}"))?
-        }
+    // A configured launcher must be trustworthy; this executable is
+    // cordon itself, as trusted as the host running it.
+    let (launcher, trust) = match &config.launcher {
+        Some(path) => (path.clone(), format!("; {}", trusted(path)?)),
+        None => (
+            std::env::current_exe().map_err(|err| format!("cannot locate the launcher: {err}"))?,
+            String::new(),
+        ),
     };
     let argv = vec![
         launcher.to_string_lossy().into_owned(),
@@ -113,7 +116,7 @@ pub(super) fn probe(config: &SandboxConfig) -> Probed<Landlock> {
     };
     Ok(Usable {
         reason: format!(
-            "{} answered: {}; scopes: {}; ipc: {}",
+            "{} answered: {}; scopes: {}; ipc: {}{trust}",
             launcher.display(),
             out.stdout.lines().next().unwrap_or(""),
             if report.scopes.is_empty() {

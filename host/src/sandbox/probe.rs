@@ -117,13 +117,57 @@ impl ExitWaiter {
     }
 }
 
-/// The first executable file called `program` on `PATH`.
-pub(super) fn find_on_path(program: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .filter(|dir| dir.is_absolute())
-        .map(|dir| dir.join(program))
+/// Where runners are looked for when the operator names none: fixed
+/// system directories, never the caller's `PATH` (a substitute earlier on
+/// it would run every command unconfined).
+pub const SYSTEM_BIN_DIRS: &[&str] = &["/usr/bin", "/bin", "/usr/local/bin", "/usr/sbin", "/sbin"];
+
+/// The first executable file called `program` in [`SYSTEM_BIN_DIRS`].
+pub(super) fn find_in_system_dirs(program: &str) -> Option<PathBuf> {
+    SYSTEM_BIN_DIRS
+        .iter()
+        .map(|dir| Path::new(dir).join(program))
         .find(|candidate| is_executable(candidate))
+}
+
+/// A runner the host may trust: after resolving symlinks, the file and its
+/// directory are owned by root or by this host's user, and writable by
+/// neither group nor others (whoever could replace it could run every
+/// command unconfined). Says what it checked, or why it refuses.
+pub(super) fn trusted(runner: &Path) -> Result<String, String> {
+    use std::os::unix::fs::MetadataExt;
+    let real =
+        std::fs::canonicalize(runner).map_err(|err| format!("{}: {err}", runner.display()))?;
+    // SAFETY: geteuid cannot fail and touches no memory.
+    let me = unsafe { nix::libc::geteuid() };
+    let dir = real.parent().unwrap_or(Path::new("/"));
+    for path in [real.as_path(), dir] {
+        let meta = std::fs::metadata(path).map_err(|err| format!("{}: {err}", path.display()))?;
+        if meta.uid() != 0 && meta.uid() != me {
+            return Err(format!(
+                "{} is not trusted: owned by uid {}, not root or this user",
+                path.display(),
+                meta.uid()
+            ));
+        }
+        if meta.mode() & 0o022 != 0 {
+            return Err(format!(
+                "{} is not trusted: writable by {} (mode {:o})",
+                path.display(),
+                if meta.mode() & 0o002 != 0 {
+                    "others"
+                } else {
+                    "its group"
+                },
+                meta.mode() & 0o7777
+            ));
+        }
+    }
+    Ok(format!(
+        "{} trusted (it and its directory owned by uid {} or root, not writable by group or others)",
+        real.display(),
+        me
+    ))
 }
 
 fn is_executable(path: &Path) -> bool {
@@ -147,6 +191,40 @@ mod tests {
             "{err}"
         );
         assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_runner_writable_by_others_or_in_such_a_directory_is_not_trusted() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let runner = bin.join("runner");
+        std::fs::write(&runner, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(trusted(&runner).unwrap().contains("trusted"));
+        std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(trusted(&runner).unwrap_err().contains("writable by others"));
+        std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o775)).unwrap();
+        let err = trusted(&runner).unwrap_err();
+        assert!(
+            err.contains("bin is not trusted: writable by its group"),
+            "{err}"
+        );
+        assert!(trusted(Path::new("/nonexistent/runner")).is_err());
+    }
+
+    #[test]
+    fn runners_are_looked_for_in_system_directories_only() {
+        assert!(
+            SYSTEM_BIN_DIRS
+                .iter()
+                .all(|dir| Path::new(dir).is_absolute())
+        );
+        assert_eq!(find_in_system_dirs("no-such-runner-anywhere"), None);
+        assert!(find_in_system_dirs("sh").is_some());
     }
 
     #[test]

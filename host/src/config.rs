@@ -30,13 +30,12 @@ use crate::sandbox::{BackendChoice, RunnerCommand, SandboxConfig};
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("cannot read config {}: {source}", path.display())]
+    #[error("cannot read config {}: {reason}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
-        /// The operating system's error.
-        #[source]
-        source: std::io::Error,
+        /// Why (the operating system's error, or what the file is not).
+        reason: std::io::Error,
     },
     /// The file is not valid TOML or has an unknown key or a wrong type.
     #[error("config {}: {message}", path.display())]
@@ -103,9 +102,17 @@ pub struct Config {
 impl Config {
     /// Read and validate `path`.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let read_error = |reason| ConfigError::Read {
             path: path.to_path_buf(),
-            source,
+            reason,
+        };
+        let bytes =
+            crate::files::read_regular(path, crate::files::MAX_CONFIG_BYTES).map_err(read_error)?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            read_error(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "not UTF-8 text",
+            ))
         })?;
         Self::parse(&text, path)
     }

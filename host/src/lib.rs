@@ -19,6 +19,7 @@
 
 pub mod config;
 mod error;
+pub mod files;
 mod host;
 pub mod model;
 pub mod policy;

@@ -118,6 +118,10 @@ impl SandboxPolicy {
     }
 }
 
+/// The longest timeout any run may have (SPEC.md §3), whatever a request
+/// or a component says.
+pub const MAX_TIMEOUT_MS: u64 = 600_000;
+
 /// A caller's request to run one shell command. Everything but the command
 /// may be left out; the policy component fills in the defaults.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -560,3 +560,33 @@ fn cordon_bwrap() -> std::path::PathBuf {
         .find(|p| p.exists())
         .expect("bwrap in a system directory")
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_too_large_for_any_run_is_invalid_params_over_serve() {
+    let ws = workspace();
+    let host = Arc::new(common::test_host(ws.path(), 64_000));
+    let server = Arc::new(cordon::serve::Server::new(host));
+    let (mut client, _served) = Client::connect(&server);
+    let err = client
+        .call("run", json!({"command": "x".repeat(3 << 20)}))
+        .await;
+    assert_eq!(err["code"], -32602, "{}", err["message"]);
+    assert_eq!(err["data"]["code"], "INVALID_REQUEST");
+    assert!(err["message"].as_str().unwrap().contains("command is"));
+}
+
+#[test]
+fn stdin_and_config_files_must_be_bounded_regular_files() {
+    let ws = workspace();
+    for args in [
+        &["run", "--stdin-file", "/dev/zero", "--", "cat"][..],
+        &["run", "--config", "/dev/zero", "--", "true"][..],
+        &["probe", "--config", "/dev/urandom"][..],
+    ] {
+        let started = std::time::Instant::now();
+        let (code, stderr) = common::cordon_in(ws.path(), args);
+        assert_eq!(code, Some(78), "{args:?}: {stderr}");
+        assert!(stderr.contains("not a regular file"), "{args:?}: {stderr}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    }
+}

@@ -126,6 +126,18 @@ confined_case!(
     "moved the workspace root"
 );
 confined_case!(
+    a_timeout_no_run_can_have,
+    "zero-timeout",
+    "resolve",
+    "returned timeout-ms 0 outside 1..=600000"
+);
+confined_case!(
+    a_thousand_confines_in_one_plan,
+    "many-confines",
+    "plan",
+    "more than 8 sandbox.confine calls"
+);
+confined_case!(
     facts_for_another_mode,
     "wrong-mode",
     "settle",

@@ -106,7 +106,7 @@ fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
     request.env = args.env;
     if let Some(path) = &args.stdin_file {
         request.stdin = Some(
-            std::fs::read(path)
+            cordon::files::read_regular(path, cordon::files::MAX_STDIN_BYTES)
                 .with_context(|| format!("cannot read --stdin-file {}", path.display()))?,
         );
     }

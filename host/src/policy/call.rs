@@ -28,6 +28,42 @@ pub(super) struct StoreState {
     limiter: CallLimiter,
     /// Set only while `plan` runs: the sandbox that `confine` wraps with.
     pub(super) confiner: Option<Arc<dyn Confine>>,
+    /// What this call's `confine`s have cost so far.
+    confined: ConfineBudget,
+}
+
+/// `sandbox.confine` calls one `plan` may make: each wrap lives in host
+/// memory (the resource table), outside the component's memory cap, so
+/// their number and size are bounded here.
+pub const MAX_CONFINES_PER_PLAN: usize = 8;
+/// Bytes of argv all `confine` calls of one `plan` may hand the host.
+pub const MAX_CONFINED_BYTES: usize = 4 << 20;
+
+#[derive(Default)]
+struct ConfineBudget {
+    calls: usize,
+    bytes: usize,
+}
+
+impl StoreState {
+    /// Count one `confine` of `argv` against this call's budget; past it,
+    /// the call traps (a policy failure of this run).
+    pub(super) fn admit_confine(&mut self, argv: &[String]) -> wasmtime::Result<()> {
+        let budget = &mut self.confined;
+        budget.calls += 1;
+        budget.bytes += argv.iter().map(|arg| arg.len() + 1).sum::<usize>();
+        if budget.calls > MAX_CONFINES_PER_PLAN {
+            wasmtime::bail!(
+                "made more than {MAX_CONFINES_PER_PLAN} sandbox.confine calls in one plan"
+            );
+        }
+        if budget.bytes > MAX_CONFINED_BYTES {
+            wasmtime::bail!(
+                "handed sandbox.confine more than {MAX_CONFINED_BYTES} bytes of argv in one plan"
+            );
+        }
+        Ok(())
+    }
 }
 
 impl WasiView for StoreState {
@@ -122,6 +158,7 @@ pub(super) fn bounded<R: Send + 'static>(
                 exhausted: false,
             },
             confiner,
+            confined: ConfineBudget::default(),
         };
         let mut store = Store::new(&engine, state);
         store.limiter(|state| &mut state.limiter);
@@ -226,6 +263,30 @@ mod tests {
         let any = wasmtime::Error::msg("something else entirely");
         assert_eq!(describe(&any, true).0, "trapped: exceeded its memory limit");
         assert_eq!(describe(&any, false).0, "something else entirely");
+    }
+
+    #[test]
+    fn confine_calls_are_bounded_in_number_and_bytes() {
+        let mut state = StoreState {
+            wasi: deny_all_wasi(),
+            table: ResourceTable::new(),
+            limiter: CallLimiter {
+                memory_bytes: 1,
+                exhausted: false,
+            },
+            confiner: None,
+            confined: ConfineBudget::default(),
+        };
+        let small = vec!["true".to_owned()];
+        for _ in 0..MAX_CONFINES_PER_PLAN {
+            state.admit_confine(&small).unwrap();
+        }
+        let err = state.admit_confine(&small).unwrap_err().to_string();
+        assert!(err.contains("more than 8 sandbox.confine calls"), "{err}");
+        state.confined = ConfineBudget::default();
+        let big = vec!["x".repeat(MAX_CONFINED_BYTES)];
+        let err = state.admit_confine(&big).unwrap_err().to_string();
+        assert!(err.contains("bytes of argv"), "{err}");
     }
 
     #[test]

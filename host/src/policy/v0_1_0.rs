@@ -145,6 +145,7 @@ impl self::cordon::sandbox::sandbox::Host for StoreState {
         argv: Vec<String>,
         policy: wit::SandboxPolicy,
     ) -> wasmtime::Result<Result<Resource<Wrap>, wit::Unavailable>> {
+        self.admit_confine(&argv)?;
         let policy = model::SandboxPolicy::from(policy);
         let Some(confiner) = self.confiner.clone() else {
             // Only `plan` may confine; any other phase is a policy bug.

@@ -28,8 +28,8 @@ use std::path::{Path, PathBuf};
 
 use crate::RunError;
 use crate::model::{
-    Deployment, ExecRequest, ExecSpec, LaunchFacts, SandboxFacts, SandboxMode, SandboxPolicy,
-    WrapFacts,
+    Deployment, ExecRequest, ExecSpec, LaunchFacts, MAX_TIMEOUT_MS, SandboxFacts, SandboxMode,
+    SandboxPolicy, WrapFacts,
 };
 use crate::policy::{Launch, Phase};
 use crate::sandbox::{EnvHandover, StatusReport};
@@ -76,8 +76,39 @@ fn total_len(texts: &[String]) -> usize {
     texts.iter().map(String::len).sum()
 }
 
-/// A resolved spec is bounded whatever the component returned.
+/// A request is bounded before a component sees it: a command or an
+/// environment too large for any run is the caller's error, not the
+/// component's.
+pub(super) fn request_size(request: &ExecRequest) -> Result<(), RunError> {
+    let env_bytes: usize = request.env.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if request.command.len() > MAX_TEXT_BYTES {
+        return Err(RunError::InvalidRequest(format!(
+            "command is {} bytes; the limit is {MAX_TEXT_BYTES}",
+            request.command.len()
+        )));
+    }
+    if request.env.len() > MAX_ARGS || env_bytes > MAX_TEXT_BYTES {
+        return Err(RunError::InvalidRequest(format!(
+            "env has {} entries ({env_bytes} bytes); the limits are {MAX_ARGS} entries and \
+             {MAX_TEXT_BYTES} bytes",
+            request.env.len()
+        )));
+    }
+    Ok(())
+}
+
+/// A resolved spec is bounded whatever the component returned, and its
+/// timeout is one a run can have (`1..=MAX_TIMEOUT_MS`).
 pub(super) fn spec_size(spec: &ExecSpec) -> Result<(), RunError> {
+    if !(1..=MAX_TIMEOUT_MS).contains(&spec.timeout_ms) {
+        return Err(policy_failed(
+            Phase::Resolve,
+            format!(
+                "returned timeout-ms {} outside 1..={MAX_TIMEOUT_MS}",
+                spec.timeout_ms
+            ),
+        ));
+    }
     let env_bytes: usize = spec.env.iter().map(|(k, v)| k.len() + v.len()).sum();
     if spec.command.len() > MAX_TEXT_BYTES
         || spec.env.len() > MAX_ARGS
@@ -406,6 +437,35 @@ mod tests {
         many.env = vec![("A".into(), "1".into()); MAX_ARGS + 1];
         is_policy_failure(spec_size(&many), Phase::Resolve, "environment entries");
         assert!(spec_size(&spec(SandboxMode::ReadOnly, "/w")).is_ok());
+    }
+
+    #[test]
+    fn a_request_too_large_for_any_run_is_the_callers_error() {
+        let big = ExecRequest::new("x".repeat(MAX_TEXT_BYTES + 1));
+        let err = request_size(&big).unwrap_err();
+        assert!(matches!(err, RunError::InvalidRequest(_)), "{err}");
+        assert!(err.to_string().contains("command is"), "{err}");
+        let mut many = ExecRequest::new("x");
+        many.env = vec![("A".into(), "1".into()); MAX_ARGS + 1];
+        assert!(
+            request_size(&many)
+                .unwrap_err()
+                .to_string()
+                .contains("env has")
+        );
+        assert!(request_size(&ExecRequest::new("true")).is_ok());
+    }
+
+    #[test]
+    fn a_returned_timeout_outside_its_range_is_a_policy_failure() {
+        for timeout in [0, MAX_TIMEOUT_MS + 1, u64::MAX] {
+            let mut wrong = spec(SandboxMode::ReadOnly, "/w");
+            wrong.timeout_ms = timeout;
+            is_policy_failure(spec_size(&wrong), Phase::Resolve, "outside 1..=600000");
+        }
+        let mut longest = spec(SandboxMode::ReadOnly, "/w");
+        longest.timeout_ms = MAX_TIMEOUT_MS;
+        assert!(spec_size(&longest).is_ok());
     }
 
     #[test]

@@ -243,6 +243,7 @@ async fn follow(
 fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> {
     let ceiling = cx.deployment.max_mode;
     checks::request_within_ceiling(&request, ceiling)?;
+    checks::request_size(&request)?;
     let mut spec = cx.policy.resolve(&request, &cx.deployment)?;
     checks::spec_size(&spec)?;
     checks::spec_env(&spec)?;

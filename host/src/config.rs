@@ -11,6 +11,11 @@
 //! bwrap_path = "/usr/bin/bwrap"       # default: found in /usr/bin, /bin, … (never PATH)
 //! runner_command = ["/opt/sb", "--mode", "{mode}", "--root", "{workspace}", "--"]
 //! runner_failure_signatures = ["sb: "]         # both runner keys or neither
+//!
+//! [env]                               # which host variables reach commands
+//! inherit = "all"                     # all | core (PATH, HOME, LANG, LC_*, …) | none
+//! include = ["CI_*"]                  # let through even past the credential scrub
+//! exclude = ["*_INTERNAL"]            # always withheld
 //! ```
 //!
 //! Every key is optional and validated; an unknown key, a wrong type or an
@@ -24,6 +29,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::model::{Deployment, SandboxMode, SandboxPolicy};
+use crate::process::env::{EnvPolicy, Inherit};
 use crate::sandbox::{BackendChoice, RunnerCommand, SandboxConfig};
 
 /// A configuration file could not be used.
@@ -81,6 +87,20 @@ pub struct ConfigFile {
     pub runner_command: Option<Vec<String>>,
     /// Stderr signatures of the runner's own failures.
     pub runner_failure_signatures: Option<Vec<String>>,
+    /// The environment policy.
+    pub env: Option<EnvFile>,
+}
+
+/// `[env]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvFile {
+    /// `all`, `core` or `none`.
+    pub inherit: Option<String>,
+    /// Patterns let through.
+    pub include: Option<Vec<String>>,
+    /// Patterns withheld.
+    pub exclude: Option<Vec<String>>,
 }
 
 /// A validated configuration.
@@ -97,6 +117,8 @@ pub struct Config {
     pub allowed_roots: Vec<PathBuf>,
     /// The sandbox ladder's configuration.
     pub sandbox: SandboxConfig,
+    /// Which host variables reach commands.
+    pub env: EnvPolicy,
 }
 
 impl Config {
@@ -182,6 +204,40 @@ impl Config {
                 ));
             }
         };
+        let env = match file.env {
+            None => EnvPolicy::default(),
+            Some(env) => {
+                let inherit = match env.inherit.as_deref() {
+                    None | Some("all") => Inherit::All,
+                    Some("core") => Inherit::Core,
+                    Some("none") => Inherit::None,
+                    Some(other) => {
+                        return Err(invalid(
+                            "env.inherit",
+                            format!("unknown value {other:?}; expected all, core or none"),
+                        ));
+                    }
+                };
+                let patterns = |key, list: Option<Vec<String>>| {
+                    let list = list.unwrap_or_default();
+                    match list
+                        .iter()
+                        .find(|p| p.is_empty() || p.contains(['=', '\0']))
+                    {
+                        Some(bad) => Err(invalid(
+                            key,
+                            format!("{bad:?} is not a variable name pattern"),
+                        )),
+                        None => Ok(list),
+                    }
+                };
+                EnvPolicy {
+                    inherit,
+                    include: patterns("env.include", env.include)?,
+                    exclude: patterns("env.exclude", env.exclude)?,
+                }
+            }
+        };
         let allowed_roots = file.allowed_roots.unwrap_or_default();
         if let Some(bad) = allowed_roots.iter().find(|root| !root.is_absolute()) {
             return Err(invalid(
@@ -220,6 +276,7 @@ impl Config {
                 launcher: file.landlock_launcher,
                 bwrap: file.bwrap_path,
             },
+            env,
         })
     }
 
@@ -229,6 +286,7 @@ impl Config {
         crate::Host::builder()
             .deployment(self.deployment(cwd))
             .sandbox(self.sandbox.clone())
+            .env_policy(self.env.clone())
     }
 
     /// The deployment in working directory `cwd`.
@@ -273,6 +331,11 @@ mod tests {
             bwrap_path = "/usr/bin/bwrap"
             runner_command = ["/opt/sb", "{mode}"]
             runner_failure_signatures = ["sb: "]
+
+            [env]
+            inherit = "core"
+            include = ["CI_*"]
+            exclude = ["X"]
             "#,
         )
         .unwrap();

@@ -14,6 +14,7 @@ use serde_json::json;
 use crate::model::{Deployment, ExecRequest, ExecResult, SandboxMode};
 use crate::policy::cache::ComponentCache;
 use crate::policy::{self, ExecutorInfo, Limits, LoadError, Policy, PolicyEngine};
+use crate::process::env::EnvPolicy;
 use crate::run::{ProcessLimits, RunContext, RunOptions};
 use crate::sandbox::{Confine, Probe, Sandbox, SandboxConfig};
 use crate::session::Session;
@@ -139,6 +140,7 @@ pub struct HostBuilder {
     spill_parent: Option<PathBuf>,
     cache: Option<ComponentCache>,
     probe_early: bool,
+    env: Option<EnvPolicy>,
 }
 
 impl HostBuilder {
@@ -251,6 +253,25 @@ impl HostBuilder {
         self
     }
 
+    /// Which host variables reach commands (default: all but what the
+    /// credential scrub withholds; see [`crate::process::env`]).
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), cordon::BuildError> {
+    /// use cordon::process::env::{EnvPolicy, Inherit};
+    /// let env = EnvPolicy {
+    ///     inherit: Inherit::Core,
+    ///     include: vec!["CI_*".into()],
+    ///     exclude: vec![],
+    /// };
+    /// let host = cordon::Host::builder().env_policy(env).build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn env_policy(mut self, policy: EnvPolicy) -> Self {
+        self.env = Some(policy);
+        self
+    }
+
     /// Keep compiled policy components in `cache`, so the next host that
     /// loads the same component skips compiling it.
     ///
@@ -324,6 +345,7 @@ impl HostBuilder {
             deployment: Arc::new(deployment),
             spill_parent: self.spill_parent.unwrap_or_else(std::env::temp_dir),
             process: self.process.unwrap_or_default(),
+            env: Arc::new(self.env.unwrap_or_default()),
             task_ids: Arc::new(AtomicU64::new(0)),
             engine,
         });
@@ -366,6 +388,7 @@ pub(crate) struct HostCore {
     /// Where each session creates its private spill directory.
     pub(crate) spill_parent: PathBuf,
     process: ProcessLimits,
+    env: Arc<EnvPolicy>,
     /// Task ids are unique across the host's sessions, so an id handed to
     /// the wrong session names nothing there.
     pub(crate) task_ids: Arc<AtomicU64>,
@@ -391,6 +414,7 @@ impl HostCore {
             deployment: self.deployment.clone(),
             spill_dir: spill_dir.clone(),
             limits: self.process.clone(),
+            env: self.env.clone(),
         }
     }
 }

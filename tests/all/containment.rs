@@ -590,3 +590,82 @@ fn stdin_and_config_files_must_be_bounded_regular_files() {
         assert!(started.elapsed() < std::time::Duration::from_secs(10));
     }
 }
+
+/// The credentials SPEC §3's scrub must withhold, with realistic values.
+const SECRETS: &[(&str, &str)] = &[
+    ("DATABASE_URL", "postgres://app:hunter2@db.internal/app"),
+    ("GITHUB_PAT", "github_pat_11AAAA"),
+    ("CI_JOB_JWT", "eyJhbGciOi.x.y"),
+    ("MYSQL_PWD", "hunter2"),
+    ("NPM_CONFIG__AUTH", "dXNlcjpwdw=="),
+    ("GOOGLE_APPLICATION_CREDENTIALS", "/etc/gcp/key.json"),
+    ("DEPLOY_CREDENTIALS", "deploy-credentials-value"),
+    ("KUBECONFIG", "/root/.kube/config"),
+    ("AWS_SESSION_TOKEN", "FwoGZXIvYXdzE"),
+];
+
+fn visible_env(dir: &Path, config: Option<&Path>) -> String {
+    let mut command = common::cordon();
+    command.current_dir(dir).arg("run").arg("--json");
+    if let Some(config) = config {
+        command.arg("--config").arg(config);
+    }
+    for (name, value) in SECRETS {
+        command.env(name, value);
+    }
+    command.env("HARMLESS_SETTING", "kept");
+    let output = command
+        .args([
+            "--max-mode",
+            "danger-full-access",
+            "--mode",
+            "danger-full-access",
+        ])
+        .args(["--", "env"])
+        .output()
+        .unwrap();
+    common::parse(&output)["stdout"]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn the_credential_scrub_withholds_common_secrets_unless_the_operator_includes_them() {
+    let ws = workspace();
+    let env = visible_env(ws.path(), None);
+    for (name, value) in SECRETS {
+        assert!(
+            !env.contains(&format!("{name}=")),
+            "{name} reached the command"
+        );
+        assert!(
+            !env.contains(value),
+            "the value of {name} reached the command"
+        );
+    }
+    assert!(env.contains("HARMLESS_SETTING=kept"), "{env}");
+
+    let config = ws.path().join("cordon.toml");
+    std::fs::write(
+        &config,
+        "[env]\ninclude = [\"DATABASE_URL\", \"KUBECONFIG\"]\nexclude = [\"HARMLESS_*\"]\n",
+    )
+    .unwrap();
+    let env = visible_env(ws.path(), Some(&config));
+    assert!(
+        env.contains("DATABASE_URL=postgres://app:hunter2@db.internal/app"),
+        "{env}"
+    );
+    assert!(env.contains("KUBECONFIG=/root/.kube/config"), "{env}");
+    assert!(!env.contains("GITHUB_PAT="), "{env}");
+    assert!(!env.contains("HARMLESS_SETTING"), "{env}");
+
+    std::fs::write(&config, "[env]\ninherit = \"none\"\n").unwrap();
+    let env = visible_env(ws.path(), Some(&config));
+    assert!(!env.contains("HARMLESS_SETTING"), "{env}");
+    assert!(
+        env.contains("NO_COLOR=1"),
+        "the defaults still apply: {env}"
+    );
+}

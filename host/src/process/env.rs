@@ -1,30 +1,180 @@
-//! The child's environment (SPEC.md §3): the host's environment with
-//! credentials scrubbed, then the spec's entries in order (later wins).
+//! The child's environment (SPEC.md §3): the host's environment as the
+//! operator's [`EnvPolicy`] lets it through, credentials scrubbed, then the
+//! spec's entries in order (later wins).
 //!
-//! The scrub drops every variable whose name contains `KEY`, `PASSWORD`,
-//! `SECRET` or `TOKEN` (any case) and every `CORDON_*` variable: an agent's
-//! command has no business reading the operator's credentials. An entry the
-//! request names explicitly is the caller's choice and survives.
+//! The scrub withholds what looks like a credential, by name or by value:
+//!
+//! * names containing `KEY`, `PASSWORD`, `PASSWD`, `SECRET`, `TOKEN`,
+//!   `CREDENTIAL`, `AUTH`, `JWT`, `COOKIE`, `SESSION` or `PRIVATE` (any
+//!   case) — `AWS_SESSION_TOKEN`, `GOOGLE_APPLICATION_CREDENTIALS`,
+//!   `NPM_CONFIG__AUTH`, `SSH_AUTH_SOCK`, …;
+//! * names ending in `_PAT`, `_PWD` or `_PASS` (`GITHUB_PAT`, `MYSQL_PWD`),
+//!   and `KUBECONFIG`, `DOCKER_CONFIG`, `PGPASSFILE`, `NETRC`;
+//! * every `CORDON_*` variable;
+//! * values that carry a credential: a URL with a password in it
+//!   (`postgres://user:pw@db/app`, so `DATABASE_URL` too), a PEM private
+//!   key, or a token with a well-known prefix (`ghp_`, `github_pat_`,
+//!   `glpat-`, `xoxb-`, `sk-`, an `AKIA` access key id).
+//!
+//! An agent's command has no business reading the operator's credentials.
+//! An entry the request names explicitly is the caller's choice and
+//! survives; so does a host variable the operator's policy includes.
 
 use std::ffi::OsString;
 
 /// Substrings (upper case) that mark a variable name as a credential.
-const CREDENTIAL_MARKERS: &[&str] = &["KEY", "PASSWORD", "SECRET", "TOKEN"];
+const CREDENTIAL_MARKERS: &[&str] = &[
+    "KEY",
+    "PASSWORD",
+    "PASSWD",
+    "SECRET",
+    "TOKEN",
+    "CREDENTIAL",
+    "AUTH",
+    "JWT",
+    "COOKIE",
+    "SESSION",
+    "PRIVATE",
+];
 
-/// Whether the host variable `name` is withheld from commands.
-pub fn is_scrubbed(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    upper.starts_with("CORDON_") || CREDENTIAL_MARKERS.iter().any(|m| upper.contains(m))
+/// Name endings (upper case) that mark a credential.
+const CREDENTIAL_SUFFIXES: &[&str] = &["_PAT", "_PWD", "_PASS"];
+
+/// Names of variables that point at credential files.
+const CREDENTIAL_NAMES: &[&str] = &["KUBECONFIG", "DOCKER_CONFIG", "PGPASSFILE", "NETRC"];
+
+/// Value prefixes of well-known token formats.
+const TOKEN_PREFIXES: &[&str] = &[
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "glpat-",
+    "xoxb-",
+    "xoxp-",
+    "xoxa-",
+    "sk-",
+    "-----BEGIN",
+];
+
+/// The host variables a command inherits before the scrub.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Inherit {
+    /// Every host variable.
+    #[default]
+    All,
+    /// Only [`CORE_VARS`] (and `LC_*`).
+    Core,
+    /// None: the command gets the defaults and its request's entries only.
+    None,
 }
 
-/// The complete environment for a child: `host` scrubbed, then `overlay`.
+/// The variables `Inherit::Core` keeps.
+pub const CORE_VARS: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR",
+];
+
+/// Which host variables reach a command (`[env]` in `cordon.toml`):
+/// `inherit` picks the starting set, the credential scrub removes what
+/// looks like a secret, `include` patterns let named variables through
+/// anyway, and `exclude` patterns remove variables whatever else says.
+/// A pattern is a name with `*` wildcards (`MY_*`, `*_URL`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EnvPolicy {
+    /// The starting set.
+    pub inherit: Inherit,
+    /// Host variables let through even when the scrub or `inherit` would
+    /// drop them.
+    pub include: Vec<String>,
+    /// Host variables always dropped.
+    pub exclude: Vec<String>,
+}
+
+impl EnvPolicy {
+    /// Whether the host variable `name` (with `value`) reaches commands.
+    pub fn passes(&self, name: &str, value: &str) -> bool {
+        if self.exclude.iter().any(|p| matches(p, name)) {
+            return false;
+        }
+        if self.include.iter().any(|p| matches(p, name)) {
+            return true;
+        }
+        let inherited = match self.inherit {
+            Inherit::All => true,
+            Inherit::Core => CORE_VARS.contains(&name) || name.starts_with("LC_"),
+            Inherit::None => false,
+        };
+        inherited && !is_scrubbed(name, value)
+    }
+}
+
+/// Whether `name` matches `pattern` (`*` matches any run of characters).
+fn matches(pattern: &str, name: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = name.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+/// Whether the host variable `name` with `value` looks like a credential.
+pub fn is_scrubbed(name: &str, value: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    upper.starts_with("CORDON_")
+        || CREDENTIAL_MARKERS.iter().any(|m| upper.contains(m))
+        || CREDENTIAL_SUFFIXES.iter().any(|s| upper.ends_with(s))
+        || CREDENTIAL_NAMES.contains(&upper.as_str())
+        || value_is_credential(value)
+}
+
+/// A URL with a password, a private key, or a well-known token.
+fn value_is_credential(value: &str) -> bool {
+    let value = value.trim();
+    if TOKEN_PREFIXES.iter().any(|p| value.starts_with(p)) {
+        return true;
+    }
+    if value.len() == 20
+        && value.starts_with("AKIA")
+        && value.chars().all(|c| c.is_ascii_alphanumeric())
+    {
+        return true;
+    }
+    // scheme://user:password@host…
+    value.split("://").skip(1).any(|after| {
+        let authority = after.split(['/', '?', '#']).next().unwrap_or_default();
+        authority
+            .rsplit_once('@')
+            .is_some_and(|(userinfo, _)| userinfo.contains(':'))
+    })
+}
+
+/// The complete environment for a child: `host` through `policy` and the
+/// scrub, then `overlay`.
 pub fn child_env(
     host: impl IntoIterator<Item = (OsString, OsString)>,
+    policy: &EnvPolicy,
     overlay: &[(String, String)],
 ) -> Vec<(OsString, OsString)> {
     let mut env: Vec<(OsString, OsString)> = host
         .into_iter()
-        .filter(|(name, _)| !name.to_str().is_some_and(is_scrubbed) && name.to_str().is_some())
+        .filter(|(name, value)| match (name.to_str(), value.to_str()) {
+            (Some(name), Some(value)) => policy.passes(name, value),
+            (Some(name), None) => policy.passes(name, ""),
+            (None, _) => false,
+        })
         .collect();
     for (name, value) in overlay {
         env.retain(|(existing, _)| existing != name.as_str());
@@ -49,18 +199,98 @@ mod tests {
             "db_password",
             "CORDON_X",
             "api_key",
+            "GITHUB_PAT",
+            "MY_JWT_SIGNING",
+            "MYSQL_PWD",
+            "NPM_CONFIG__AUTH",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "AZURE_CREDENTIALS",
+            "KUBECONFIG",
+            "AWS_SESSION_TOKEN",
+            "SSH_AUTH_SOCK",
+            "REDIS_PASS",
         ] {
-            assert!(is_scrubbed(name), "{name}");
+            assert!(is_scrubbed(name, "x"), "{name}");
         }
-        for name in ["PATH", "HOME", "LANG", "TERM"] {
-            assert!(!is_scrubbed(name), "{name}");
+        for name in [
+            "PATH",
+            "HOME",
+            "LANG",
+            "TERM",
+            "PWD",
+            "OLDPWD",
+            "SSL_CERT_FILE",
+        ] {
+            assert!(!is_scrubbed(name, "/x"), "{name}");
         }
+    }
+
+    #[test]
+    fn values_that_carry_a_credential_are_scrubbed_whatever_the_name() {
+        for value in [
+            "postgres://app:hunter2@db.internal:5432/app",
+            "https://user:pw@example.com/path?q",
+            "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+            "github_pat_11ABC",
+            "glpat-xxxx",
+            "-----BEGIN OPENSSH PRIVATE KEY-----",
+            "AKIAIOSFODNN7EXAMPLE",
+        ] {
+            assert!(is_scrubbed("DATABASE_URL_OR_ANY", value), "{value}");
+            assert!(is_scrubbed("HARMLESS", value), "{value}");
+        }
+        for value in [
+            "https://example.com/path",
+            "ssh://git@github.com/org/repo",
+            "/usr/bin:/bin",
+            "http://proxy:3128",
+        ] {
+            assert!(!is_scrubbed("HARMLESS", value), "{value}");
+        }
+    }
+
+    #[test]
+    fn patterns_match_with_wildcards() {
+        assert!(matches("MY_*", "MY_VAR"));
+        assert!(matches("*_URL", "DATABASE_URL"));
+        assert!(matches("A*B*C", "AxxBxxC"));
+        assert!(matches("EXACT", "EXACT"));
+        assert!(!matches("EXACT", "EXACTLY"));
+        assert!(!matches("*_URL", "URL"));
+        assert!(!matches("A*B", "AB_C"));
+    }
+
+    #[test]
+    fn the_policy_picks_the_set_then_includes_and_excludes_win() {
+        let core = EnvPolicy {
+            inherit: Inherit::Core,
+            ..EnvPolicy::default()
+        };
+        assert!(core.passes("PATH", "/bin"));
+        assert!(core.passes("LC_ALL", "C"));
+        assert!(!core.passes("EDITOR", "vi"));
+        let none = EnvPolicy {
+            inherit: Inherit::None,
+            include: vec!["DATABASE_URL".into(), "CI_*".into()],
+            exclude: vec!["CI_SECRET_*".into()],
+        };
+        assert!(!none.passes("PATH", "/bin"));
+        assert!(
+            none.passes("DATABASE_URL", "postgres://a:b@c/d"),
+            "include beats the scrub"
+        );
+        assert!(none.passes("CI_JOB", "1"));
+        assert!(!none.passes("CI_SECRET_X", "1"), "exclude beats include");
+        let all = EnvPolicy::default();
+        assert!(all.passes("EDITOR", "vi"));
+        assert!(!all.passes("GITHUB_TOKEN", "x"));
     }
 
     #[test]
     fn overlay_wins_and_survives_the_scrub() {
         let env = child_env(
             os(&[("PATH", "/bin"), ("TERM", "xterm"), ("MY_TOKEN", "t")]),
+            &EnvPolicy::default(),
             &[
                 ("TERM".into(), "dumb".into()),
                 ("EXPLICIT_OVERRIDE_PASSWORD".into(), "1".into()),

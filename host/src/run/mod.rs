@@ -65,6 +65,7 @@ pub(crate) struct RunContext {
     pub deployment: Arc<Deployment>,
     pub spill_dir: Arc<SpillDir>,
     pub limits: ProcessLimits,
+    pub env: Arc<process::env::EnvPolicy>,
 }
 
 /// A request resolved, planned and checked: ready to spawn.
@@ -260,9 +261,11 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
     let accepted = checks::launch(cx.policy.plan(&spec, cx.confiner.clone())?, &spec)?;
     // The command's environment; a runner that takes it over its own
     // channel is itself spawned without it.
-    let (env, handover) = accepted
-        .handover
-        .split(process::env::child_env(std::env::vars_os(), &spec.env));
+    let (env, handover) = accepted.handover.split(process::env::child_env(
+        std::env::vars_os(),
+        &cx.env,
+        &spec.env,
+    ));
     let launch = process::Launch {
         argv: accepted.argv,
         env,

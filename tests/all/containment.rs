@@ -669,3 +669,68 @@ fn the_credential_scrub_withholds_common_secrets_unless_the_operator_includes_th
         "the defaults still apply: {env}"
     );
 }
+
+/// A file outside every workspace with known metadata: mode 0644, an mtime
+/// in 2001.
+struct HostFile {
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+}
+
+impl HostFile {
+    fn create() -> Self {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = workspace();
+        let path = dir.path().join("host-file");
+        std::fs::write(&path, "host\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let status = std::process::Command::new("touch")
+            .args(["-d", "2001-02-03 04:05:06"])
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        HostFile { _dir: dir, path }
+    }
+
+    /// (mode, uid, gid, mtime) as the host sees them.
+    fn metadata(&self) -> (u32, u32, u32, i64) {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(&self.path).unwrap();
+        (meta.mode(), meta.uid(), meta.gid(), meta.mtime())
+    }
+}
+
+#[test]
+fn chmod_chown_and_touch_outside_the_workspace_fail_and_change_nothing() {
+    let ws = workspace();
+    let file = HostFile::create();
+    let before = file.metadata();
+    let path = file.path.display().to_string();
+    for (backend, _) in
+        backends("chmod_chown_and_touch_outside_the_workspace_fail_and_change_nothing")
+    {
+        for mode in ["read-only", "workspace-write"] {
+            let mut args = backend.to_vec();
+            args.extend(["--mode", mode, "--workspace", ws.path().to_str().unwrap()]);
+            for attack in [
+                format!("chmod 4755 {path}"),
+                format!("chown 1234:1234 {path}"),
+                format!("touch -d '2020-01-01 00:00:00' {path}"),
+                format!("touch {path}"),
+            ] {
+                let (code, result) = run_json(ws.path(), &args, &attack);
+                assert_ne!(code, 0, "{backend:?} {mode} `{attack}` succeeded: {result}");
+                assert_eq!(
+                    file.metadata(),
+                    before,
+                    "{backend:?} {mode} `{attack}` changed the host file"
+                );
+            }
+            // Positive control: the file is still readable.
+            let (code, result) = run_json(ws.path(), &args, &format!("cat {path}"));
+            assert_eq!(code, 0, "{result}");
+            assert_eq!(result["stdout"]["text"], "host\n");
+        }
+    }
+}

@@ -109,7 +109,7 @@ pub(super) fn restrict(read_only: &[PathBuf], writable: &[PathBuf]) -> Result<Re
 }
 
 /// `--probe`: try what a launch will do — new IPC namespaces, a throwaway
-/// ruleset — and say how it was enforced: the verdict line, the ABI, the
+/// ruleset, the metadata filter — and say how it was enforced: the verdict line, the ABI, the
 /// scopes in force and whether IPC can be isolated.
 pub(super) fn probe() -> ! {
     let ipc = super::unshare_ipc().is_ok();
@@ -118,6 +118,10 @@ pub(super) fn probe() -> ! {
         Ok(RulesetStatus::PartiallyEnforced) => println!("{PROBE_PARTIAL}"),
         Ok(RulesetStatus::NotEnforced) => fail(None, "this kernel does not enforce Landlock"),
         Err(err) => fail(None, &format!("ruleset error: {err}")),
+    }
+    #[cfg(target_os = "linux")]
+    if let Err(detail) = super::metadata::refuse_metadata_changes() {
+        fail(None, &detail);
     }
     println!("abi: {}", kernel_abi());
     println!("{PROBE_SCOPES}{}", kernel_scopes().join(", "));

@@ -27,6 +27,8 @@
 //! what the launcher and the host agree on is the constants below.
 
 pub mod landlock;
+#[cfg(target_os = "linux")]
+mod metadata;
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -187,6 +189,10 @@ fn launch(request: Launch) -> ! {
         Ok(landlock::Restricted::Fully) => {}
         Ok(landlock::Restricted::Partially) => eprintln!("{PREFIX}{PARTIAL_NOTICE}"),
         Err(detail) => fail(status.as_mut(), &detail),
+    }
+    #[cfg(target_os = "linux")]
+    if let Err(detail) = metadata::refuse_metadata_changes() {
+        fail(status.as_mut(), &detail);
     }
     if let Some(status) = status.as_mut() {
         let _ = writeln!(status, "exec");

@@ -1,0 +1,116 @@
+//! The metadata filter: Landlock has no access right for changing a file's
+//! mode, owner, timestamps or extended attributes, so under Landlock alone
+//! a command could `chmod`, `chown` or `touch -d` any file it can name —
+//! as root, make a host binary setuid. The launcher therefore installs a
+//! seccomp filter (built with `seccompiler`) that refuses every such system
+//! call with `EPERM`, for paths and file descriptors alike: a filter cannot
+//! tell a path inside the workspace from one outside, so the change is
+//! refused everywhere, and a command that must `chmod` or `touch` inside its
+//! workspace needs the bwrap rung, where the mount tree decides.
+//!
+//! `io_uring` is refused too (it can set extended attributes without these
+//! system calls). A call from another architecture's system-call table
+//! (`int 0x80`) kills the process (seccompiler's architecture check); the
+//! x32 numbers of the refused calls are refused as well.
+
+use std::collections::BTreeMap;
+
+use seccompiler::{BpfProgram, SeccompAction, SeccompFilter};
+
+/// The system calls that change metadata, by this architecture's numbers.
+fn refused() -> Vec<i64> {
+    use nix::libc;
+    #[allow(unused_mut)]
+    let mut calls: Vec<i64> = vec![
+        libc::SYS_fchmod,
+        libc::SYS_fchmodat,
+        FCHMODAT2,
+        libc::SYS_fchown,
+        libc::SYS_fchownat,
+        libc::SYS_utimensat,
+        libc::SYS_setxattr,
+        libc::SYS_lsetxattr,
+        libc::SYS_fsetxattr,
+        libc::SYS_removexattr,
+        libc::SYS_lremovexattr,
+        libc::SYS_fremovexattr,
+        SETXATTRAT,
+        REMOVEXATTRAT,
+        libc::SYS_io_uring_setup,
+    ];
+    #[cfg(target_arch = "x86_64")]
+    {
+        calls.extend([
+            libc::SYS_chmod,
+            libc::SYS_chown,
+            libc::SYS_lchown,
+            libc::SYS_utime,
+            libc::SYS_utimes,
+            libc::SYS_futimesat,
+        ]);
+        // The same calls through the x32 ABI.
+        let x32: Vec<i64> = calls.iter().map(|nr| nr | X32_SYSCALL_BIT).collect();
+        calls.extend(x32);
+    }
+    calls
+}
+
+/// `fchmodat2` (Linux 6.6), the same number on every architecture.
+const FCHMODAT2: i64 = 452;
+/// `setxattrat` (Linux 6.13).
+const SETXATTRAT: i64 = 463;
+/// `removexattrat` (Linux 6.13).
+const REMOVEXATTRAT: i64 = 466;
+/// Marks an x32 system call on x86_64.
+#[cfg(target_arch = "x86_64")]
+const X32_SYSCALL_BIT: i64 = 0x4000_0000;
+
+/// The compiled filter: the refused calls fail with `EPERM`, everything
+/// else is allowed (Landlock and the mount tree decide the rest).
+pub(super) fn filter() -> Result<BpfProgram, String> {
+    let rules = refused()
+        .into_iter()
+        .map(|nr| (nr, vec![]))
+        .collect::<BTreeMap<_, _>>();
+    let arch = std::env::consts::ARCH
+        .try_into()
+        .map_err(|err| format!("no seccomp filter for {}: {err}", std::env::consts::ARCH))?;
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(nix::libc::EPERM as u32),
+        arch,
+    )
+    .map_err(|err| format!("metadata filter: {err}"))?;
+    filter
+        .try_into()
+        .map_err(|err: seccompiler::BackendError| format!("metadata filter: {err}"))
+}
+
+/// Install the filter on this process (inherited by what it execs).
+/// Needs no-new-privs, which the Landlock restriction has set.
+pub(super) fn refuse_metadata_changes() -> Result<(), String> {
+    let program = filter()?;
+    seccompiler::apply_filter(&program).map_err(|err| format!("metadata filter: {err}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_filter_covers_every_metadata_call_and_compiles() {
+        let calls = refused();
+        for nr in [
+            nix::libc::SYS_fchmodat,
+            nix::libc::SYS_fchownat,
+            nix::libc::SYS_utimensat,
+            nix::libc::SYS_fsetxattr,
+        ] {
+            assert!(calls.contains(&nr), "{nr}");
+        }
+        #[cfg(target_arch = "x86_64")]
+        assert!(calls.contains(&(nix::libc::SYS_chmod | X32_SYSCALL_BIT)));
+        assert!(!filter().unwrap().is_empty());
+    }
+}

@@ -123,8 +123,9 @@ fn main() {
             rounds,
         ));
     }
-    // The exact argv cordon spawns for a read-only run, minus the status fd
-    // (nobody reads it here).
+    // The exact argv cordon spawns for a read-only run, minus the handover
+    // and status fds (`--args 4 --json-status-fd 3`: nobody writes or reads
+    // them here).
     let bare_bwrap: Option<Vec<String>> = bwrap.as_ref().map(|bwrap| {
         let policy = SandboxPolicy::new(SandboxMode::ReadOnly, &dir);
         let argv: Vec<String> = ["bash", "-c", "true"].map(String::from).to_vec();
@@ -133,16 +134,86 @@ fn main() {
             .argv()
             .iter()
             .enumerate()
-            .filter(|(i, _)| !(1..=2).contains(i))
+            .filter(|(i, _)| !(1..=4).contains(i))
             .map(|(_, a)| a.clone())
             .collect()
     });
     if let Some(bare) = bare_bwrap.clone() {
+        let runner = bare[0].clone();
         cases.push((
             "`bwrap <read-only profile> -- bash -c true` directly",
             Box::new(move || direct(&bare.iter().map(String::as_str).collect::<Vec<_>>())),
             rounds,
         ));
+        // The profile before issue 12's hardening (no procfs covers, no
+        // IPC/UTS namespaces), to show what the hardening costs.
+        let old: Vec<String> = [
+            runner.as_str(),
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--die-with-parent",
+            "--unshare-pid",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+            "--",
+            "bash",
+            "-c",
+            "true",
+        ]
+        .map(String::from)
+        .to_vec();
+        cases.push((
+            "`bwrap <issue-11 read-only profile> -- bash -c true` directly",
+            Box::new(move || direct(&old.iter().map(String::as_str).collect::<Vec<_>>())),
+            rounds,
+        ));
+        // The Landlock launcher: this build's (scopes, IPC namespace,
+        // metadata filter) and, with CORDON_BENCH_BEFORE, the older one's.
+        cases.push((
+            "`cordon __landlock --unshare-ipc --ro / --rw /dev/null -- bash -c true`",
+            Box::new(move || {
+                direct(&[
+                    cordon_bin,
+                    "__landlock",
+                    "--unshare-ipc",
+                    "--ro",
+                    "/",
+                    "--rw",
+                    "/dev/null",
+                    "--",
+                    "bash",
+                    "-c",
+                    "true",
+                ])
+            }),
+            rounds,
+        ));
+        if let Some(before) = before_bin.clone() {
+            cases.push((
+                "`cordon __landlock --ro / --rw /dev/null -- bash -c true`, **before**",
+                Box::new(move || {
+                    direct(&[
+                        &before,
+                        "__landlock",
+                        "--ro",
+                        "/",
+                        "--rw",
+                        "/dev/null",
+                        "--",
+                        "bash",
+                        "-c",
+                        "true",
+                    ])
+                }),
+                rounds,
+            ));
+        }
         cases.push((
             "cordon library, read-only (bwrap), `true`",
             Box::new(|| run(SandboxMode::ReadOnly, "true")),

@@ -734,3 +734,32 @@ fn chmod_chown_and_touch_outside_the_workspace_fail_and_change_nothing() {
         }
     }
 }
+
+#[test]
+fn probe_shows_the_landlock_scopes_in_force() {
+    if !landlock_scopes("probe_shows_the_landlock_scopes_in_force") {
+        return;
+    }
+    let output = common::cordon()
+        .args(["probe", "--json", "--backend", "landlock"])
+        .output()
+        .unwrap();
+    let probe = common::parse(&output);
+    assert_eq!(
+        probe["landlockScopes"],
+        json!(["abstract-unix-socket", "signal"]),
+        "{probe}"
+    );
+    let reason = probe["rungs"][1]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("scopes: abstract-unix-socket, signal"),
+        "{reason}"
+    );
+    assert!(reason.contains("ipc: own namespace per run"), "{reason}");
+    let text = common::cordon().args(["probe"]).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("(scopes: abstract-unix-socket, signal)"),
+        "{text}"
+    );
+}

@@ -29,6 +29,8 @@ pub enum ErrorCode {
     Workdir,
     /// The command could not be started.
     SpawnFailed,
+    /// The run was aborted before its command started; nothing ran.
+    Aborted,
 }
 
 impl ErrorCode {
@@ -40,6 +42,7 @@ impl ErrorCode {
             ErrorCode::PolicyFailed => "POLICY_FAILED",
             ErrorCode::Workdir => "WORKDIR",
             ErrorCode::SpawnFailed => "SPAWN_FAILED",
+            ErrorCode::Aborted => "ABORTED",
         }
     }
 }
@@ -117,6 +120,11 @@ pub enum RunError {
         reason: String,
     },
 
+    /// The caller aborted the run before its command started: nothing was
+    /// spawned. (An abort after the start is a result with `aborted`.)
+    #[error("the run was aborted before its command started; nothing ran")]
+    Aborted,
+
     /// The command could not be started (not a sandbox failure).
     #[error("could not start {program:?}: {source}")]
     Spawn {
@@ -139,6 +147,7 @@ impl RunError {
             RunError::PolicyFailed { .. } => ErrorCode::PolicyFailed,
             RunError::Workdir { .. } => ErrorCode::Workdir,
             RunError::Spawn { .. } => ErrorCode::SpawnFailed,
+            RunError::Aborted => ErrorCode::Aborted,
         }
     }
 
@@ -153,7 +162,7 @@ impl RunError {
             }
             RunError::PolicyFailed { phase, .. } => json!({ "phase": phase }),
             RunError::Workdir { path, .. } => json!({ "path": path }),
-            RunError::InvalidRequest(_) | RunError::Spawn { .. } => json!({}),
+            RunError::InvalidRequest(_) | RunError::Spawn { .. } | RunError::Aborted => json!({}),
         };
         details(self.code(), fields)
     }

@@ -201,3 +201,35 @@ fn probe_early_prepares_the_confiner_once_on_its_own_thread() {
         "probes stay lazy by default"
     );
 }
+
+#[test]
+fn a_probe_slower_than_a_policy_call_still_serves_the_run() {
+    if !common::bwrap_usable("a_probe_slower_than_a_policy_call_still_serves_the_run") {
+        return;
+    }
+    let ws = workspace();
+    let bin = ws.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let slow = bin.join("bwrap");
+    // The probe (`… -- true`) takes 2 s, longer than a policy call's 1 s
+    // deadline; real runs go to the real bwrap.
+    std::fs::write(
+        &slow,
+        "#!/bin/sh\ncase \"$*\" in *'--die-with-parent -- true') sleep 2; exit 0;; esac\nexec /usr/bin/bwrap \"$@\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&slow, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config = ws.path().join("cordon.toml");
+    std::fs::write(&config, format!("bwrap_path = \"{}\"\n", slow.display())).unwrap();
+    let output = cordon()
+        .current_dir(ws.path())
+        .args(["run", "--json", "--backend", "bwrap", "--config"])
+        .arg(&config)
+        .args(["--", "echo served"])
+        .output()
+        .unwrap();
+    let result = parse(&output);
+    assert_eq!(output.status.code(), Some(0), "{result}");
+    assert_eq!(result["stdout"]["text"], "served\n");
+    assert_eq!(result["sandbox"]["enforcement"], "full");
+}

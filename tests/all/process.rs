@@ -142,6 +142,31 @@ async fn an_abort_terminates_the_group_and_is_reported() {
 }
 
 #[tokio::test]
+async fn an_abort_before_the_start_spawns_nothing() {
+    let ws = workspace();
+    let host = host(ws.path(), 64_000);
+    let marker = ws.path().join("spawned");
+    let abort = CancellationToken::new();
+    abort.cancel();
+    let options = RunOptions {
+        abort: Some(abort),
+        ..RunOptions::default()
+    };
+    let err = host
+        .run_with(
+            danger(ws.path(), &format!("touch {}", marker.display())),
+            options,
+        )
+        .await
+        .expect_err("an abort before the start is an error");
+    assert!(matches!(err, cordon::RunError::Aborted), "{err}");
+    assert_eq!(err.code(), "ABORTED");
+    // Give a wrongly spawned command time to leave its mark.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!marker.exists(), "the command was spawned");
+}
+
+#[tokio::test]
 async fn dropping_the_run_future_kills_the_group() {
     let ws = workspace();
     let host = host(ws.path(), 64_000);

@@ -31,6 +31,7 @@ pub fn for_code(code: ErrorCode) -> u8 {
         ErrorCode::PolicyFailed => POLICY_FAILED,
         ErrorCode::Workdir => WORKDIR,
         ErrorCode::SpawnFailed => SPAWN_FAILED,
+        ErrorCode::Aborted => INTERRUPTED,
     }
 }
 
@@ -66,6 +67,7 @@ Exit codes:
   N    the command's own exit code (128+N when it died by signal N)
   124  the command was killed at its timeout
   130  cordon was interrupted and terminated the command's process group
+       (or was interrupted before the command started: nothing ran)
   2    usage error
   64   invalid request (bad field, or mode above the deployment ceiling)
   66   the working directory is unusable

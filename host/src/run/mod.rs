@@ -94,6 +94,15 @@ pub(crate) async fn run(
 ) -> Result<ExecResult, RunError> {
     let prepared = prepare(cx, request)?;
     let facts = prepared.facts(false);
+    // An abort that came while the request was prepared (or before) ends
+    // the run here: nothing is spawned only to be killed.
+    if options
+        .abort
+        .as_ref()
+        .is_some_and(CancellationToken::is_cancelled)
+    {
+        return Err(RunError::Aborted);
+    }
     let process =
         match process::spawn_unchecked(&prepared.launch, Some(&cx.spill_dir), options.sink) {
             Ok(process) => process,
@@ -257,6 +266,12 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
     )?;
     if spec.policy.mode == SandboxMode::WorkspaceWrite {
         checks::writable_root(&spec.policy.workspace_root, &cx.deployment.allowed_roots)?;
+    }
+    if spec.policy.mode.is_confined() {
+        // Probe (once per host) on the host's time, before the component's
+        // `plan` and its deadline: a slow probe must not read as a policy
+        // failure.
+        cx.confiner.prepare();
     }
     let accepted = checks::launch(cx.policy.plan(&spec, cx.confiner.clone())?, &spec)?;
     // The command's environment; a runner that takes it over its own

@@ -40,6 +40,8 @@ pub mod code {
     pub const SPAWN_FAILED: i64 = -32004;
     /// `UNKNOWN_TASK`: no task has this id.
     pub const UNKNOWN_TASK: i64 = -32005;
+    /// `ABORTED`: the run was aborted before its command started.
+    pub const ABORTED: i64 = -32006;
 }
 
 /// Every method the server answers, in documentation order.
@@ -139,6 +141,7 @@ pub fn numeric(code: ErrorCode) -> i64 {
         ErrorCode::PolicyFailed => code::POLICY_FAILED,
         ErrorCode::Workdir => code::WORKDIR,
         ErrorCode::SpawnFailed => code::SPAWN_FAILED,
+        ErrorCode::Aborted => code::ABORTED,
     }
 }
 

@@ -453,3 +453,57 @@ async fn a_program_missing_from_the_commands_path_is_a_spawn_error() {
         "{err}"
     );
 }
+
+#[test]
+fn a_bwrap_killed_from_outside_is_a_runner_failure_not_the_commands_death() {
+    if !bwrap_usable("a_bwrap_killed_from_outside_is_a_runner_failure_not_the_commands_death") {
+        return;
+    }
+    let ws = workspace();
+    let sleep = format!("sleep 9.{}", std::process::id());
+    let child = common::cordon()
+        .current_dir(ws.path())
+        .args(["run", "--json", "--backend", "bwrap", "--", &sleep])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The outer bwrap: its command line ends `-- bash -c SLEEP`, and it
+    // carries the status fd flag (cordon's does not).
+    let needle = format!("-c {sleep}");
+    // Wait for the command itself: bwrap set up the sandbox (killing it
+    // earlier races its own --die-with-parent setup).
+    let started = std::time::Instant::now();
+    while !common::host_processes_with(&sleep).into_iter().any(|pid| {
+        std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.starts_with(b"sleep\0"))
+    }) {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let bwrap = common::host_processes_with(&needle)
+        .into_iter()
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("--json-status-fd"))
+        })
+        .expect("the outer bwrap");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(bwrap as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let result = common::parse(&output);
+    assert_eq!(output.status.code(), Some(69), "{result}");
+    assert_eq!(result["error"]["code"], "SANDBOX_UNAVAILABLE", "{result}");
+    assert!(
+        result["error"]["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("bwrap was killed by signal 9"),
+        "{result}"
+    );
+    assert!(gone(&sleep), "the sandboxed command outlived its runner");
+}

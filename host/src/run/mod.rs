@@ -307,7 +307,7 @@ fn classify(
     finished: &Finished,
     stderr_tail: &str,
 ) -> Result<Option<SandboxFacts>, RunError> {
-    let killed = finished.timed_out || finished.aborted || finished.signal.is_some();
+    let host_killed = finished.timed_out || finished.aborted;
     let outcome = Outcome {
         exit_code: finished.exit_code,
         signal: finished.signal,
@@ -316,7 +316,8 @@ fn classify(
         stderr_tail: stderr_tail.to_owned(),
         runner_status: prepared.report.interpret(
             finished.status_report.as_deref(),
-            killed,
+            host_killed,
+            finished.signal,
             finished.exit_code,
             stderr_tail,
         ),

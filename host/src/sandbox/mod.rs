@@ -67,12 +67,17 @@ impl StatusReport {
         self != StatusReport::None
     }
 
-    /// Interpret what the runner wrote. `killed` is true when the host (or
-    /// a signal) ended the run, so a missing record proves nothing.
+    /// Interpret what the runner wrote. `host_killed` is true when the host
+    /// ended the run (timeout, abort, kill), so a missing record proves
+    /// nothing; `signal` is the signal the runner itself died of. A bwrap
+    /// that died of a signal the host did not send, before it reported the
+    /// command's exit, failed as a runner: the command's own death is
+    /// reported by bwrap as an exit code, never as bwrap's signal death.
     pub fn interpret(
         self,
         report: Option<&[u8]>,
-        killed: bool,
+        host_killed: bool,
+        signal: Option<i32>,
         exit_code: Option<i32>,
         stderr_tail: &str,
     ) -> RunnerStatus {
@@ -83,7 +88,10 @@ impl StatusReport {
         match self {
             StatusReport::None => RunnerStatus::Unknown,
             StatusReport::BwrapJson if text.contains("\"exit-code\"") => RunnerStatus::Launched,
-            StatusReport::BwrapJson if killed => RunnerStatus::Unknown,
+            StatusReport::BwrapJson if host_killed => RunnerStatus::Unknown,
+            StatusReport::BwrapJson if let Some(signal) = signal => RunnerStatus::Failed(format!(
+                "bwrap was killed by signal {signal} before it reported the command's exit"
+            )),
             StatusReport::BwrapJson => RunnerStatus::Failed(
                 stderr_tail
                     .lines()
@@ -270,7 +278,7 @@ mod tests {
         let ran = br#"{ "child-pid": 7 }
 { "exit-code": 1 }"#;
         assert_eq!(
-            StatusReport::BwrapJson.interpret(Some(ran), false, Some(1), "bwrap: spoofed"),
+            StatusReport::BwrapJson.interpret(Some(ran), false, None, Some(1), "bwrap: spoofed"),
             RunnerStatus::Launched
         );
         let failed = br#"{ "child-pid": 7 }"#;
@@ -278,6 +286,7 @@ mod tests {
             StatusReport::BwrapJson.interpret(
                 Some(failed),
                 false,
+                None,
                 Some(1),
                 "bwrap: Can't find source path /x: No such file or directory\n"
             ),
@@ -286,12 +295,24 @@ mod tests {
             )
         );
         assert_eq!(
-            StatusReport::BwrapJson.interpret(Some(failed), true, None, ""),
+            StatusReport::BwrapJson.interpret(Some(failed), true, Some(15), None, ""),
             RunnerStatus::Unknown,
             "a run the host killed proves nothing"
         );
         assert_eq!(
-            StatusReport::BwrapJson.interpret(None, false, Some(1), ""),
+            StatusReport::BwrapJson.interpret(Some(failed), false, Some(9), None, ""),
+            RunnerStatus::Failed(
+                "bwrap was killed by signal 9 before it reported the command's exit".into()
+            ),
+            "a bwrap killed from outside is a runner failure"
+        );
+        assert_eq!(
+            StatusReport::BwrapJson.interpret(Some(ran), false, Some(9), None, ""),
+            RunnerStatus::Launched,
+            "once the command's exit is reported, the runner did its job"
+        );
+        assert_eq!(
+            StatusReport::BwrapJson.interpret(None, false, None, Some(1), ""),
             RunnerStatus::Unknown
         );
     }
@@ -299,20 +320,21 @@ mod tests {
     #[test]
     fn the_launcher_reports_exec_or_its_failure() {
         assert_eq!(
-            StatusReport::Launcher.interpret(Some(b"exec\n"), false, Some(1), ""),
+            StatusReport::Launcher.interpret(Some(b"exec\n"), false, None, Some(1), ""),
             RunnerStatus::Launched
         );
         assert_eq!(
             StatusReport::Launcher.interpret(
                 Some(b"exec\nfailed: cannot execute nope: No such file or directory\n"),
                 false,
+                None,
                 Some(125),
                 ""
             ),
             RunnerStatus::Failed("cannot execute nope: No such file or directory".into())
         );
         assert_eq!(
-            StatusReport::Launcher.interpret(Some(b""), false, Some(125), ""),
+            StatusReport::Launcher.interpret(Some(b""), false, None, Some(125), ""),
             RunnerStatus::Unknown
         );
     }

@@ -89,8 +89,16 @@ function runnerFailure(signatures, outcome) {
   if (signatures.runnerFailureExit !== undefined && signatures.runnerFailureExit !== code) return undefined;
   const line = outcome.stderrTail
     .split('\n')
-    .find((l) => containsAny(l, signatures.runnerFailure) && !containsAny(l, signatures.runnerNotices));
+    .find((l) => containsAny(l, signatures.runnerFailure) && !isNotice(l, signatures));
   return line?.trim();
+}
+
+// Exactly one of the runner's notices (a failure signature then the notice,
+// nothing else): a line that merely mentions a notice's words is not one.
+function isNotice(line, signatures) {
+  const text = line.trim().toLowerCase();
+  return signatures.runnerFailure.some((sig) =>
+    signatures.runnerNotices.some((notice) => text === `${sig}${notice}`.toLowerCase().trim()));
 }
 
 function settle(spec, facts, outcome) {

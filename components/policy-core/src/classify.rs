@@ -77,11 +77,20 @@ pub fn runner_failure(signatures: &Signatures, outcome: &Outcome) -> Option<Stri
     outcome
         .stderr_tail
         .lines()
-        .find(|line| {
-            contains_any(line, &signatures.runner_failure)
-                && !contains_any(line, &signatures.runner_notices)
-        })
+        .find(|line| contains_any(line, &signatures.runner_failure) && !is_notice(line, signatures))
         .map(|line| line.trim().to_owned())
+}
+
+/// Whether `line` is exactly one of the runner's informational notices
+/// (a failure signature followed by the notice, nothing else): a line that
+/// merely contains a notice's words is not one.
+fn is_notice(line: &str, signatures: &Signatures) -> bool {
+    let line = line.trim().to_lowercase();
+    signatures.runner_failure.iter().any(|signature| {
+        signatures.runner_notices.iter().any(|notice| {
+            line == format!("{}{}", signature.to_lowercase(), notice.to_lowercase()).trim()
+        })
+    })
 }
 
 /// Whether the sandbox denied a write: a nonzero exit and a stderr line
@@ -130,7 +139,7 @@ mod tests {
         Signatures {
             runner_failure: vec!["cordon-landlock: ".into()],
             runner_failure_exit: Some(125),
-            runner_notices: vec!["partially enforced".into()],
+            runner_notices: vec!["partially enforced (older ABI)".into()],
             denial: vec!["permission denied".into()],
         }
     }
@@ -263,6 +272,13 @@ mod tests {
                 "notice alone at exit {code}"
             );
         }
+        // A failure line that merely mentions the notice's words is a failure.
+        let lookalike = "cordon-landlock: ruleset error: partially enforced (older ABI) refused\n";
+        assert!(matches!(
+            settle(&spec(RO), &launch, &exited(125, lookalike)),
+            Err(ExecError::SandboxUnavailable(Unavailable { detail: Some(d), .. }))
+                if d == lookalike.trim()
+        ));
         let fatal = format!("{notice}cordon-landlock: cannot open /nope: Permission denied\n");
         assert!(matches!(
             settle(&spec(RO), &launch, &exited(125, &fatal)),

@@ -1,6 +1,6 @@
 """Integration test of the Python client against a real `cordon serve`.
 
-Run by tests/e2e_python.rs (so `cargo test` and CI run it), which sets:
+Run by tests/all/python.rs (so `cargo test` and CI run it), which sets:
   CORDON_BIN            the cordon binary under test
   CORDON_TEST_DIR       a scratch directory outside /tmp (bwrap replaces /tmp)
   CORDON_TEST_CONFINED  "1" when bwrap confines runs here, else "0"

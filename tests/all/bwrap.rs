@@ -163,6 +163,8 @@ fn a_runner_that_fails_without_its_usual_text_is_still_sandbox_unavailable() {
     let ws = workspace();
     let bin = ws.path().join("bin");
     std::fs::create_dir(&bin).unwrap();
+    // A runner's directory must not be group- or world-writable, whatever the umask.
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let fake = bin.join("bwrap");
     std::fs::write(
         &fake,

@@ -36,6 +36,8 @@ fn a_hanging_bwrap_is_declared_unusable_within_the_bound() {
     let ws = workspace();
     let bin = ws.path().join("bin");
     std::fs::create_dir(&bin).unwrap();
+    // A runner's directory must not be group- or world-writable, whatever the umask.
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let fake = bin.join("bwrap");
     std::fs::write(&fake, "#!/bin/sh\nsleep 30\n").unwrap();
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -210,6 +212,8 @@ fn a_probe_slower_than_a_policy_call_still_serves_the_run() {
     let ws = workspace();
     let bin = ws.path().join("bin");
     std::fs::create_dir(&bin).unwrap();
+    // A runner's directory must not be group- or world-writable, whatever the umask.
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let slow = bin.join("bwrap");
     // The probe (`… -- true`) takes 2 s, longer than a policy call's 1 s
     // deadline; real runs go to the real bwrap.

@@ -177,40 +177,13 @@ fn main() {
         // metadata filter) and, with CORDON_BENCH_BEFORE, the older one's.
         cases.push((
             "`cordon __landlock --unshare-ipc --ro / --rw /dev/null -- bash -c true`",
-            Box::new(move || {
-                direct(&[
-                    cordon_bin,
-                    "__landlock",
-                    "--unshare-ipc",
-                    "--ro",
-                    "/",
-                    "--rw",
-                    "/dev/null",
-                    "--",
-                    "bash",
-                    "-c",
-                    "true",
-                ])
-            }),
+            Box::new(move || launcher_true(cordon_bin, &["--unshare-ipc"])),
             rounds,
         ));
         if let Some(before) = before_bin.clone() {
             cases.push((
                 "`cordon __landlock --ro / --rw /dev/null -- bash -c true`, **before**",
-                Box::new(move || {
-                    direct(&[
-                        &before,
-                        "__landlock",
-                        "--ro",
-                        "/",
-                        "--rw",
-                        "/dev/null",
-                        "--",
-                        "bash",
-                        "-c",
-                        "true",
-                    ])
-                }),
+                Box::new(move || launcher_true(&before, &[])),
                 rounds,
             ));
         }
@@ -552,6 +525,14 @@ fn cli_true(cordon: &str, policy: Option<&std::path::Path>, cache: &std::path::P
         .status()
         .expect("cordon");
     assert!(status.success());
+}
+
+/// `CORDON __landlock FLAGS --ro / --rw /dev/null -- bash -c true`.
+fn launcher_true(cordon: &str, flags: &[&str]) {
+    let mut argv = vec![cordon, "__landlock"];
+    argv.extend_from_slice(flags);
+    argv.extend(["--ro", "/", "--rw", "/dev/null", "--", "bash", "-c", "true"]);
+    direct(&argv);
 }
 
 fn direct(argv: &[&str]) {

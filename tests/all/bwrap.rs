@@ -159,23 +159,12 @@ fn a_runner_that_fails_without_its_usual_text_is_still_sandbox_unavailable() {
     // A bwrap stand-in that passes the probe but fails every real run with
     // a message cordon has never seen: only the out-of-band status (no
     // "exit-code" record) can tell, and it must.
-    use std::os::unix::fs::PermissionsExt;
     let ws = workspace();
-    let bin = ws.path().join("bin");
-    std::fs::create_dir(&bin).unwrap();
-    // A runner's directory must not be group- or world-writable, whatever the umask.
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let fake = bin.join("bwrap");
-    std::fs::write(
-        &fake,
+    let config = common::fake_bwrap(
+        ws.path(),
         "#!/bin/sh\ncase \"$*\" in *'-- true') exit 0;; esac\necho 'namespace setup went sideways' >&2\nexit 1\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let marker = ws.path().join("ran");
-    // A substitute on PATH is never used: the operator names it.
-    let config = ws.path().join("cordon.toml");
-    std::fs::write(&config, format!("bwrap_path = \"{}\"\n", fake.display())).unwrap();
     let output = common::cordon()
         .current_dir(ws.path())
         .arg("run")

@@ -281,6 +281,35 @@ pub fn shared_component_cache() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache")
 }
 
+/// A stand-in bwrap running `script`, in `dir/bin` (0755, so it passes the
+/// trust check), and a `cordon.toml` in `dir` that names it as
+/// `bwrap_path` (a substitute on `PATH` is never used). Returns the config.
+pub fn fake_bwrap(dir: &Path, script: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = dir.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let fake = bin.join("bwrap");
+    std::fs::write(&fake, script).unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config = dir.join("cordon.toml");
+    std::fs::write(&config, format!("bwrap_path = \"{}\"\n", fake.display())).unwrap();
+    config
+}
+
+/// The host pids of the bwrap processes running `bash -c COMMAND`: their
+/// command lines end `-- bash -c COMMAND` and carry the status-fd flag
+/// (cordon's own does neither).
+pub fn bwraps_running(command: &str) -> Vec<u32> {
+    host_processes_with(&format!("-c {command}"))
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("--json-status-fd"))
+        })
+        .collect()
+}
+
 /// One client connection to a server: newline-delimited JSON-RPC.
 pub struct Client {
     lines: tokio::io::Lines<tokio::io::BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,

@@ -423,16 +423,8 @@ fn the_runner_gets_none_of_the_commands_environment() {
         .args(["--", &sleep])
         .spawn()
         .unwrap();
-    // bwrap's own command line ends `-- bash -c SLEEP`; cordon's does not.
-    let runner_needle = format!("-c {sleep}");
-    common::wait_for_processes(&runner_needle, 1);
-    let runners: Vec<u32> = common::host_processes_with(&runner_needle)
-        .into_iter()
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("--json-status-fd"))
-        })
-        .collect();
+    common::wait_for_processes(&format!("-c {sleep}"), 1);
+    let runners = common::bwraps_running(&sleep);
     assert!(!runners.is_empty(), "no bwrap found");
     for pid in &runners {
         let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();

@@ -3,7 +3,6 @@
 
 use crate::common;
 
-use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
 use common::{cordon, parse, workspace};
@@ -34,16 +33,7 @@ fn a_hanging_bwrap_is_declared_unusable_within_the_bound() {
         return;
     }
     let ws = workspace();
-    let bin = ws.path().join("bin");
-    std::fs::create_dir(&bin).unwrap();
-    // A runner's directory must not be group- or world-writable, whatever the umask.
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let fake = bin.join("bwrap");
-    std::fs::write(&fake, "#!/bin/sh\nsleep 30\n").unwrap();
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    // A substitute on PATH is never used: the operator names it.
-    let config = ws.path().join("cordon.toml");
-    std::fs::write(&config, format!("bwrap_path = \"{}\"\n", fake.display())).unwrap();
+    let config = common::fake_bwrap(ws.path(), "#!/bin/sh\nsleep 30\n");
     let started = Instant::now();
     let output = cordon()
         .arg("probe")
@@ -210,21 +200,12 @@ fn a_probe_slower_than_a_policy_call_still_serves_the_run() {
         return;
     }
     let ws = workspace();
-    let bin = ws.path().join("bin");
-    std::fs::create_dir(&bin).unwrap();
-    // A runner's directory must not be group- or world-writable, whatever the umask.
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let slow = bin.join("bwrap");
     // The probe (`… -- true`) takes 2 s, longer than a policy call's 1 s
     // deadline; real runs go to the real bwrap.
-    std::fs::write(
-        &slow,
+    let config = common::fake_bwrap(
+        ws.path(),
         "#!/bin/sh\ncase \"$*\" in *'--die-with-parent -- true') sleep 2; exit 0;; esac\nexec /usr/bin/bwrap \"$@\"\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&slow, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let config = ws.path().join("cordon.toml");
-    std::fs::write(&config, format!("bwrap_path = \"{}\"\n", slow.display())).unwrap();
+    );
     let output = cordon()
         .current_dir(ws.path())
         .args(["run", "--json", "--backend", "bwrap", "--config"])

@@ -467,9 +467,6 @@ fn a_bwrap_killed_from_outside_is_a_runner_failure_not_the_commands_death() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // The outer bwrap: its command line ends `-- bash -c SLEEP`, and it
-    // carries the status fd flag (cordon's does not).
-    let needle = format!("-c {sleep}");
     // Wait for the command itself: bwrap set up the sandbox (killing it
     // earlier races its own --die-with-parent setup).
     let started = std::time::Instant::now();
@@ -482,12 +479,9 @@ fn a_bwrap_killed_from_outside_is_a_runner_failure_not_the_commands_death() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let bwrap = common::host_processes_with(&needle)
-        .into_iter()
-        .find(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("--json-status-fd"))
-        })
+    // The outer bwrap is the first (lowest pid) of the two bwraps.
+    let bwrap = *common::bwraps_running(&sleep)
+        .first()
         .expect("the outer bwrap");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(bwrap as i32),

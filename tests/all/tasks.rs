@@ -236,6 +236,10 @@ async fn a_background_runner_failure_is_killed_runner_failed_and_said_once() {
     );
     let first = task.read().text;
     assert!(first.starts_with("[stderr]\nspawn failed: "), "{first:?}");
+    assert!(
+        first.contains("spawn failed: /nonexistent/cordon-test-runner: "),
+        "the notice names the runner: {first:?}"
+    );
     assert_eq!(task.read().text, "", "delivered once");
     assert!(!marker.exists());
 

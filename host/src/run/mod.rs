@@ -188,15 +188,19 @@ pub(crate) fn start(
                 )))
             };
             let task = tasks.register(prepared.spec.command.clone(), empty(), empty());
-            let sandbox = settle_spawn_failure(cx, &prepared, &facts, &err)
-                .and_then(|missing| missing.settled.ok().flatten());
+            // A missing runner is named in the notice, as the foreground
+            // error names it.
+            let (sandbox, notice) = match settle_spawn_failure(cx, &prepared, &facts, &err) {
+                Some(missing) => (missing.settled.ok().flatten(), missing.detail),
+                None => (None, err.to_string()),
+            };
             task.settle(Ending {
                 status: TaskStatus::Killed,
                 exit_code: None,
                 signal: None,
                 timed_out: false,
                 sandbox,
-                notice: Some(format!("spawn failed: {err}\n")),
+                notice: Some(format!("spawn failed: {notice}\n")),
             });
             Ok(task)
         }

@@ -755,3 +755,24 @@ fn probe_shows_the_landlock_scopes_in_force() {
         "{text}"
     );
 }
+
+#[test]
+fn under_landlock_a_command_cannot_signal_cordon_itself() {
+    if !landlock_scopes("under_landlock_a_command_cannot_signal_cordon_itself") {
+        return;
+    }
+    let ws = workspace();
+    // Under Landlock the launcher execs the command, so its parent is the
+    // cordon process that runs it: the scope keeps the signal from it.
+    let (code, result) = run_json(
+        ws.path(),
+        &["--backend", "landlock"],
+        "kill -KILL $PPID; echo survived:$?",
+    );
+    assert_eq!(code, 0, "cordon died or the run failed: {result}");
+    let text = result["stdout"]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("survived:") && text != "survived:0\n",
+        "{result}"
+    );
+}

@@ -239,19 +239,17 @@ impl Config {
             }
         };
         let allowed_roots = file.allowed_roots.unwrap_or_default();
-        if let Some(bad) = allowed_roots.iter().find(|root| !root.is_absolute()) {
-            return Err(invalid(
-                "allowed_roots",
-                format!("{} is not an absolute path", bad.display()),
-            ));
-        }
-        for (key, path) in [
-            ("bwrap_path", &file.bwrap_path),
-            ("landlock_launcher", &file.landlock_launcher),
-        ] {
-            if let Some(path) = path
-                && !path.is_absolute()
-            {
+        let paths = allowed_roots
+            .iter()
+            .map(|root| ("allowed_roots", root))
+            .chain(file.bwrap_path.iter().map(|path| ("bwrap_path", path)))
+            .chain(
+                file.landlock_launcher
+                    .iter()
+                    .map(|path| ("landlock_launcher", path)),
+            );
+        for (key, path) in paths {
+            if !path.is_absolute() {
                 return Err(invalid(
                     key,
                     format!("{} is not an absolute path", path.display()),

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use crate::host::BuildError;
 use crate::model::SandboxMode;
 use crate::policy::{LoadError, Phase};
 
@@ -163,6 +164,34 @@ impl RunError {
             RunError::PolicyFailed { phase, .. } => json!({ "phase": phase }),
             RunError::Workdir { path, .. } => json!({ "path": path }),
             RunError::InvalidRequest(_) | RunError::Spawn { .. } | RunError::Aborted => json!({}),
+        };
+        details(self.code(), fields)
+    }
+}
+
+impl BuildError {
+    /// The stable error code: `POLICY_FAILED` for every failure to load a
+    /// component (unreadable, invalid, above the ceiling), `WORKDIR` for an
+    /// unusable working directory.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            BuildError::ReadPolicy { .. }
+            | BuildError::Policy(_)
+            | BuildError::AboveCeiling { .. } => ErrorCode::PolicyFailed,
+            BuildError::Workdir(_) => ErrorCode::Workdir,
+        }
+    }
+
+    /// The code and the stable fields of this error (see [`Details`]);
+    /// every failure to load says `phase: load`.
+    pub fn details(&self) -> Details {
+        let fields = match self {
+            BuildError::Policy(load) => return load.details(),
+            BuildError::ReadPolicy { path, .. } => json!({ "phase": "load", "path": path }),
+            BuildError::AboveCeiling { mode, ceiling, .. } => {
+                json!({ "phase": "load", "mode": mode, "ceiling": ceiling })
+            }
+            BuildError::Workdir(_) => json!({}),
         };
         details(self.code(), fields)
     }

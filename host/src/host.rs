@@ -9,8 +9,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, RwLock};
 
-use serde_json::json;
-
+use crate::RunError;
 use crate::model::{Deployment, ExecRequest, ExecResult, SandboxMode};
 use crate::policy::cache::ComponentCache;
 use crate::policy::{self, ExecutorInfo, Limits, LoadError, Policy, PolicyEngine};
@@ -19,7 +18,6 @@ use crate::run::{ProcessLimits, RunContext, RunOptions};
 use crate::sandbox::{Confine, Probe, Sandbox, SandboxConfig};
 use crate::session::Session;
 use crate::tasks::{TaskHandle, TaskId, TaskSnapshot};
-use crate::{Details, ErrorCode, RunError};
 
 /// Where the policy component comes from.
 #[derive(Clone, Debug)]
@@ -78,40 +76,6 @@ pub enum BuildError {
         /// The deployment's ceiling.
         ceiling: SandboxMode,
     },
-}
-
-impl BuildError {
-    /// The stable error code: `POLICY_FAILED` for every failure to load a
-    /// component (unreadable, invalid, above the ceiling), `WORKDIR` for an
-    /// unusable working directory.
-    pub fn code(&self) -> ErrorCode {
-        match self {
-            BuildError::ReadPolicy { .. }
-            | BuildError::Policy(_)
-            | BuildError::AboveCeiling { .. } => ErrorCode::PolicyFailed,
-            BuildError::Workdir(_) => ErrorCode::Workdir,
-        }
-    }
-
-    /// The code and the stable fields of this error (see [`Details`]).
-    pub fn details(&self) -> Details {
-        let mut details = match self {
-            BuildError::Policy(load) => return load.details(),
-            BuildError::ReadPolicy { path, .. } => {
-                Details::from_iter([("path".to_owned(), json!(path))])
-            }
-            BuildError::AboveCeiling { mode, ceiling, .. } => Details::from_iter([
-                ("mode".to_owned(), json!(mode)),
-                ("ceiling".to_owned(), json!(ceiling)),
-            ]),
-            BuildError::Workdir(_) => Details::new(),
-        };
-        details.insert("code".into(), json!(self.code()));
-        if self.code() == ErrorCode::PolicyFailed {
-            details.insert("phase".into(), json!("load"));
-        }
-        details
-    }
 }
 
 /// Refuse a component whose default mode is above the deployment's

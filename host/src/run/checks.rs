@@ -76,11 +76,16 @@ fn total_len(texts: &[String]) -> usize {
     texts.iter().map(String::len).sum()
 }
 
+/// Bytes of an environment's names and values.
+fn env_len(env: &[(String, String)]) -> usize {
+    env.iter().map(|(k, v)| k.len() + v.len()).sum()
+}
+
 /// A request is bounded before a component sees it: a command or an
 /// environment too large for any run is the caller's error, not the
 /// component's.
 pub(super) fn request_size(request: &ExecRequest) -> Result<(), RunError> {
-    let env_bytes: usize = request.env.iter().map(|(k, v)| k.len() + v.len()).sum();
+    let env_bytes = env_len(&request.env);
     if request.command.len() > MAX_TEXT_BYTES {
         return Err(RunError::InvalidRequest(format!(
             "command is {} bytes; the limit is {MAX_TEXT_BYTES}",
@@ -109,7 +114,7 @@ pub(super) fn spec_size(spec: &ExecSpec) -> Result<(), RunError> {
             ),
         ));
     }
-    let env_bytes: usize = spec.env.iter().map(|(k, v)| k.len() + v.len()).sum();
+    let env_bytes = env_len(&spec.env);
     if spec.command.len() > MAX_TEXT_BYTES
         || spec.env.len() > MAX_ARGS
         || env_bytes > MAX_TEXT_BYTES
@@ -216,7 +221,7 @@ pub(super) fn spec_keeps_handed_policy(
 /// pseudo filesystems (a writable bind over them would expose the host's
 /// `/proc`, `/sys` or `/dev`) and the system directories where a write is
 /// a write to the host's software or configuration.
-pub const SYSTEM_DIRS: &[&str] = &[
+const SYSTEM_DIRS: &[&str] = &[
     "/proc", "/sys", "/dev", "/run", "/etc", "/boot", "/usr", "/bin", "/sbin", "/lib", "/lib32",
     "/lib64", "/libx32", "/var",
 ];

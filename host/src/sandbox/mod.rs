@@ -245,8 +245,10 @@ pub trait Confine: Send + Sync {
     }
 
     /// Do now whatever the first [`Confine::confine`] would otherwise do
-    /// first (the ladder: its probes). Called from a background thread by
-    /// [`crate::HostBuilder::probe_early`]; the default does nothing.
+    /// first (the ladder: its probes), so that it happens on the host's
+    /// time: the run pipeline calls it before every confined `plan` (a
+    /// no-op once done), [`crate::HostBuilder::probe_early`] from a
+    /// background thread. The default does nothing.
     fn prepare(&self) {}
 }
 

@@ -20,8 +20,7 @@ use seccompiler::{BpfProgram, SeccompAction, SeccompFilter};
 /// The system calls that change metadata, by this architecture's numbers.
 fn refused() -> Vec<i64> {
     use nix::libc;
-    #[allow(unused_mut)]
-    let mut calls: Vec<i64> = vec![
+    let calls: Vec<i64> = vec![
         libc::SYS_fchmod,
         libc::SYS_fchmodat,
         FCHMODAT2,
@@ -39,7 +38,8 @@ fn refused() -> Vec<i64> {
         libc::SYS_io_uring_setup,
     ];
     #[cfg(target_arch = "x86_64")]
-    {
+    let calls = {
+        let mut calls = calls;
         calls.extend([
             libc::SYS_chmod,
             libc::SYS_chown,
@@ -51,7 +51,8 @@ fn refused() -> Vec<i64> {
         // The same calls through the x32 ABI.
         let x32: Vec<i64> = calls.iter().map(|nr| nr | X32_SYSCALL_BIT).collect();
         calls.extend(x32);
-    }
+        calls
+    };
     calls
 }
 

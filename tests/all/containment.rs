@@ -597,6 +597,21 @@ const SECRETS: &[(&str, &str)] = &[
 ];
 
 fn visible_env(dir: &Path, config: Option<&Path>) -> String {
+    visible_env_under(
+        dir,
+        config,
+        &[
+            "--max-mode",
+            "danger-full-access",
+            "--mode",
+            "danger-full-access",
+        ],
+    )
+}
+
+/// The environment `env` sees when cordon runs with `mode` flags and the
+/// host environment holds [`SECRETS`] and one harmless setting.
+fn visible_env_under(dir: &Path, config: Option<&Path>, mode: &[&str]) -> String {
     let mut command = common::cordon();
     command.current_dir(dir).arg("run").arg("--json");
     if let Some(config) = config {
@@ -606,16 +621,7 @@ fn visible_env(dir: &Path, config: Option<&Path>) -> String {
         command.env(name, value);
     }
     command.env("HARMLESS_SETTING", "kept");
-    let output = command
-        .args([
-            "--max-mode",
-            "danger-full-access",
-            "--mode",
-            "danger-full-access",
-        ])
-        .args(["--", "env"])
-        .output()
-        .unwrap();
+    let output = command.args(mode).args(["--", "env"]).output().unwrap();
     common::parse(&output)["stdout"]["text"]
         .as_str()
         .unwrap()
@@ -775,4 +781,23 @@ fn under_landlock_a_command_cannot_signal_cordon_itself() {
         text.starts_with("survived:") && text != "survived:0\n",
         "{result}"
     );
+}
+
+#[test]
+fn confined_runs_see_no_secret_under_every_backend() {
+    let ws = workspace();
+    for (backend, _) in backends("confined_runs_see_no_secret_under_every_backend") {
+        let env = visible_env_under(ws.path(), None, backend);
+        for (name, value) in SECRETS {
+            assert!(
+                !env.contains(&format!("{name}=")),
+                "{backend:?}: {name} reached the command"
+            );
+            assert!(
+                !env.contains(value),
+                "{backend:?}: the value of {name} reached the command"
+            );
+        }
+        assert!(env.contains("HARMLESS_SETTING=kept"), "{backend:?}: {env}");
+    }
 }

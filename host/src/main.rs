@@ -1,12 +1,12 @@
 //! The `cordon` binary: argument parsing and rendering over the library,
-//! plus the hidden Landlock launcher mode (one binary to ship).
+//! plus the hidden launcher modes (Landlock launcher, bwrap init) (one binary to ship).
 
 mod cli;
 
 fn main() -> std::process::ExitCode {
     let args: Vec<_> = std::env::args_os().collect();
-    if cordon::sandbox::launcher::is_invoked(&args) {
-        cordon::sandbox::launcher::main(args.into_iter().skip(2).collect());
+    if let Some(mode) = cordon::sandbox::launcher::invoked(&args) {
+        cordon::sandbox::launcher::main_in(mode, args.into_iter().skip(2).collect());
     }
     cli::main()
 }

@@ -357,3 +357,17 @@ impl Client {
         }
     }
 }
+
+/// The confined backends this machine has, each as its `cordon run` flags
+/// and the denial text it produces; each missing one is reported loudly
+/// (a failure where CI requires it).
+pub fn confined_backends(test: &str) -> Vec<(&'static [&'static str], &'static str)> {
+    let mut found: Vec<(&'static [&'static str], &'static str)> = vec![];
+    if bwrap_usable(test) {
+        found.push((&["--backend", "bwrap"], "read-only file system"));
+    }
+    if landlock_usable(test) {
+        found.push((&["--backend", "landlock"], "permission denied"));
+    }
+    found
+}

@@ -15,14 +15,7 @@ use crate::common::{self, Client, bwrap_usable, landlock_usable, run_json, sandb
 /// denial text its dialect uses. Loud skips (or failures under
 /// `CORDON_E2E_REQUIRE_*`) for the missing ones.
 fn backends(test: &str) -> Vec<(&'static [&'static str], &'static str)> {
-    let mut found: Vec<(&'static [&'static str], &'static str)> = vec![];
-    if bwrap_usable(test) {
-        found.push((&["--backend", "bwrap"], "read-only file system"));
-    }
-    if landlock_usable(test) {
-        found.push((&["--backend", "landlock"], "permission denied"));
-    }
-    found
+    common::confined_backends(test)
 }
 
 const KNOB: &str = "/proc/sys/kernel/printk_ratelimit";

@@ -27,3 +27,4 @@ mod serve;
 mod sessions;
 mod tasks;
 mod testkit;
+mod trees;

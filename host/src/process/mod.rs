@@ -71,7 +71,41 @@ pub struct Launch {
     /// Bytes the program reads from fd [`HANDOVER_FD`] (a runner taking
     /// the command's environment over its own channel). Needs `status_pipe`.
     pub handover: Option<Vec<u8>>,
+    /// Give the program a pipe at fd [`INIT_FD`] for a report from inside
+    /// its runner (cordon's init under bwrap); it comes back in
+    /// [`Finished::init_report`]. Needs `handover`.
+    pub init_pipe: bool,
+    /// Bytes the supervisor inside the runner reads from fd
+    /// [`INIT_ENV_FD`]: the command's environment, kept from the runner
+    /// and the supervisor themselves. Needs `init_pipe`.
+    pub init_env: Option<Vec<u8>>,
+    /// Whether a cordon supervisor runs the command, and where.
+    pub supervisor: Supervisor,
 }
+
+/// Whether a cordon supervisor ([`crate::sandbox::launcher::supervise`])
+/// runs the command, and where it is: that decides who gets the
+/// termination signals.
+#[derive(Clone, Copy, Debug, Default)]
+pub enum Supervisor {
+    /// None: the spawned group gets `SIGTERM`, then `SIGKILL` after the grace.
+    #[default]
+    None,
+    /// The spawned process is the supervisor (the Landlock launcher): it
+    /// gets `SIGTERM`, which it forwards to the command's group, then
+    /// `SIGHUP` after the grace, which kills the tree; `SIGKILL` follows
+    /// only if it has not ended within [`SUPERVISOR_MARGIN`].
+    Leader,
+    /// The supervisor runs inside the runner, in the process group of the
+    /// pid the runner reports on its status pipe (bwrap's `child-pid`),
+    /// found by this parser. Signalled as [`Supervisor::Leader`]; the
+    /// runner's own group gets the final `SIGKILL`.
+    Reported(fn(&[u8]) -> Option<i32>),
+}
+
+/// How long a supervisor may take to end the tree after `SIGHUP`, before
+/// the spawned group is `SIGKILL`ed.
+pub const SUPERVISOR_MARGIN: Duration = Duration::from_millis(1_000);
 
 /// The fd number a runner's status pipe has in the child.
 pub const STATUS_FD: i32 = 3;
@@ -79,6 +113,13 @@ pub const STATUS_FD: i32 = 3;
 /// The fd number of the handover a runner reads (a sealed-in-practice
 /// memfd: written whole before the spawn, so no reader can stall the host).
 pub const HANDOVER_FD: i32 = 4;
+
+/// The fd number of the pipe a supervisor inside the runner reports on.
+pub const INIT_FD: i32 = 5;
+
+/// The fd number of the command's environment for the supervisor inside
+/// the runner.
+pub const INIT_ENV_FD: i32 = 6;
 
 /// Why a launch could not start.
 #[derive(Debug)]
@@ -115,22 +156,57 @@ pub struct Finished {
     /// What the runner wrote to its status pipe (when it had one and the
     /// pipe closed in time).
     pub status_report: Option<Vec<u8>>,
+    /// What the supervisor inside the runner wrote to [`INIT_FD`].
+    pub init_report: Option<Vec<u8>>,
 }
 
-/// A process group that is `SIGKILL`ed when this guard is dropped armed.
+/// A run's spawned process group and its supervisor: what the host
+/// signals to end the run.
+#[derive(Clone, Copy, Debug)]
+pub struct Group {
+    leader: Pid,
+    supervisor: Supervisor,
+}
+
+impl Group {
+    /// The spawned process group (equal to the leader's pid).
+    pub fn leader(&self) -> Pid {
+        self.leader
+    }
+
+    /// End the run at once, without waiting (a dropped run, host
+    /// shutdown): a supervisor that is the leader gets `SIGHUP` and ends
+    /// the tree itself; anything else — bwrap, whose death ends its PID
+    /// namespace, or an unsupervised group — is `SIGKILL`ed.
+    pub fn kill_now(&self) {
+        match self.supervisor {
+            Supervisor::Leader => {
+                let _ = killpg(self.leader, Signal::SIGHUP);
+            }
+            Supervisor::None | Supervisor::Reported(_) => {
+                let _ = killpg(self.leader, Signal::SIGKILL);
+            }
+        }
+    }
+}
+
+/// A run's group, ended at once when this guard is dropped armed.
 #[derive(Debug)]
 struct GroupGuard {
-    group: Pid,
+    group: Group,
     armed: bool,
 }
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         if self.armed {
-            let _ = killpg(self.group, Signal::SIGKILL);
+            self.group.kill_now();
         }
     }
 }
+
+/// Bytes read so far from a report pipe, shared with its reader.
+type Report = Arc<Mutex<Vec<u8>>>;
 
 /// A running process and its captured output.
 #[derive(Debug)]
@@ -141,7 +217,8 @@ pub struct Process {
     stderr: Arc<Mutex<Capture>>,
     readers: Vec<JoinHandle<()>>,
     feeder: Option<JoinHandle<()>>,
-    status: Option<JoinHandle<Vec<u8>>>,
+    status: Option<(Report, JoinHandle<()>)>,
+    init: Option<(Report, JoinHandle<()>)>,
 }
 
 /// Start `launch` in its own session, capturing output (spilling into
@@ -165,23 +242,21 @@ pub(crate) fn spawn_unchecked(
         },
         status_pipe: launch.status_pipe,
         handover: launch.handover.as_deref(),
+        init_pipe: launch.init_pipe,
+        init_env: launch.init_env.as_deref(),
     })
     .map_err(|err| match err.kind() {
         io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied => SpawnError::Program(err),
         _ => SpawnError::Other(err),
     })?;
-    let group = started.pid;
+    let group = Group {
+        leader: started.pid,
+        supervisor: launch.supervisor,
+    };
     let guard = GroupGuard { group, armed: true };
     let exit = ExitWatch::reap(started.pid);
-    let status = started.status.map(|read| {
-        // The runner closes the pipe when it execs (or exits); a blocking
-        // read of a few bytes on the blocking pool is all this needs.
-        tokio::task::spawn_blocking(move || {
-            let mut report = vec![];
-            let _ = std::io::Read::read_to_end(&mut std::fs::File::from(read), &mut report);
-            report
-        })
-    });
+    let status = started.status.map(read_report);
+    let init = started.init.map(read_report);
 
     let capture = |stream| {
         Arc::new(Mutex::new(Capture::new(
@@ -227,12 +302,54 @@ pub(crate) fn spawn_unchecked(
         readers,
         feeder,
         status,
+        init,
     })
 }
 
+/// Read a report pipe to its end on the blocking pool, keeping what has
+/// arrived readable meanwhile (bwrap's `child-pid` is needed while the run
+/// is still going). A runner writes a few lines at most; the bound keeps a
+/// misbehaving one from growing the host.
+fn read_report(read: std::os::fd::OwnedFd) -> (Report, JoinHandle<()>) {
+    const REPORT_BOUND: usize = 64 * 1024;
+    let report = Report::default();
+    let filled = report.clone();
+    let reader = tokio::task::spawn_blocking(move || {
+        let mut file = std::fs::File::from(read);
+        let mut buf = [0u8; 4096];
+        loop {
+            match std::io::Read::read(&mut file, &mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    let mut report = filled.lock().expect("report lock");
+                    if report.len() + n <= REPORT_BOUND {
+                        report.extend_from_slice(&buf[..n]);
+                    }
+                }
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+    });
+    (report, reader)
+}
+
+/// Wait a bounded time for a report's reader to finish; what it read.
+async fn finish_report(report: Option<(Report, JoinHandle<()>)>) -> Option<Vec<u8>> {
+    let (report, reader) = report?;
+    let stop = reader.abort_handle();
+    match timeout(DRAIN_BOUND, reader).await {
+        Ok(Ok(())) => Some(report.lock().expect("report lock").clone()),
+        _ => {
+            stop.abort();
+            None
+        }
+    }
+}
+
 impl Process {
-    /// The process group (equal to the leader's pid).
-    pub fn group(&self) -> Pid {
+    /// The run's group and how to end it.
+    pub fn group(&self) -> Group {
         self.guard.group
     }
 
@@ -262,10 +379,16 @@ impl Process {
             }
         };
         let group = self.guard.group;
+        let reported = self.status.as_ref().map(|(report, _)| report.clone());
+        let end = Ending {
+            group,
+            reported: reported.as_ref(),
+            grace,
+        };
         let (status, timed_out, aborted) = tokio::select! {
             status = self.exit.status() => (status?, false, false),
-            () = timer => (terminate(&mut self.exit, group, grace).await?, true, false),
-            () = abort.cancelled() => (terminate(&mut self.exit, group, grace).await?, false, true),
+            () = timer => (end.terminate(&mut self.exit).await?, true, false),
+            () = abort.cancelled() => (end.terminate(&mut self.exit).await?, false, true),
         };
         self.guard.armed = false;
         for reader in self.readers.drain(..) {
@@ -277,20 +400,15 @@ impl Process {
         if let Some(feeder) = self.feeder.take() {
             feeder.abort();
         }
-        let mut status_report = None;
-        if let Some(reader) = self.status.take() {
-            let stop = reader.abort_handle();
-            match timeout(DRAIN_BOUND, reader).await {
-                Ok(Ok(report)) => status_report = Some(report),
-                _ => stop.abort(),
-            }
-        }
+        let status_report = finish_report(self.status.take()).await;
+        let init_report = finish_report(self.init.take()).await;
         Ok(Finished {
             exit_code: status.code(),
             signal: status.signal(),
             timed_out,
             aborted,
             status_report,
+            init_report,
         })
     }
 }
@@ -307,25 +425,70 @@ fn check_workdir(dir: &Path) -> io::Result<()> {
     nix::unistd::access(dir, nix::unistd::AccessFlags::X_OK).map_err(io::Error::from)
 }
 
-/// `SIGTERM` the group; `SIGKILL` it once the grace has passed if any
-/// member is still alive (the leader may have exited already).
-async fn terminate(exit: &mut ExitWatch, group: Pid, grace: Duration) -> io::Result<ExitStatus> {
-    let _ = killpg(group, Signal::SIGTERM);
-    let deadline = Instant::now() + grace;
-    let mut status = None;
+/// Ending a run from outside: its group, the runner's report so far (for
+/// a supervisor it names) and the grace.
+struct Ending<'a> {
+    group: Group,
+    reported: Option<&'a Report>,
+    grace: Duration,
+}
+
+impl Ending<'_> {
+    /// `SIGTERM`, then — once the grace has passed and any member is still
+    /// alive (the leader may have exited already) — `SIGKILL`; with a
+    /// supervisor, `SIGTERM` and `SIGHUP` go to it and `SIGKILL` follows
+    /// only if it has not ended the tree within [`SUPERVISOR_MARGIN`].
+    async fn terminate(&self, exit: &mut ExitWatch) -> io::Result<ExitStatus> {
+        let leader = self.group.leader;
+        let supervisor = match self.group.supervisor {
+            Supervisor::None => None,
+            Supervisor::Leader => Some(leader),
+            Supervisor::Reported(parse) => Some(
+                self.reported
+                    .and_then(|report| parse(&report.lock().expect("report lock")))
+                    .map_or(leader, Pid::from_raw),
+            ),
+        };
+        let _ = killpg(supervisor.unwrap_or(leader), Signal::SIGTERM);
+        let mut status = None;
+        if !wait_until_gone(exit, leader, &mut status, self.grace).await? {
+            if let Some(supervisor) = supervisor {
+                let _ = killpg(supervisor, Signal::SIGHUP);
+                if wait_until_gone(exit, leader, &mut status, SUPERVISOR_MARGIN).await? {
+                    return finish(exit, status).await;
+                }
+            }
+            let _ = killpg(leader, Signal::SIGKILL);
+        }
+        finish(exit, status).await
+    }
+}
+
+/// Wait up to `bound` for the leader to be reaped and its group to be
+/// empty; whether it is.
+async fn wait_until_gone(
+    exit: &mut ExitWatch,
+    group: Pid,
+    status: &mut Option<ExitStatus>,
+    bound: Duration,
+) -> io::Result<bool> {
+    let deadline = Instant::now() + bound;
     loop {
         if status.is_none() {
-            status = exit.try_status().transpose()?;
+            *status = exit.try_status().transpose()?;
         }
         if status.is_some() && !group_alive(group) {
-            break;
+            return Ok(true);
         }
         if Instant::now() >= deadline {
-            let _ = killpg(group, Signal::SIGKILL);
-            break;
+            return Ok(false);
         }
         sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// The leader's status, waiting for it if it is not reaped yet.
+async fn finish(exit: &mut ExitWatch, status: Option<ExitStatus>) -> io::Result<ExitStatus> {
     match status {
         Some(status) => Ok(status),
         None => exit.status().await,
@@ -335,11 +498,6 @@ async fn terminate(exit: &mut ExitWatch, group: Pid, grace: Duration) -> io::Res
 /// Whether any process of the group is alive.
 fn group_alive(group: Pid) -> bool {
     killpg(group, None).is_ok()
-}
-
-/// `SIGKILL` a group at once (host shutdown without a runtime to wait on).
-pub fn kill_group_now(group: Pid) {
-    let _ = killpg(group, Signal::SIGKILL);
 }
 
 /// Copy a pipe into its capture (and the sink) until EOF.

@@ -50,6 +50,7 @@ pub(super) struct Started {
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
     pub status: Option<OwnedFd>,
+    pub init: Option<OwnedFd>,
 }
 
 /// What to start: the program is looked up in the child's own `PATH`.
@@ -62,6 +63,11 @@ pub(super) struct Spec<'a> {
     pub status_pipe: bool,
     /// Give the child a file with these bytes at [`super::HANDOVER_FD`].
     pub handover: Option<&'a [u8]>,
+    /// Give the child a pipe at [`super::INIT_FD`] (for a report from
+    /// inside the runner).
+    pub init_pipe: bool,
+    /// Give the child a file with these bytes at [`super::INIT_ENV_FD`].
+    pub init_env: Option<&'a [u8]>,
 }
 
 /// A close-on-exec pipe: (read end, write end).
@@ -98,11 +104,11 @@ fn memfd_with(bytes: &[u8]) -> io::Result<OwnedFd> {
 }
 
 /// The same open file at an fd number above every slot the child's file
-/// actions write (0–4), so that no action can clobber another's source
+/// actions write (0–6), so that no action can clobber another's source
 /// and no source is already sitting at its target (a `dup2` onto itself
 /// would keep close-on-exec set).
 fn above_child_slots(fd: OwnedFd) -> io::Result<OwnedFd> {
-    if fd.as_raw_fd() > super::HANDOVER_FD {
+    if fd.as_raw_fd() > super::INIT_ENV_FD {
         return Ok(fd);
     }
     // SAFETY: F_DUPFD_CLOEXEC on a valid fd returns a new fd we own.
@@ -110,7 +116,7 @@ fn above_child_slots(fd: OwnedFd) -> io::Result<OwnedFd> {
         libc::fcntl(
             fd.as_raw_fd(),
             libc::F_DUPFD_CLOEXEC,
-            super::HANDOVER_FD + 1,
+            super::INIT_ENV_FD + 1,
         )
     };
     if raw < 0 {
@@ -212,6 +218,26 @@ pub(super) fn start(spec: &Spec<'_>) -> io::Result<Started> {
             "a handover fd needs a status pipe below it",
         ));
     }
+    if spec.init_pipe && spec.handover.is_none() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "an init pipe needs a handover fd below it",
+        ));
+    }
+    if spec.init_env.is_some() && !spec.init_pipe {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "an init environment needs an init pipe below it",
+        ));
+    }
+    let init_env = spec.init_env.map(memfd_with).transpose()?;
+    let (init_host, init_child) = match spec.init_pipe {
+        true => {
+            let (read, write) = pipe()?;
+            (Some(read), Some(write))
+        }
+        false => (None, None),
+    };
     let handover = spec.handover.map(memfd_with).transpose()?;
     let child_fds = ChildFds {
         stdin: above_child_slots(stdin_child)?,
@@ -219,6 +245,8 @@ pub(super) fn start(spec: &Spec<'_>) -> io::Result<Started> {
         stderr: above_child_slots(stderr_child)?,
         status: status_child.map(above_child_slots).transpose()?,
         handover: handover.map(above_child_slots).transpose()?,
+        init: init_child.map(above_child_slots).transpose()?,
+        init_env: init_env.map(above_child_slots).transpose()?,
     };
     let pid = platform::start(&program, spec, &child_fds)?;
     // The child's ends close here, so the host sees EOF once the child
@@ -230,16 +258,19 @@ pub(super) fn start(spec: &Spec<'_>) -> io::Result<Started> {
         stdout: stdout_host,
         stderr: stderr_host,
         status: status_host,
+        init: init_host,
     })
 }
 
-/// The host-side copies of the fds the child gets at 0–4.
+/// The host-side copies of the fds the child gets at 0–6.
 struct ChildFds {
     stdin: OwnedFd,
     stdout: OwnedFd,
     stderr: OwnedFd,
     status: Option<OwnedFd>,
     handover: Option<OwnedFd>,
+    init: Option<OwnedFd>,
+    init_env: Option<OwnedFd>,
 }
 
 impl ChildFds {
@@ -256,15 +287,29 @@ impl ChildFds {
         if let Some(handover) = &self.handover {
             slots.push((handover.as_raw_fd(), super::HANDOVER_FD));
         }
+        if let Some(init) = &self.init {
+            slots.push((init.as_raw_fd(), super::INIT_FD));
+        }
+        if let Some(env) = &self.init_env {
+            slots.push((env.as_raw_fd(), super::INIT_ENV_FD));
+        }
         slots
     }
 
     /// The first fd the child must not keep.
     fn first_closed(&self) -> RawFd {
-        match (&self.status, &self.handover) {
-            (_, Some(_)) => super::HANDOVER_FD + 1,
-            (Some(_), None) => super::STATUS_FD + 1,
-            (None, None) => 3,
+        // Each slot needs the one below it (checked in `start`), so the
+        // highest present slot says where the closing starts.
+        if self.init_env.is_some() {
+            super::INIT_ENV_FD + 1
+        } else if self.init.is_some() {
+            super::INIT_FD + 1
+        } else if self.handover.is_some() {
+            super::HANDOVER_FD + 1
+        } else if self.status.is_some() {
+            super::STATUS_FD + 1
+        } else {
+            3
         }
     }
 }

@@ -32,7 +32,7 @@ use crate::model::{
     SandboxPolicy, WrapFacts,
 };
 use crate::policy::{Launch, Phase};
-use crate::sandbox::{EnvHandover, StatusReport};
+use crate::sandbox::{EnvHandover, StatusReport, Supervision};
 
 /// Arguments a launch may have.
 pub(super) const MAX_ARGS: usize = 4_096;
@@ -280,6 +280,7 @@ pub(super) struct Accepted {
     pub wrap: Option<WrapFacts>,
     pub report: StatusReport,
     pub handover: EnvHandover,
+    pub supervision: Supervision,
 }
 
 /// Accept `launch` for `spec`, or say which invariant it breaks.
@@ -290,6 +291,7 @@ pub(super) fn launch(launch: Launch, spec: &ExecSpec) -> Result<Accepted, RunErr
             wrap: Some(wrap.facts().clone()),
             report: wrap.report(),
             handover: wrap.handover(),
+            supervision: wrap.supervision(),
         },
         Launch::Confined(wrap) => {
             return Err(policy_failed(
@@ -308,6 +310,7 @@ pub(super) fn launch(launch: Launch, spec: &ExecSpec) -> Result<Accepted, RunErr
             wrap: None,
             report: StatusReport::None,
             handover: EnvHandover::Inherit,
+            supervision: Supervision::None,
         },
         Launch::Unconfined(_) => {
             return Err(policy_failed(

@@ -23,7 +23,7 @@ use crate::model::{
 use crate::policy::Policy;
 use crate::process::spill::{DEFAULT_SPILL_LIMIT, SpillDir};
 use crate::process::{self, Finished, OutputSink, Process, SpawnError};
-use crate::sandbox::{Confine, StatusReport};
+use crate::sandbox::{Confine, StatusReport, Supervision};
 use crate::tasks::{Ending, TaskHandle, TaskStatus, Tasks};
 
 /// Per-run options that are not part of the request.
@@ -74,6 +74,7 @@ struct Prepared {
     launch: process::Launch,
     wrap: Option<WrapFacts>,
     report: StatusReport,
+    supervision: Supervision,
 }
 
 impl Prepared {
@@ -132,6 +133,7 @@ pub(crate) async fn run(
     let stderr = stderr.lock().expect("capture lock").stream_output();
     let stdout = stdout.lock().expect("capture lock").stream_output();
     let sandbox = classify(cx, &prepared, &facts, &finished, &stderr.text)?;
+    let finished = prepared.supervision.exact(finished);
     Ok(ExecResult {
         exit_code: finished.exit_code,
         signal: finished.signal,
@@ -227,6 +229,7 @@ async fn follow(
                 Err(err) => (None, Some(format!("cordon: {}: {err}\n", err.code()))),
             };
             let runner_failed = sandbox.as_ref().is_some_and(|f| f.runner_failed);
+            let finished = prepared.supervision.exact(finished);
             let exited = finished.exit_code.is_some() && !finished.aborted && !finished.timed_out;
             Ending {
                 status: if exited && !runner_failed {
@@ -280,7 +283,7 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
     let accepted = checks::launch(cx.policy.plan(&spec, cx.confiner.clone())?, &spec)?;
     // The command's environment; a runner that takes it over its own
     // channel is itself spawned without it.
-    let (env, handover) = accepted.handover.split(process::env::child_env(
+    let (env, handover, init_env) = accepted.handover.split(process::env::child_env(
         std::env::vars_os(),
         &cx.env,
         &spec.env,
@@ -294,16 +297,22 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
         spill_limit: cx.limits.spill_limit,
         status_pipe: accepted.report.needs_pipe(),
         handover,
+        init_pipe: accepted.supervision.init_pipe(),
+        init_env,
+        supervisor: accepted.supervision.process(),
     };
     Ok(Prepared {
         spec,
         launch,
         wrap: accepted.wrap,
         report: accepted.report,
+        supervision: accepted.supervision,
     })
 }
 
-/// Have the policy classify a finished run.
+/// Have the policy classify a finished run: `finished` as the host saw
+/// it (the runner's own status), told to the policy with the command's
+/// exact end where a supervisor reported it.
 fn classify(
     cx: &RunContext,
     prepared: &Prepared,
@@ -312,19 +321,23 @@ fn classify(
     stderr_tail: &str,
 ) -> Result<Option<SandboxFacts>, RunError> {
     let host_killed = finished.timed_out || finished.aborted;
+    let exact = prepared.supervision.exact(finished.clone());
     let outcome = Outcome {
-        exit_code: finished.exit_code,
-        signal: finished.signal,
+        exit_code: exact.exit_code,
+        signal: exact.signal,
         timed_out: finished.timed_out,
         aborted: finished.aborted,
         stderr_tail: stderr_tail.to_owned(),
-        runner_status: prepared.report.interpret(
-            finished.status_report.as_deref(),
-            host_killed,
-            finished.signal,
-            finished.exit_code,
-            stderr_tail,
-        ),
+        runner_status: match prepared.supervision.failure(finished) {
+            Some(detail) => RunnerStatus::Failed(detail),
+            None => prepared.report.interpret(
+                finished.status_report.as_deref(),
+                host_killed,
+                finished.signal,
+                finished.exit_code,
+                stderr_tail,
+            ),
+        },
     };
     settle(cx, prepared, facts, &outcome)
 }

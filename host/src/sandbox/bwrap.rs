@@ -15,10 +15,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::model::{Backend, Enforcement, SandboxMode, SandboxPolicy, Signatures, WrapFacts};
-use crate::process::{HANDOVER_FD, STATUS_FD};
+use crate::process::{HANDOVER_FD, INIT_ENV_FD, INIT_FD, STATUS_FD};
 
+use super::launcher::{INIT_PROBE, INIT_SUBCOMMAND};
 use super::probe::{Probed, SYSTEM_BIN_DIRS, Usable, find_in_system_dirs, run_bounded, trusted};
-use super::{EnvHandover, StatusReport, Wrap};
+use super::{EnvHandover, StatusReport, Supervision, Wrap};
 
 /// The runner's program name.
 pub const PROGRAM: &str = "bwrap";
@@ -108,14 +109,27 @@ pub const HARDENING: &[&str] = &[
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Bwrap {
     runner: PathBuf,
+    /// The executable with cordon's init mode, run as the command's parent
+    /// inside the sandbox; none runs the command directly (then a signal
+    /// death reads as 128+N and a timeout gets no grace).
+    init: Option<PathBuf>,
 }
 
 impl Bwrap {
-    /// The runner at `runner` (unprobed: the ladder probes it).
+    /// The runner at `runner` (unprobed: the ladder probes it), without
+    /// cordon's init.
     pub fn at(runner: impl Into<PathBuf>) -> Self {
         Bwrap {
             runner: runner.into(),
+            init: None,
         }
+    }
+
+    /// The same runner, starting every command under cordon's init from
+    /// the executable at `init`.
+    pub fn with_init(mut self, init: impl Into<PathBuf>) -> Self {
+        self.init = Some(init.into());
+        self
     }
 
     /// The full argv: `runner --args 4 --json-status-fd 3 PROFILE HARDENING
@@ -132,19 +146,80 @@ impl Bwrap {
             STATUS_FD.to_string(),
         ];
         full.extend(profile(policy));
+        if let Some(init) = &self.init {
+            // The fresh /tmp of workspace-write would hide an init that
+            // lives there (a build tree, a test run): bind it back.
+            if policy.mode == SandboxMode::WorkspaceWrite && init.starts_with("/tmp") {
+                let at = init.to_string_lossy().into_owned();
+                full.extend(["--ro-bind".into(), at.clone(), at]);
+            }
+        }
         full.extend(HARDENING.iter().map(|s| (*s).to_owned()));
         full.push("--".into());
+        let (supervision, handover) = match &self.init {
+            Some(init) => {
+                full.extend([
+                    init.to_string_lossy().into_owned(),
+                    INIT_SUBCOMMAND.into(),
+                    "--status-fd".into(),
+                    INIT_FD.to_string(),
+                    "--env-fd".into(),
+                    INIT_ENV_FD.to_string(),
+                    "--".into(),
+                ]);
+                (Supervision::BwrapInit, EnvHandover::BwrapInit)
+            }
+            None => (Supervision::None, EnvHandover::BwrapArgs),
+        };
         full.extend(argv.iter().cloned());
         Wrap::new(full, policy.clone(), facts())
             .reporting(StatusReport::BwrapJson)
-            .handing_over(EnvHandover::BwrapArgs)
+            .handing_over(handover)
+            .supervised(supervision)
+    }
+}
+
+/// The `child-pid` bwrap reports on its status fd: the sandbox's first
+/// process, seen from the host, whose process group holds cordon's init.
+pub fn child_pid(report: &[u8]) -> Option<i32> {
+    let text = std::str::from_utf8(report).ok()?;
+    let (_, rest) = text.split_once("\"child-pid\"")?;
+    let digits: String = rest
+        .trim_start_matches([':', ' '])
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok().filter(|pid| *pid > 1)
+}
+
+/// Whether `init` has cordon's init mode: it answers `__init --probe`
+/// within `timeout`. Said in the rung's reason either way.
+fn probe_init(init: &Path, timeout: Duration) -> Result<(), String> {
+    let argv = [
+        init.to_string_lossy().into_owned(),
+        INIT_SUBCOMMAND.into(),
+        "--probe".into(),
+    ];
+    let out = run_bounded(&argv, timeout)?;
+    match out.success && out.stdout.lines().next() == Some(INIT_PROBE) {
+        true => Ok(()),
+        false => Err(format!(
+            "{} has no init mode: {}",
+            init.display(),
+            out.first_line()
+        )),
     }
 }
 
 /// Find bwrap — `configured` (`bwrap_path`), else in the fixed system
 /// directories, never on the caller's `PATH` — check that it can be
-/// trusted, and run the probe (SPEC.md §5) within `timeout`.
-pub(super) fn probe(configured: Option<&Path>, timeout: Duration) -> Probed<Bwrap> {
+/// trusted, and run the probe (SPEC.md §5) within `timeout`; then check
+/// that `init` (the launcher executable) has cordon's init mode.
+pub(super) fn probe(
+    configured: Option<&Path>,
+    init: Option<&Path>,
+    timeout: Duration,
+) -> Probed<Bwrap> {
     let runner = match configured {
         Some(path) => path.to_path_buf(),
         None => find_in_system_dirs(PROGRAM).ok_or_else(|| {
@@ -165,9 +240,21 @@ pub(super) fn probe(configured: Option<&Path>, timeout: Duration) -> Probed<Bwra
             out.first_line()
         ));
     }
+    let mut bwrap = Bwrap::at(&runner);
+    let init = match init.map(|init| (init, probe_init(init, timeout))) {
+        Some((init, Ok(()))) => {
+            bwrap = bwrap.with_init(init);
+            format!("commands run under cordon's init ({})", init.display())
+        }
+        Some((_, Err(why))) => format!(
+            "no init ({why}): a signal death reads as exit code 128+N and a timeout kills at once"
+        ),
+        None => "no init: a signal death reads as exit code 128+N and a timeout kills at once"
+            .to_owned(),
+    };
     Ok(Usable {
-        reason: format!("{} ran the probe; {trust}", runner.display()),
-        runner: Bwrap::at(runner),
+        reason: format!("{} ran the probe; {trust}; {init}", runner.display()),
+        runner: bwrap,
     })
 }
 
@@ -262,6 +349,50 @@ mod tests {
             probe_args().join(" "),
             "--ro-bind / / --dev /dev --proc /proc --die-with-parent -- true"
         );
+    }
+
+    #[test]
+    fn with_the_init_the_command_runs_under_it_and_the_init_stays_visible() {
+        let init = Bwrap::at("/usr/bin/bwrap").with_init("/tmp/build/cordon");
+        let policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/home/me/ws");
+        let wrap = init.wrap(&["true".into()], &policy);
+        let argv = wrap.argv().join(" ");
+        assert!(
+            argv.ends_with(&format!(
+                "--ro-bind /tmp/build/cordon /tmp/build/cordon {HARDENED} -- \
+                 /tmp/build/cordon __init --status-fd 5 --env-fd 6 -- true"
+            )),
+            "{argv}"
+        );
+        assert_eq!(wrap.supervision(), Supervision::BwrapInit);
+        assert_eq!(wrap.handover(), EnvHandover::BwrapInit);
+        // Read-only keeps the host's /tmp: nothing to bind back.
+        let ro = SandboxPolicy::new(SandboxMode::ReadOnly, "/home/me/ws");
+        assert!(
+            !init
+                .wrap(&["true".into()], &ro)
+                .argv()
+                .contains(&"--ro-bind-data".into())
+        );
+        assert_eq!(
+            init.wrap(&["true".into()], &ro)
+                .argv()
+                .iter()
+                .filter(|a| *a == "/tmp/build/cordon")
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn the_child_pid_is_read_from_the_status_report() {
+        assert_eq!(
+            child_pid(br#"{ "child-pid": 4242, "mnt-namespace": 1 }"#),
+            Some(4242)
+        );
+        assert_eq!(child_pid(br#"{ "child-pid": 1 }"#), None, "never pid 1");
+        assert_eq!(child_pid(b"{ \"exit-code\": 0 }"), None);
+        assert_eq!(child_pid(b""), None);
     }
 
     #[test]

@@ -192,7 +192,14 @@ fn probe_rung(backend: Backend, config: &SandboxConfig) -> Result<Usable<Chosen>
     }
     match backend {
         Backend::Bwrap => chosen(
-            bwrap::probe(config.bwrap.as_deref(), config.probe_timeout),
+            bwrap::probe(
+                config.bwrap.as_deref(),
+                landlock::launcher_path(config)
+                    .ok()
+                    .map(|(path, _)| path)
+                    .as_deref(),
+                config.probe_timeout,
+            ),
             Chosen::Bwrap,
         ),
         Backend::Landlock => chosen(landlock::probe(config), Chosen::Landlock),

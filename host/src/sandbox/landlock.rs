@@ -13,7 +13,7 @@ use super::launcher::{
     PROBE_SCOPES,
 };
 use super::probe::{Probed, Usable, run_bounded, trusted};
-use super::{EnvHandover, SandboxConfig, StatusReport, Wrap};
+use super::{EnvHandover, SandboxConfig, StatusReport, Supervision, Wrap};
 
 pub use super::launcher::landlock::{kernel_abi, kernel_scopes};
 
@@ -60,7 +60,7 @@ impl Landlock {
         self.enforcement
     }
 
-    /// `launcher __landlock --status-fd 3 GRANTS -- argv`.
+    /// `launcher __landlock --status-fd 3 --env-fd 4 --parent HOST [--unshare-ipc] GRANTS -- argv`.
     pub fn wrap(&self, argv: &[String], policy: &SandboxPolicy) -> Wrap {
         let mut full = vec![
             self.launcher.to_string_lossy().into_owned(),
@@ -69,6 +69,9 @@ impl Landlock {
             STATUS_FD.to_string(),
             "--env-fd".into(),
             HANDOVER_FD.to_string(),
+            // The launcher supervises the command and dies with this host.
+            "--parent".into(),
+            std::process::id().to_string(),
         ];
         if self.isolate_ipc {
             full.push("--unshare-ipc".into());
@@ -79,6 +82,20 @@ impl Landlock {
         Wrap::new(full, policy.clone(), facts(self.enforcement))
             .reporting(StatusReport::Launcher)
             .handing_over(EnvHandover::LauncherFd)
+            .supervised(Supervision::Launcher)
+    }
+}
+
+/// The executable with cordon's launcher modes — `config.launcher`, which
+/// must be trustworthy, else this executable (cordon itself, as trusted as
+/// the host running it) — and what its trust check said.
+pub(super) fn launcher_path(config: &SandboxConfig) -> Result<(PathBuf, String), String> {
+    match &config.launcher {
+        Some(path) => Ok((path.clone(), format!("; {}", trusted(path)?))),
+        None => Ok((
+            std::env::current_exe().map_err(|err| format!("cannot locate the launcher: {err}"))?,
+            String::new(),
+        )),
     }
 }
 
@@ -87,15 +104,7 @@ impl Landlock {
 /// kernel lacks a file right or scope cordon asks for, or when runs cannot
 /// get their own IPC namespace (the launcher needs `CAP_SYS_ADMIN`).
 pub(super) fn probe(config: &SandboxConfig) -> Probed<Landlock> {
-    // A configured launcher must be trustworthy; this executable is
-    // cordon itself, as trusted as the host running it.
-    let (launcher, trust) = match &config.launcher {
-        Some(path) => (path.clone(), format!("; {}", trusted(path)?)),
-        None => (
-            std::env::current_exe().map_err(|err| format!("cannot locate the launcher: {err}"))?,
-            String::new(),
-        ),
-    };
+    let (launcher, trust) = launcher_path(config)?;
     let argv = vec![
         launcher.to_string_lossy().into_owned(),
         launcher::SUBCOMMAND.into(),
@@ -215,10 +224,15 @@ mod tests {
             Landlock::at("/usr/bin/cordon", Enforcement::Partial).wrap(&["true".into()], &policy);
         assert_eq!(
             wrap.argv().join(" "),
-            "/usr/bin/cordon __landlock --status-fd 3 --env-fd 4 --unshare-ipc --ro / --rw /dev/null -- true"
+            format!(
+                "/usr/bin/cordon __landlock --status-fd 3 --env-fd 4 --parent {} --unshare-ipc \
+                 --ro / --rw /dev/null -- true",
+                std::process::id()
+            )
         );
         assert_eq!(wrap.facts().enforcement, Enforcement::Partial);
         assert_eq!(wrap.report(), StatusReport::Launcher);
+        assert_eq!(wrap.supervision(), Supervision::Launcher);
     }
 
     #[test]

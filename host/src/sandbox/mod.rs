@@ -37,6 +37,9 @@ pub use runner::RunnerCommand;
 use std::ffi::OsString;
 
 use crate::model::{RunnerStatus, SandboxMode, SandboxPolicy, WrapFacts};
+use crate::process::{self, Finished};
+
+pub use launcher::Ended;
 
 /// Why a policy cannot be confined here.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -113,6 +116,78 @@ impl StatusReport {
     }
 }
 
+/// Whether cordon's supervisor ([`launcher::supervise`]) runs the
+/// command, and where it reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Supervision {
+    /// None (an operator's runner command, Seatbelt, bwrap without the
+    /// init): the spawned group is signalled directly and the command's
+    /// end is the runner's exit status.
+    #[default]
+    None,
+    /// The runner is cordon's launcher, which supervises (Landlock): it
+    /// reports on the status pipe and ends as the command ended.
+    Launcher,
+    /// cordon's init runs inside bwrap: it reports on [`process::INIT_FD`],
+    /// and its process group is that of bwrap's `child-pid`.
+    BwrapInit,
+}
+
+impl Supervision {
+    /// Who gets the termination signals.
+    pub fn process(self) -> process::Supervisor {
+        match self {
+            Supervision::None => process::Supervisor::None,
+            Supervision::Launcher => process::Supervisor::Leader,
+            Supervision::BwrapInit => process::Supervisor::Reported(bwrap::child_pid),
+        }
+    }
+
+    /// Whether the runner needs the init pipe.
+    pub fn init_pipe(self) -> bool {
+        self == Supervision::BwrapInit
+    }
+
+    /// The supervisor's report, where it wrote one.
+    fn report(self, finished: &Finished) -> Option<String> {
+        let bytes = match self {
+            Supervision::None => None,
+            Supervision::Launcher => finished.status_report.as_deref(),
+            Supervision::BwrapInit => finished.init_report.as_deref(),
+        }?;
+        Some(String::from_utf8_lossy(bytes).into_owned())
+    }
+
+    /// `finished` with the command's exact end from the supervisor's
+    /// report (a signal death is a signal, not bwrap's 128+N); unchanged
+    /// without a report.
+    pub fn exact(self, mut finished: Finished) -> Finished {
+        match self.report(&finished).as_deref().and_then(Ended::parse) {
+            Some(Ended::Exited(code)) => {
+                finished.exit_code = Some(code);
+                finished.signal = None;
+            }
+            Some(Ended::Signaled(signal)) => {
+                finished.exit_code = None;
+                finished.signal = Some(signal);
+            }
+            None => {}
+        }
+        finished
+    }
+
+    /// A failure the init inside bwrap reported before the command ran
+    /// (the launcher's own are read by [`StatusReport::Launcher`]).
+    pub fn failure(self, finished: &Finished) -> Option<String> {
+        if self != Supervision::BwrapInit {
+            return None;
+        }
+        self.report(finished)?
+            .lines()
+            .find_map(|line| line.strip_prefix("failed: ").map(str::to_owned))
+    }
+}
+
 /// The environment a runner itself is spawned with when it takes the
 /// command's environment over its own channel: a fixed `PATH`, nothing a
 /// caller or a component chose (an `LD_PRELOAD` of theirs must reach only
@@ -134,39 +209,50 @@ pub enum EnvHandover {
     /// cordon's launcher reads `NAME=VALUE` entries, NUL-separated, from
     /// the handover fd (`--env-fd`) and execs the command with exactly them.
     LauncherFd,
+    /// bubblewrap with cordon's init inside: bwrap's `--args` set only
+    /// [`RUNNER_PATH`] in the sandbox, and the init reads the command's
+    /// entries from [`process::INIT_ENV_FD`] as the launcher does, so a
+    /// caller's `LD_PRELOAD` loads into neither bwrap nor the init.
+    BwrapInit,
 }
 
+/// What [`EnvHandover::split`] gives the spawn: the runner's own
+/// environment, the handover fd's bytes and the init's environment bytes.
+pub type EnvSplit = (Vec<(OsString, OsString)>, Option<Vec<u8>>, Option<Vec<u8>>);
+
 impl EnvHandover {
-    /// The runner's own environment, and the bytes for the handover fd.
-    pub fn split(
-        self,
-        env: Vec<(OsString, OsString)>,
-    ) -> (Vec<(OsString, OsString)>, Option<Vec<u8>>) {
+    /// The runner's own environment, the bytes for the handover fd and
+    /// those for the init's environment fd.
+    pub fn split(self, env: Vec<(OsString, OsString)>) -> EnvSplit {
         use std::os::unix::ffi::OsStrExt;
         let fixed = || vec![(OsString::from("PATH"), OsString::from(RUNNER_PATH))];
-        let mut bytes = vec![];
+        let bwrap_args = |env: &[(OsString, OsString)]| {
+            let mut bytes = b"--clearenv\0".to_vec();
+            for (name, value) in env {
+                bytes.extend_from_slice(b"--setenv\0");
+                bytes.extend_from_slice(name.as_bytes());
+                bytes.push(0);
+                bytes.extend_from_slice(value.as_bytes());
+                bytes.push(0);
+            }
+            bytes
+        };
+        let entries = |env: &[(OsString, OsString)]| {
+            let mut bytes = vec![];
+            for (name, value) in env {
+                bytes.extend_from_slice(name.as_bytes());
+                bytes.push(b'=');
+                bytes.extend_from_slice(value.as_bytes());
+                bytes.push(0);
+            }
+            bytes
+        };
         match self {
-            EnvHandover::Inherit => return (env, None),
-            EnvHandover::BwrapArgs => {
-                bytes.extend_from_slice(b"--clearenv\0");
-                for (name, value) in &env {
-                    bytes.extend_from_slice(b"--setenv\0");
-                    bytes.extend_from_slice(name.as_bytes());
-                    bytes.push(0);
-                    bytes.extend_from_slice(value.as_bytes());
-                    bytes.push(0);
-                }
-            }
-            EnvHandover::LauncherFd => {
-                for (name, value) in &env {
-                    bytes.extend_from_slice(name.as_bytes());
-                    bytes.push(b'=');
-                    bytes.extend_from_slice(value.as_bytes());
-                    bytes.push(0);
-                }
-            }
+            EnvHandover::Inherit => (env, None, None),
+            EnvHandover::BwrapArgs => (fixed(), Some(bwrap_args(&env)), None),
+            EnvHandover::LauncherFd => (fixed(), Some(entries(&env)), None),
+            EnvHandover::BwrapInit => (fixed(), Some(bwrap_args(&fixed())), Some(entries(&env))),
         }
-        (fixed(), Some(bytes))
     }
 }
 
@@ -179,6 +265,7 @@ pub struct Wrap {
     facts: WrapFacts,
     report: StatusReport,
     handover: EnvHandover,
+    supervision: Supervision,
 }
 
 impl Wrap {
@@ -190,7 +277,19 @@ impl Wrap {
             facts,
             report: StatusReport::None,
             handover: EnvHandover::Inherit,
+            supervision: Supervision::None,
         }
+    }
+
+    /// The same wrap, with cordon's supervisor running the command.
+    pub fn supervised(mut self, supervision: Supervision) -> Self {
+        self.supervision = supervision;
+        self
+    }
+
+    /// Whether and where cordon's supervisor runs the command.
+    pub fn supervision(&self) -> Supervision {
+        self.supervision
     }
 
     /// The same wrap, with a runner that reports out of band.
@@ -263,16 +362,30 @@ mod tests {
     #[test]
     fn a_runner_that_takes_the_environment_over_runs_with_a_fixed_path_only() {
         let command = env(&[("LD_PRELOAD", "/evil.so"), ("A", "b c")]);
-        let (runner, bytes) = EnvHandover::BwrapArgs.split(command.clone());
+        let (runner, bytes, init) = EnvHandover::BwrapArgs.split(command.clone());
         assert_eq!(runner, env(&[("PATH", RUNNER_PATH)]));
         assert_eq!(
             bytes.unwrap(),
             b"--clearenv\0--setenv\0LD_PRELOAD\0/evil.so\0--setenv\0A\0b c\0"
         );
-        let (runner, bytes) = EnvHandover::LauncherFd.split(command.clone());
+        assert_eq!(init, None);
+        let (runner, bytes, init) = EnvHandover::LauncherFd.split(command.clone());
         assert_eq!(runner, env(&[("PATH", RUNNER_PATH)]));
         assert_eq!(bytes.unwrap(), b"LD_PRELOAD=/evil.so\0A=b c\0");
-        assert_eq!(EnvHandover::Inherit.split(command.clone()), (command, None));
+        assert_eq!(init, None);
+        let (runner, bytes, init) = EnvHandover::BwrapInit.split(command.clone());
+        assert_eq!(runner, env(&[("PATH", RUNNER_PATH)]));
+        let path = format!("--clearenv\0--setenv\0PATH\0{RUNNER_PATH}\0");
+        assert_eq!(
+            bytes.unwrap(),
+            path.as_bytes(),
+            "bwrap and the init get PATH only"
+        );
+        assert_eq!(init.unwrap(), b"LD_PRELOAD=/evil.so\0A=b c\0");
+        assert_eq!(
+            EnvHandover::Inherit.split(command.clone()),
+            (command, None, None)
+        );
     }
 
     #[test]

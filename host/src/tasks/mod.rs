@@ -25,7 +25,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -111,7 +110,7 @@ pub(crate) struct Ending {
 struct State {
     status: TaskStatus,
     ending: Ending,
-    group: Option<Pid>,
+    group: Option<process::Group>,
 }
 
 /// One background task, shared by the registry, handles and its follower.
@@ -266,7 +265,7 @@ impl TaskHandle {
     }
 
     /// Record the spawned group (for shutdown).
-    pub(crate) fn set_group(&self, group: Pid) {
+    pub(crate) fn set_group(&self, group: process::Group) {
         lock(&self.0.state).group = Some(group);
     }
 
@@ -376,7 +375,7 @@ impl Drop for Tasks {
         for task in lock(&self.tasks).values() {
             task.0.kill.cancel();
             if let Some(group) = lock(&task.0.state).group {
-                process::kill_group_now(group);
+                group.kill_now();
             }
         }
     }

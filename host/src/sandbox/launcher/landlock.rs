@@ -16,7 +16,7 @@ use ::landlock::{
     RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
-use super::{PROBE_FULL, PROBE_IPC_ISOLATED, PROBE_IPC_SHARED, PROBE_PARTIAL, PROBE_SCOPES, fail};
+use super::{Mode, PROBE_FULL, PROBE_IPC_ISOLATED, PROBE_IPC_SHARED, PROBE_PARTIAL, PROBE_SCOPES};
 
 /// The ABI whose file rights cordon's modes need.
 const TARGET_ABI: ABI = ABI::V5;
@@ -112,6 +112,7 @@ pub(super) fn restrict(read_only: &[PathBuf], writable: &[PathBuf]) -> Result<Re
 /// ruleset, the metadata filter — and say how it was enforced: the verdict line, the ABI, the
 /// scopes in force and whether IPC can be isolated.
 pub(super) fn probe() -> ! {
+    let fail = |status, detail: &str| -> ! { Mode::Landlock.fail(status, detail) };
     let ipc = super::unshare_ipc().is_ok();
     match ruleset().and_then(|r| r.restrict_self()).map(|s| s.ruleset) {
         Ok(RulesetStatus::FullyEnforced) => println!("{PROBE_FULL}"),

@@ -1,22 +1,33 @@
-//! Code that runs *inside* the sandbox: cordon's own launcher, a hidden
-//! mode of the `cordon` binary (one binary to ship). The host side of each
+//! Code that runs *inside* the sandbox: cordon's own launcher, hidden
+//! modes of the `cordon` binary (one binary to ship). The host side of each
 //! backend (`sandbox/*.rs`) builds argvs that start it; this module is what
 //! runs then, between the runner's exec and the command's. It is the place
 //! for everything that must run confined or right before confinement: the
-//! Landlock launcher today, an init, a network bridge or a namespace
-//! runner next.
+//! Landlock launcher, cordon's init inside bubblewrap, a network bridge or
+//! a namespace runner next.
 //!
 //! ```text
-//! cordon __landlock [--status-fd N] [--env-fd N] [--unshare-ipc] (--ro PATH | --rw PATH)... -- ARGV...
+//! cordon __landlock [--status-fd N] [--env-fd N] [--parent PID] [--unshare-ipc] (--ro PATH | --rw PATH)... -- ARGV...
 //! cordon __landlock --probe
+//! cordon __init [--status-fd N] -- ARGV...
+//! cordon __init --probe
 //! ```
+//!
+//! Both modes fork the command and stay as its supervisor
+//! ([`supervise`]): the run's process tree ends with the leader, a
+//! forwarded `SIGTERM` gets the grace, and the leader's exact wait status
+//! is reported. The Landlock launcher confines the child (ruleset, scopes,
+//! metadata filter) before it execs; the init runs inside bwrap, which has
+//! confined it already.
 //!
 //! Every failure of the launcher itself — usage, a kernel without Landlock,
 //! an unopenable grant path, a ruleset error, a failed exec — exits
-//! [`FAILURE_EXIT`] with a line starting with [`PREFIX`], and is written to
-//! the status fd (`failed: …`). Just before exec it writes `exec`; the fd
-//! is close-on-exec, so the command never sees it. The command's own exit
-//! status, including its own 125, passes through unchanged.
+//! [`FAILURE_EXIT`] with a line starting with [`PREFIX`] ([`INIT_PREFIX`]
+//! for the init), and is written to the status fd (`failed: …`). Just
+//! before exec the child writes `exec`; when the leader has ended the
+//! supervisor writes `exit N` or `signal N`. The fd is close-on-exec, so
+//! the command never sees it. The command's own exit status, including its
+//! own 125, passes through unchanged.
 //!
 //! The launcher is spawned with a fixed minimal environment; the command's
 //! own comes over `--env-fd` (`NAME=VALUE` entries, NUL-separated) and
@@ -29,7 +40,9 @@
 pub mod landlock;
 #[cfg(target_os = "linux")]
 mod metadata;
+pub mod supervise;
 
+use std::convert::Infallible;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::Write;
@@ -37,10 +50,16 @@ use std::os::fd::{FromRawFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 
-/// The hidden subcommand of the `cordon` binary that is the launcher.
+pub use supervise::Ended;
+
+/// The hidden subcommand of the `cordon` binary that is the Landlock launcher.
 pub const SUBCOMMAND: &str = "__landlock";
+/// The hidden subcommand that is cordon's init inside bubblewrap.
+pub const INIT_SUBCOMMAND: &str = "__init";
 /// The prefix of every line the launcher writes about itself.
 pub const PREFIX: &str = "cordon-landlock: ";
+/// The prefix of every line the init writes about itself.
+pub const INIT_PREFIX: &str = "cordon-init: ";
 /// The launcher's exit code for any failure of its own.
 pub const FAILURE_EXIT: i32 = 125;
 /// The informational notice on a kernel with an older ABI.
@@ -56,10 +75,50 @@ pub const PROBE_IPC_ISOLATED: &str = "ipc: isolated";
 pub const PROBE_IPC_SHARED: &str = "ipc: shared (unsharing needs CAP_SYS_ADMIN)";
 /// The probe's line prefix listing the Landlock scopes in force.
 pub const PROBE_SCOPES: &str = "scopes: ";
+/// What `cordon __init --probe` prints: the binary has the init mode.
+pub const INIT_PROBE: &str = "cordon-init: ready";
 
-/// Whether the binary was started as the launcher: `argv[1]` is [`SUBCOMMAND`].
+/// Which of the launcher's modes the binary was started in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The Landlock launcher: confines the command itself, supervises it.
+    Landlock,
+    /// cordon's init inside bubblewrap: supervises and reports only (bwrap
+    /// has confined it already).
+    Init,
+}
+
+impl Mode {
+    fn prefix(self) -> &'static str {
+        match self {
+            Mode::Landlock => PREFIX,
+            Mode::Init => INIT_PREFIX,
+        }
+    }
+
+    /// Write `detail` to the status fd and stderr, then exit 125.
+    fn fail(self, status: Option<&mut File>, detail: &str) -> ! {
+        if let Some(status) = status {
+            let _ = writeln!(status, "failed: {detail}");
+        }
+        eprintln!("{}{detail}", self.prefix());
+        std::process::exit(FAILURE_EXIT)
+    }
+}
+
+/// The mode the binary was started in, when `argv[1]` is one of the
+/// launcher's subcommands.
+pub fn invoked(args: &[OsString]) -> Option<Mode> {
+    match args.get(1)?.to_str()? {
+        SUBCOMMAND => Some(Mode::Landlock),
+        INIT_SUBCOMMAND => Some(Mode::Init),
+        _ => None,
+    }
+}
+
+/// Whether the binary was started as the launcher (either mode).
 pub fn is_invoked(args: &[OsString]) -> bool {
-    args.get(1).is_some_and(|arg| arg == SUBCOMMAND)
+    invoked(args).is_some()
 }
 
 /// What the launcher was asked to do.
@@ -77,28 +136,40 @@ struct Launch {
     env_fd: Option<RawFd>,
     /// Give the command its own SysV IPC and UTS namespaces.
     unshare_ipc: bool,
+    /// The host's pid, to die with (and to check is still there).
+    parent: Option<i32>,
     read_only: Vec<PathBuf>,
     writable: Vec<PathBuf>,
     argv: Vec<OsString>,
 }
 
-/// Run the launcher with `args` (everything after the subcommand). Never
-/// returns: it execs the command or exits.
-pub fn main(args: Vec<OsString>) -> ! {
-    let invocation = match parse(args) {
+/// Run the launcher in `mode` with `args` (everything after the
+/// subcommand). Never returns: it supervises the command or exits.
+pub fn main_in(mode: Mode, args: Vec<OsString>) -> ! {
+    let invocation = match parse(mode, args) {
         Ok(invocation) => invocation,
-        Err(message) => fail(None, &format!("usage: {message}")),
+        Err(message) => mode.fail(None, &format!("usage: {message}")),
     };
-    match invocation {
-        Invocation::Probe => landlock::probe(),
-        Invocation::Launch(request) => launch(request),
+    match (invocation, mode) {
+        (Invocation::Probe, Mode::Landlock) => landlock::probe(),
+        (Invocation::Probe, Mode::Init) => {
+            println!("{INIT_PROBE}");
+            std::process::exit(0)
+        }
+        (Invocation::Launch(request), _) => launch(mode, request),
     }
 }
 
-fn parse(args: Vec<OsString>) -> Result<Invocation, String> {
+/// Run the Landlock launcher with `args` (everything after the subcommand).
+pub fn main(args: Vec<OsString>) -> ! {
+    main_in(Mode::Landlock, args)
+}
+
+fn parse(mode: Mode, args: Vec<OsString>) -> Result<Invocation, String> {
     let mut args = args.into_iter();
     let mut launch = Launch::default();
     let mut first = true;
+    let landlock = mode == Mode::Landlock;
     while let Some(arg) = args.next() {
         let flag = arg.to_str().unwrap_or_default().to_owned();
         match flag.as_str() {
@@ -109,22 +180,19 @@ fn parse(args: Vec<OsString>) -> Result<Invocation, String> {
                 };
             }
             "--status-fd" | "--env-fd" => {
-                let value = args
-                    .next()
-                    .ok_or_else(|| format!("{flag} needs a file descriptor"))?;
-                let fd = value
-                    .to_str()
-                    .and_then(|v| v.parse::<RawFd>().ok())
-                    .filter(|fd| *fd > 2)
-                    .ok_or_else(|| format!("{flag} needs a number above 2, got {value:?}"))?;
+                let fd = number(&flag, args.next())?;
+                if fd <= 2 {
+                    return Err(format!("{flag} needs a number above 2, got {fd}"));
+                }
                 if flag == "--status-fd" {
                     launch.status_fd = Some(fd);
                 } else {
                     launch.env_fd = Some(fd);
                 }
             }
-            "--unshare-ipc" => launch.unshare_ipc = true,
-            "--ro" | "--rw" => {
+            "--parent" if landlock => launch.parent = Some(number(&flag, args.next())?),
+            "--unshare-ipc" if landlock => launch.unshare_ipc = true,
+            "--ro" | "--rw" if landlock => {
                 let path = args.next().ok_or_else(|| format!("{flag} needs a path"))?;
                 let list = if flag == "--ro" {
                     &mut launch.read_only
@@ -147,16 +215,19 @@ fn parse(args: Vec<OsString>) -> Result<Invocation, String> {
     Err("missing -- and the command to run".into())
 }
 
-/// Write `detail` to the status fd and stderr, then exit 125.
-fn fail(status: Option<&mut File>, detail: &str) -> ! {
-    if let Some(status) = status {
-        let _ = writeln!(status, "failed: {detail}");
-    }
-    eprintln!("{PREFIX}{detail}");
-    std::process::exit(FAILURE_EXIT)
+/// A positive number argument of `flag`.
+fn number(flag: &str, value: Option<OsString>) -> Result<i32, String> {
+    let value = value.ok_or_else(|| format!("{flag} needs a number"))?;
+    value
+        .to_str()
+        .and_then(|v| v.parse::<i32>().ok())
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("{flag} needs a positive number, got {value:?}"))
 }
 
-fn launch(request: Launch) -> ! {
+fn launch(mode: Mode, request: Launch) -> ! {
+    let fail = |status: Option<&mut File>, detail: &str| -> ! { mode.fail(status, detail) };
+    let reported = |status: Option<&mut File>, detail: &str| -> Infallible { fail(status, detail) };
     // SAFETY: the host handed us this fd for our exclusive use.
     let mut status = request.status_fd.map(|fd| unsafe { File::from_raw_fd(fd) });
     if let Some(fd) = request.status_fd {
@@ -185,28 +256,40 @@ fn launch(request: Launch) -> ! {
             &format!("cannot give the command its own IPC namespace: {err}"),
         );
     }
-    match landlock::restrict(&request.read_only, &request.writable) {
-        Ok(landlock::Restricted::Fully) => {}
-        Ok(landlock::Restricted::Partially) => eprintln!("{PREFIX}{PARTIAL_NOTICE}"),
-        Err(detail) => fail(status.as_mut(), &detail),
-    }
-    #[cfg(target_os = "linux")]
-    if let Err(detail) = metadata::refuse_metadata_changes() {
-        fail(status.as_mut(), &detail);
-    }
-    if let Some(status) = status.as_mut() {
-        let _ = writeln!(status, "exec");
-    }
-    let argv = &request.argv;
-    let mut command = std::process::Command::new(&argv[0]);
-    command.args(&argv[1..]);
-    if let Some(env) = env {
-        command.env_clear().envs(env);
-    }
-    let err = command.exec();
-    fail(
-        status.as_mut(),
-        &format!("cannot execute {}: {err}", argv[0].to_string_lossy()),
+    let supervision = supervise::Supervision {
+        parent: request.parent,
+    };
+    supervise::run(
+        supervision,
+        status,
+        reported,
+        move |mut status| -> Infallible {
+            if mode == Mode::Landlock {
+                match landlock::restrict(&request.read_only, &request.writable) {
+                    Ok(landlock::Restricted::Fully) => {}
+                    Ok(landlock::Restricted::Partially) => eprintln!("{PREFIX}{PARTIAL_NOTICE}"),
+                    Err(detail) => fail(status.as_mut(), &detail),
+                }
+                #[cfg(target_os = "linux")]
+                if let Err(detail) = metadata::refuse_metadata_changes() {
+                    fail(status.as_mut(), &detail);
+                }
+            }
+            if let Some(status) = status.as_mut() {
+                let _ = writeln!(status, "exec");
+            }
+            let argv = &request.argv;
+            let mut command = std::process::Command::new(&argv[0]);
+            command.args(&argv[1..]);
+            if let Some(env) = env {
+                command.env_clear().envs(env);
+            }
+            let err = command.exec();
+            fail(
+                status.as_mut(),
+                &format!("cannot execute {}: {err}", argv[0].to_string_lossy()),
+            )
+        },
     )
 }
 
@@ -257,23 +340,30 @@ mod tests {
 
     #[test]
     fn the_launcher_parses_its_contract() {
-        assert_eq!(parse(os(&["--probe"])), Ok(Invocation::Probe));
         assert_eq!(
-            parse(os(&[
-                "--status-fd",
-                "3",
-                "--ro",
-                "/",
-                "--rw",
-                "/w",
-                "--",
-                "a",
-                "--ro"
-            ])),
+            parse(Mode::Landlock, os(&["--probe"])),
+            Ok(Invocation::Probe)
+        );
+        assert_eq!(
+            parse(
+                Mode::Landlock,
+                os(&[
+                    "--status-fd",
+                    "3",
+                    "--ro",
+                    "/",
+                    "--rw",
+                    "/w",
+                    "--",
+                    "a",
+                    "--ro"
+                ])
+            ),
             Ok(Invocation::Launch(Launch {
                 status_fd: Some(3),
                 env_fd: None,
                 unshare_ipc: false,
+                parent: None,
                 read_only: vec!["/".into()],
                 writable: vec!["/w".into()],
                 argv: os(&["a", "--ro"]),
@@ -287,17 +377,20 @@ mod tests {
             &["--ro", "/"][..],
             &["--probe", "x"][..],
         ] {
-            assert!(parse(os(bad)).is_err(), "{bad:?}");
+            assert!(parse(Mode::Landlock, os(bad)).is_err(), "{bad:?}");
         }
     }
 
     #[test]
     fn the_ipc_flag_is_parsed_and_probe_comes_alone_and_first() {
-        match parse(os(&["--unshare-ipc", "--ro", "/", "--", "x"])) {
+        match parse(
+            Mode::Landlock,
+            os(&["--unshare-ipc", "--ro", "/", "--", "x"]),
+        ) {
             Ok(Invocation::Launch(launch)) => assert!(launch.unshare_ipc),
             other => panic!("{other:?}"),
         }
-        assert!(parse(os(&["--unshare-ipc", "--probe"])).is_err());
+        assert!(parse(Mode::Landlock, os(&["--unshare-ipc", "--probe"])).is_err());
     }
 
     #[test]
@@ -310,11 +403,11 @@ mod tests {
                 (b"EMPTY".to_vec(), vec![]),
             ]
         );
-        match parse(os(&["--env-fd", "4", "--", "x"])) {
+        match parse(Mode::Landlock, os(&["--env-fd", "4", "--", "x"])) {
             Ok(Invocation::Launch(launch)) => assert_eq!(launch.env_fd, Some(4)),
             other => panic!("{other:?}"),
         }
-        assert!(parse(os(&["--env-fd", "2", "--", "x"])).is_err());
+        assert!(parse(Mode::Landlock, os(&["--env-fd", "2", "--", "x"])).is_err());
     }
 
     #[test]

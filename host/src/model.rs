@@ -380,7 +380,8 @@ impl Eq for StreamOutput {}
 pub struct ExecResult {
     /// Exit code; none when the command died by a signal.
     pub exit_code: Option<i32>,
-    /// The signal that ended the command.
+    /// The signal that ended the command (by name in JSON: `"SIGKILL"`).
+    #[serde(with = "signal_name")]
     pub signal: Option<i32>,
     /// The host killed the command at its timeout.
     pub timed_out: bool,
@@ -413,5 +414,78 @@ mod tests {
             );
         }
         assert!("full".parse::<SandboxMode>().is_err());
+    }
+}
+
+/// A signal number in JSON by its name (`"SIGKILL"`), as the seed reports
+/// it; a number this platform has no name for is `"SIG<N>"`. Reading
+/// accepts a name or a number.
+pub mod signal_name {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// The name of signal `number` on this platform.
+    pub fn of(number: i32) -> String {
+        nix::sys::signal::Signal::try_from(number)
+            .map(|signal| signal.as_str().to_owned())
+            .unwrap_or_else(|_| format!("SIG{number}"))
+    }
+
+    /// The number of signal `name` (`SIGKILL`, `KILL` or `SIG<N>`).
+    pub fn number(name: &str) -> Option<i32> {
+        let full = if name.starts_with("SIG") {
+            name.to_owned()
+        } else {
+            format!("SIG{name}")
+        };
+        if let Ok(signal) = full.parse::<nix::sys::signal::Signal>() {
+            return Some(signal as i32);
+        }
+        full.strip_prefix("SIG")?.parse().ok()
+    }
+
+    /// Serialize as the name.
+    pub fn serialize<S: Serializer>(
+        signal: &Option<i32>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match signal {
+            Some(number) => serializer.serialize_str(&of(*number)),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    /// Read a name or a number.
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<i32>, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            Number(i32),
+            Name(String),
+        }
+        match Option::<Either>::deserialize(deserializer)? {
+            None => Ok(None),
+            Some(Either::Number(number)) => Ok(Some(number)),
+            Some(Either::Name(name)) => number(&name)
+                .map(Some)
+                .ok_or_else(|| serde::de::Error::custom(format!("unknown signal {name:?}"))),
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn signals_are_named_and_names_read_back() {
+            assert_eq!(of(9), "SIGKILL");
+            assert_eq!(of(15), "SIGTERM");
+            assert_eq!(of(1000), "SIG1000");
+            assert_eq!(number("SIGKILL"), Some(9));
+            assert_eq!(number("TERM"), Some(15));
+            assert_eq!(number("SIG1000"), Some(1000));
+            assert_eq!(number("SIGNOPE"), None);
+        }
     }
 }

@@ -137,7 +137,7 @@ fn timeout_is_reported_as_a_fact() {
     );
     assert_eq!(code, 124);
     assert_eq!(result["timedOut"], json!(true));
-    assert_eq!(result["signal"], json!(15));
+    assert_eq!(result["signal"], json!("SIGTERM"));
     assert_eq!(result["exitCode"], json!(null));
     assert_eq!(result["timeoutMs"], json!(100));
 }

@@ -232,7 +232,7 @@ fn a_command_that_ignores_sigterm_is_killed_after_the_grace() {
             &format!("trap '' TERM; sleep {mark} & sleep {mark}"),
         );
         assert_eq!(code, 124, "{backend:?}: {result}");
-        assert_eq!(result["signal"], 9, "{backend:?}: {result}");
+        assert_eq!(result["signal"], "SIGKILL", "{backend:?}: {result}");
         // The default grace is 3 s; the host's own margin is 1 s more.
         assert!(
             started.elapsed() < Duration::from_secs(8),
@@ -251,7 +251,7 @@ fn a_signal_death_is_a_signal_and_an_exit_code_is_an_exit_code() {
     {
         let (code, result) = run_json(ws.path(), backend, "kill -9 $$");
         assert_eq!(code, 137, "{backend:?}: {result}");
-        assert_eq!(result["signal"], 9, "{backend:?}: {result}");
+        assert_eq!(result["signal"], "SIGKILL", "{backend:?}: {result}");
         assert_eq!(result["exitCode"], serde_json::Value::Null, "{backend:?}");
         assert_eq!(sandbox(&result)["denied"], false, "{backend:?}: {result}");
         // After text that reads like a denial, still a signal, not a denial.
@@ -260,7 +260,7 @@ fn a_signal_death_is_a_signal_and_an_exit_code_is_an_exit_code() {
             backend,
             "echo 'x: Read-only file system' >&2; echo 'x: Permission denied' >&2; kill -9 $$",
         );
-        assert_eq!(result["signal"], 9, "{backend:?}: {result}");
+        assert_eq!(result["signal"], "SIGKILL", "{backend:?}: {result}");
         assert_eq!(sandbox(&result)["denied"], false, "{backend:?}: {result}");
         // Positive control: a real exit code 137 is an exit code.
         let (code, result) = run_json(ws.path(), backend, "exit 137");

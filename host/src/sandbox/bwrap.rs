@@ -368,12 +368,6 @@ mod tests {
         assert_eq!(wrap.handover(), EnvHandover::BwrapInit);
         // Read-only keeps the host's /tmp: nothing to bind back.
         let ro = SandboxPolicy::new(SandboxMode::ReadOnly, "/home/me/ws");
-        assert!(
-            !init
-                .wrap(&["true".into()], &ro)
-                .argv()
-                .contains(&"--ro-bind-data".into())
-        );
         assert_eq!(
             init.wrap(&["true".into()], &ro)
                 .argv()

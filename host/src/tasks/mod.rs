@@ -83,7 +83,8 @@ pub struct TaskSnapshot {
     pub status: TaskStatus,
     /// Exit code, once exited by itself.
     pub exit_code: Option<i32>,
-    /// The signal that ended it.
+    /// The signal that ended it (by name in JSON: `"SIGKILL"`).
+    #[serde(with = "crate::model::signal_name")]
     pub signal: Option<i32>,
     /// Killed at an explicit timeout.
     pub timed_out: bool,

@@ -200,7 +200,16 @@ struct MissingRunner;
 
 impl Confine for MissingRunner {
     fn confine(&self, argv: &[String], policy: &SandboxPolicy) -> Result<Wrap, Unavailable> {
-        let mut wrapped = vec!["/nonexistent/cordon-test-runner".to_owned()];
+        RunnerAt("/nonexistent/cordon-test-runner".into()).confine(argv, policy)
+    }
+}
+
+/// A confiner whose runner is the file at this path, whatever it is.
+struct RunnerAt(String);
+
+impl Confine for RunnerAt {
+    fn confine(&self, argv: &[String], policy: &SandboxPolicy) -> Result<Wrap, Unavailable> {
+        let mut wrapped = vec![self.0.clone()];
         wrapped.extend(argv.iter().cloned());
         let facts = WrapFacts {
             backend: Backend::RunnerCommand,
@@ -254,6 +263,40 @@ async fn a_background_runner_failure_is_killed_runner_failed_and_said_once() {
         "{err}"
     );
     assert!(!marker.exists());
+}
+
+#[tokio::test]
+async fn any_spawn_failure_of_a_confined_task_carries_its_sandbox_facts() {
+    let ws = workspace();
+    // An executable the kernel cannot run (ENOEXEC): not a missing runner.
+    let garbage = ws.path().join("garbage-runner");
+    std::fs::write(&garbage, [0u8, 1, 2, 3]).unwrap();
+    std::fs::set_permissions(
+        &garbage,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let host = Host::builder()
+        .deployment(Deployment::in_dir(ws.path()))
+        .confiner(Arc::new(RunnerAt(garbage.to_string_lossy().into_owned())))
+        .build()
+        .unwrap();
+    let task = host.start(ExecRequest::new("true")).unwrap();
+    let done = task.wait(None).await;
+    assert_eq!(done.status, TaskStatus::Killed);
+    assert_eq!(
+        done.sandbox,
+        Some(SandboxFacts {
+            mode: SandboxMode::ReadOnly,
+            denied: false,
+            enforcement: Some(Enforcement::Full),
+            runner_failed: false,
+        })
+    );
+    assert!(
+        task.read().text.starts_with("[stderr]\nspawn failed: "),
+        "the notice says what failed"
+    );
 }
 
 #[tokio::test]

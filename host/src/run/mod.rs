@@ -192,8 +192,15 @@ pub(crate) fn start(
             let task = tasks.register(prepared.spec.command.clone(), empty(), empty());
             // A missing runner is named in the notice, as the foreground
             // error names it.
+            // Any other failure of a confined task still carries the
+            // sandbox facts (`{mode, denied: false, enforcement}`).
             let (sandbox, notice) = match settle_spawn_failure(cx, &prepared, &facts, &err) {
                 Some(missing) => (missing.settled.ok().flatten(), missing.detail),
+                None if prepared.wrap.is_some() => {
+                    let outcome = Outcome::default();
+                    let sandbox = settle(cx, &prepared, &facts, &outcome).ok().flatten();
+                    (sandbox, err.to_string())
+                }
                 None => (None, err.to_string()),
             };
             task.settle(Ending {

@@ -16,6 +16,13 @@
 //! inherit = "all"                     # all | core (PATH, HOME, LANG, LC_*, …) | none
 //! include = ["CI_*"]                  # let through even past the credential scrub
 //! exclude = ["*_INTERNAL"]            # always withheld
+//!
+//! [limits]                            # every run's; a request may ask for less
+//! pids = 1024                         # processes at once (default 1024; "unlimited")
+//! memory_bytes = 4294967296           # default: unlimited
+//! cpu_weight = 100                    # 1–10000, relative; default: the kernel's
+//! cgroup = "auto"                     # auto | off: a cgroup per run where possible
+//! cgroup_parent = "/sys/fs/cgroup/agents.slice/runs"  # cgroup v2: a delegated parent
 //! ```
 //!
 //! Every key is optional and validated; an unknown key, a wrong type or an
@@ -28,7 +35,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::model::{Deployment, SandboxMode, SandboxPolicy};
+use crate::model::{Deployment, RunLimits, SandboxMode, SandboxPolicy};
+use crate::process::cgroup::CgroupChoice;
 use crate::process::env::{EnvPolicy, Inherit};
 use crate::sandbox::{BackendChoice, RunnerCommand, SandboxConfig};
 
@@ -89,6 +97,34 @@ pub struct ConfigFile {
     pub runner_failure_signatures: Option<Vec<String>>,
     /// The environment policy.
     pub env: Option<EnvFile>,
+    /// Per-run resource limits and containment.
+    pub limits: Option<LimitsFile>,
+}
+
+/// `[limits]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsFile {
+    /// Processes at once, or `"unlimited"`.
+    pub pids: Option<LimitValue>,
+    /// Memory in bytes, or `"unlimited"`.
+    pub memory_bytes: Option<LimitValue>,
+    /// Relative CPU weight, 1–10000.
+    pub cpu_weight: Option<u64>,
+    /// `auto` or `off`.
+    pub cgroup: Option<String>,
+    /// A delegated cgroup v2 directory to make runs' cgroups in.
+    pub cgroup_parent: Option<PathBuf>,
+}
+
+/// A limit: a positive number, or the word `unlimited`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum LimitValue {
+    /// The number.
+    Number(u64),
+    /// `unlimited`.
+    Word(String),
 }
 
 /// `[env]` as written.
@@ -119,6 +155,10 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     /// Which host variables reach commands.
     pub env: EnvPolicy,
+    /// Every run's limits, the most a request may ask for.
+    pub limits: RunLimits,
+    /// Whether runs get their own cgroup.
+    pub cgroups: CgroupChoice,
 }
 
 impl Config {
@@ -238,6 +278,55 @@ impl Config {
                 }
             }
         };
+        let limits_file = file.limits.unwrap_or_default();
+        let limit = |key, value: Option<LimitValue>, default: Option<u64>| match value {
+            None => Ok(default),
+            Some(LimitValue::Number(0)) => {
+                Err(invalid(key, "must be positive (or \"unlimited\")".into()))
+            }
+            Some(LimitValue::Number(n)) => Ok(Some(n)),
+            Some(LimitValue::Word(word)) if word == "unlimited" => Ok(None),
+            Some(LimitValue::Word(word)) => Err(invalid(
+                key,
+                format!("{word:?} is neither a number nor \"unlimited\""),
+            )),
+        };
+        let limits = RunLimits {
+            pids: limit("limits.pids", limits_file.pids, RunLimits::default().pids)?,
+            memory_bytes: limit("limits.memory_bytes", limits_file.memory_bytes, None)?,
+            cpu_weight: match limits_file.cpu_weight {
+                Some(w @ 1..=10_000) => Some(w),
+                Some(_) => {
+                    return Err(invalid("limits.cpu_weight", "must be 1..=10000".into()));
+                }
+                None => None,
+            },
+        };
+        let cgroups = match (limits_file.cgroup.as_deref(), limits_file.cgroup_parent) {
+            (Some("off"), Some(_)) => {
+                return Err(invalid(
+                    "limits.cgroup_parent",
+                    "names a parent for cgroups that limits.cgroup turns off".into(),
+                ));
+            }
+            (Some("off"), None) => CgroupChoice::Off,
+            (None | Some("auto"), Some(parent)) if parent.is_absolute() => {
+                CgroupChoice::Parent(parent)
+            }
+            (None | Some("auto"), Some(parent)) => {
+                return Err(invalid(
+                    "limits.cgroup_parent",
+                    format!("{} is not an absolute path", parent.display()),
+                ));
+            }
+            (None | Some("auto"), None) => CgroupChoice::Auto,
+            (Some(other), _) => {
+                return Err(invalid(
+                    "limits.cgroup",
+                    format!("unknown value {other:?}; expected auto or off"),
+                ));
+            }
+        };
         let allowed_roots = file.allowed_roots.unwrap_or_default();
         let paths = allowed_roots
             .iter()
@@ -275,6 +364,8 @@ impl Config {
                 bwrap: file.bwrap_path,
             },
             env,
+            limits,
+            cgroups,
         })
     }
 
@@ -285,6 +376,7 @@ impl Config {
             .deployment(self.deployment(cwd))
             .sandbox(self.sandbox.clone())
             .env_policy(self.env.clone())
+            .cgroups(self.cgroups.clone())
     }
 
     /// The deployment in working directory `cwd`.
@@ -300,6 +392,7 @@ impl Config {
             deployment.max_mode = max;
         }
         deployment.allowed_roots = self.allowed_roots.clone();
+        deployment.limits = self.limits;
         deployment
     }
 }
@@ -310,6 +403,53 @@ mod tests {
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::parse(text, Path::new("cordon.toml"))
+    }
+
+    #[test]
+    fn limits_default_to_pids_only_and_are_validated() {
+        let config = parse("").unwrap();
+        assert_eq!(config.limits, RunLimits::default());
+        assert_eq!(config.limits.pids, Some(crate::model::DEFAULT_PIDS_LIMIT));
+        assert_eq!(config.cgroups, CgroupChoice::Auto);
+        let config = parse(
+            "[limits]\npids = \"unlimited\"\nmemory_bytes = 1048576\ncpu_weight = 50\ncgroup = \"off\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.limits,
+            RunLimits {
+                pids: None,
+                memory_bytes: Some(1 << 20),
+                cpu_weight: Some(50),
+            }
+        );
+        assert_eq!(config.cgroups, CgroupChoice::Off);
+        let config = parse("[limits]\ncgroup_parent = \"/sys/fs/cgroup/x\"\n").unwrap();
+        assert_eq!(
+            config.cgroups,
+            CgroupChoice::Parent("/sys/fs/cgroup/x".into())
+        );
+        for (bad, key) in [
+            ("[limits]\npids = 0\n", "limits.pids"),
+            ("[limits]\npids = \"lots\"\n", "limits.pids"),
+            ("[limits]\ncpu_weight = 0\n", "limits.cpu_weight"),
+            ("[limits]\ncgroup = \"maybe\"\n", "limits.cgroup"),
+            (
+                "[limits]\ncgroup_parent = \"rel\"\n",
+                "limits.cgroup_parent",
+            ),
+            (
+                "[limits]\ncgroup = \"off\"\ncgroup_parent = \"/x\"\n",
+                "limits.cgroup_parent",
+            ),
+        ] {
+            let err = parse(bad).unwrap_err().to_string();
+            assert!(err.contains(key), "{bad}: {err}");
+        }
+        let deployment = parse("[limits]\npids = 7\n")
+            .unwrap()
+            .deployment(Path::new("/w"));
+        assert_eq!(deployment.limits.pids, Some(7));
     }
 
     fn error(text: &str) -> String {

@@ -13,6 +13,7 @@ use crate::RunError;
 use crate::model::{Deployment, ExecRequest, ExecResult, SandboxMode};
 use crate::policy::cache::ComponentCache;
 use crate::policy::{self, ExecutorInfo, Limits, LoadError, Policy, PolicyEngine};
+use crate::process::cgroup::{CgroupChoice, Cgroups, Containment};
 use crate::process::env::EnvPolicy;
 use crate::run::{ProcessLimits, RunContext, RunOptions};
 use crate::sandbox::{Confine, Probe, Sandbox, SandboxConfig};
@@ -105,6 +106,7 @@ pub struct HostBuilder {
     cache: Option<ComponentCache>,
     probe_early: bool,
     env: Option<EnvPolicy>,
+    cgroups: CgroupChoice,
 }
 
 impl HostBuilder {
@@ -267,6 +269,23 @@ impl HostBuilder {
         self
     }
 
+    /// Whether runs get their own cgroup (default: wherever the host can
+    /// make one; see [`crate::process::cgroup`]).
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), cordon::BuildError> {
+    /// use cordon::process::cgroup::CgroupChoice;
+    /// let delegated = "/sys/fs/cgroup/agents.slice/cordon.service/runs";
+    /// let host = cordon::Host::builder()
+    ///     .cgroups(CgroupChoice::Parent(delegated.into()))
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn cgroups(mut self, choice: CgroupChoice) -> Self {
+        self.cgroups = choice;
+        self
+    }
+
     /// Load the policy component and build the host.
     ///
     /// ```no_run
@@ -302,7 +321,13 @@ impl HostBuilder {
         let limits = self.limits.unwrap_or_default();
         let policy = Policy::load(&engine, &bytes, limits.clone())?;
         check_ceiling(&policy, &deployment)?;
+        let cgroups = match &self.cgroups {
+            CgroupChoice::Off => Err("turned off by the operator".to_owned()),
+            CgroupChoice::Auto => Cgroups::detect(None).map(Arc::new),
+            CgroupChoice::Parent(parent) => Cgroups::detect(Some(parent)).map(Arc::new),
+        };
         let core = Arc::new(HostCore {
+            cgroups,
             policy: RwLock::new(Arc::new(policy)),
             limits,
             confiner,
@@ -346,6 +371,8 @@ pub(crate) struct HostCore {
     /// takes its own reference, so a run or task finishes with the version
     /// that planned it.
     policy: RwLock<Arc<Policy>>,
+    /// Where runs get their own cgroup, or why they do not.
+    cgroups: Result<Arc<Cgroups>, String>,
     limits: Limits,
     confiner: Arc<dyn Confine>,
     deployment: Arc<Deployment>,
@@ -379,6 +406,7 @@ impl HostCore {
             spill_dir: spill_dir.clone(),
             limits: self.process.clone(),
             env: self.env.clone(),
+            cgroups: self.cgroups.as_ref().ok().cloned(),
         }
     }
 }
@@ -465,6 +493,23 @@ impl Host {
     /// ```
     pub fn probe(&self) -> Option<Probe> {
         self.core.confiner.probe()
+    }
+
+    /// What contains this host's runs and bounds them: the cgroup
+    /// hierarchy and where, or the launcher's supervision and `RLIMIT_*`
+    /// fallback (and why there is no cgroup); the deployment's limits.
+    ///
+    /// ```no_run
+    /// # fn demo(host: cordon::Host) {
+    /// let containment = host.containment();
+    /// println!("{}: {}", containment.mechanism, containment.detail);
+    /// # }
+    /// ```
+    pub fn containment(&self) -> Containment {
+        Containment::of(
+            self.core.cgroups.as_deref().map_err(String::as_str),
+            &self.core.deployment.limits,
+        )
     }
 
     /// The deployment this host runs under.

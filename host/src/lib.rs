@@ -34,8 +34,8 @@ pub mod testkit;
 pub use error::{Details, ErrorCode, RunError, sandbox_unavailable_message};
 pub use host::{BuildError, Host, HostBuilder, PolicySource};
 pub use model::{
-    Deployment, Enforcement, ExecRequest, ExecResult, SandboxFacts, SandboxMode, SandboxPolicy,
-    StreamOutput,
+    Deployment, Enforcement, ExecRequest, ExecResult, LimitEnforcer, LimitFacts, LimitKind,
+    RunLimits, SandboxFacts, SandboxMode, SandboxPolicy, StreamOutput,
 };
 pub use run::{ProcessLimits, RunOptions};
 pub use session::Session;

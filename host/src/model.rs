@@ -143,6 +143,10 @@ pub struct ExecRequest {
     /// in the host: the policy component never sees them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stdin: Option<Vec<u8>>,
+    /// Tighter limits than the deployment's, each at most the deployment's
+    /// (a request may ask for less, never more). Host-only, like `stdin`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<RunLimits>,
 }
 
 impl ExecRequest {
@@ -200,6 +204,10 @@ pub struct Deployment {
     /// every workspace a run may write to lies inside one of these.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_roots: Vec<PathBuf>,
+    /// Every run's resource limits, and the most a request may ask for
+    /// (**host invariant**: a request may ask for less, never more).
+    #[serde(default)]
+    pub limits: RunLimits,
 }
 
 impl Deployment {
@@ -212,8 +220,89 @@ impl Deployment {
             max_mode: SandboxMode::WorkspaceWrite,
             workdir: dir,
             allowed_roots: vec![],
+            limits: RunLimits::default(),
         }
     }
+}
+
+/// The number of processes a run may have at once unless the operator
+/// says otherwise: enough for any build, far below a machine's pid space.
+pub const DEFAULT_PIDS_LIMIT: u64 = 1024;
+
+/// A run's resource limits (none: unbounded). Enforced by the run's own
+/// cgroup where the host can make one, else by the `RLIMIT_NPROC` /
+/// `RLIMIT_AS` fallback in cordon's launcher; [`LimitFacts`] says which.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct RunLimits {
+    /// Processes (and threads) alive at once.
+    pub pids: Option<u64>,
+    /// Memory in bytes (swap included where the kernel accounts it).
+    pub memory_bytes: Option<u64>,
+    /// Relative CPU weight, 1–10 000 (100: the kernel's default share).
+    pub cpu_weight: Option<u64>,
+}
+
+impl Default for RunLimits {
+    /// [`DEFAULT_PIDS_LIMIT`] processes; memory and CPU unbounded.
+    fn default() -> Self {
+        RunLimits {
+            pids: Some(DEFAULT_PIDS_LIMIT),
+            memory_bytes: None,
+            cpu_weight: None,
+        }
+    }
+}
+
+impl RunLimits {
+    /// No limit at all.
+    pub const NONE: RunLimits = RunLimits {
+        pids: None,
+        memory_bytes: None,
+        cpu_weight: None,
+    };
+}
+
+/// What enforced a run's limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LimitEnforcer {
+    /// The run's own cgroup on the v1 hierarchy (`pids`, `memory`, `cpu`,
+    /// `freezer` controllers).
+    CgroupV1,
+    /// The run's own cgroup on the unified (v2) hierarchy.
+    CgroupV2,
+    /// No cgroup: `RLIMIT_NPROC` (per user, and not binding on root) and
+    /// `RLIMIT_AS` (per process), set by cordon's launcher for the command.
+    Rlimit,
+    /// Nothing: no cgroup and no launcher (an unconfined run, an
+    /// operator's runner command).
+    None,
+}
+
+/// A limit a run ran into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LimitKind {
+    /// A fork or clone failed because the run had `pids` processes.
+    Pids,
+    /// The run reached its memory limit and the kernel killed a process
+    /// of it.
+    Memory,
+}
+
+/// The limits a run had, what enforced them and which it ran into.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LimitFacts {
+    /// What enforced them.
+    pub enforced_by: LimitEnforcer,
+    /// The limits in force.
+    #[serde(flatten)]
+    pub limits: RunLimits,
+    /// The limits the run reached (known with a cgroup only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exceeded: Vec<LimitKind>,
 }
 
 /// A fully-defaulted request, as resolved by the policy component and
@@ -396,6 +485,9 @@ pub struct ExecResult {
     /// What the sandbox did, as classified by the policy component.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxFacts>,
+    /// The run's resource limits: what enforced them, which it reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<LimitFacts>,
 }
 
 #[cfg(test)]

@@ -371,3 +371,14 @@ pub fn confined_backends(test: &str) -> Vec<(&'static [&'static str], &'static s
     }
     found
 }
+
+/// The live host processes that are `sleep MARK` itself (not the shells,
+/// runners and launchers whose command lines mention it).
+pub fn sleepers(mark: &str) -> Vec<u32> {
+    host_processes_with(&format!("sleep {mark}"))
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.starts_with(b"sleep\0"))
+        })
+        .collect()
+}

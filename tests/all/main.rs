@@ -19,6 +19,7 @@ mod fail_closed;
 mod hostile;
 mod landlock;
 mod launcher;
+mod limits;
 mod policy;
 mod probe;
 mod process;

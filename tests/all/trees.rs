@@ -13,7 +13,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::common::{
-    confined_backends, cordon, host_processes_with, processes_gone, run_json, sandbox, workspace,
+    confined_backends, cordon, processes_gone, run_json, sandbox, sleepers, workspace,
 };
 
 /// A `sleep` argument no other test uses: `TAG.PID` (sleep takes decimals).
@@ -32,17 +32,6 @@ fn leaver(mark: &str, linger: bool) -> String {
         "echo left".to_owned()
     };
     format!("(setsid sleep {mark} &); (sleep {mark} &) ; sleep {mark} & {tail}")
-}
-
-/// The live host processes running `sleep MARK` (not the shells that
-/// mention it).
-fn sleepers(mark: &str) -> Vec<u32> {
-    host_processes_with(&format!("sleep {mark}"))
-        .into_iter()
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.starts_with(b"sleep\0"))
-        })
-        .collect()
 }
 
 /// Wait (up to 10 s) until `count` sleepers with `mark` run.

@@ -1,4 +1,5 @@
-//! `cordon probe`: which backend confines runs here, and why.
+//! `cordon probe`: which backend confines runs here, and why; what
+//! contains and bounds them.
 
 use std::process::ExitCode;
 
@@ -25,8 +26,11 @@ pub fn main(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     let probe = host
         .probe()
         .expect("the platform ladder always has a verdict");
+    let containment = host.containment();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&probe)?);
+        let mut verdict = serde_json::to_value(&probe)?;
+        verdict["containment"] = serde_json::to_value(&containment)?;
+        println!("{}", serde_json::to_string_pretty(&verdict)?);
     } else {
         match (probe.backend, probe.enforcement) {
             (Some(backend), Some(enforcement)) => {
@@ -53,6 +57,21 @@ pub fn main(args: ProbeArgs) -> anyhow::Result<ExitCode> {
             let verdict = if rung.usable { "usable" } else { "unusable" };
             println!("  {:<15} {verdict:<9} {}", name(rung.backend), rung.reason);
         }
+        println!(
+            "containment: {} — {}",
+            containment.mechanism, containment.detail
+        );
+        let limits = &containment.limits.limits;
+        let or_unlimited = |value: Option<u64>| value.map_or("unlimited".into(), |v| v.to_string());
+        println!(
+            "limits: pids {}, memory bytes {}, cpu weight {} (enforced by {})",
+            or_unlimited(limits.pids),
+            or_unlimited(limits.memory_bytes),
+            limits
+                .cpu_weight
+                .map_or("the kernel's default".into(), |v| v.to_string()),
+            name(containment.limits.enforced_by)
+        );
     }
     Ok(if probe.backend.is_some() {
         ExitCode::SUCCESS

@@ -46,6 +46,21 @@ pub struct RunArgs {
     #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env)]
     env: Vec<(String, String)>,
 
+    /// At most this many processes at once for this run (at most the
+    /// deployment's limits.pids).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pids_limit: Option<u64>,
+
+    /// At most this many bytes of memory for this run (at most the
+    /// deployment's limits.memory_bytes).
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    memory_limit: Option<u64>,
+
+    /// Relative CPU weight for this run, 1–10000 (at most the
+    /// deployment's limits.cpu_weight).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    cpu_weight: Option<u64>,
+
     /// Policy component to use instead of the embedded bash-sandbox.
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
@@ -104,6 +119,13 @@ fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
     request.workdir = args.workdir;
     request.timeout_ms = args.timeout_ms;
     request.env = args.env;
+    if args.pids_limit.is_some() || args.memory_limit.is_some() || args.cpu_weight.is_some() {
+        request.limits = Some(cordon::RunLimits {
+            pids: args.pids_limit,
+            memory_bytes: args.memory_limit,
+            cpu_weight: args.cpu_weight,
+        });
+    }
     if let Some(path) = &args.stdin_file {
         request.stdin = Some(
             cordon::files::read_regular(path, cordon::files::MAX_STDIN_BYTES)

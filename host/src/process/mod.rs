@@ -19,6 +19,7 @@
 //! * When the leader exits, output still buffered is drained for a short
 //!   bound, so a daemon that inherited the pipes cannot hold the run open.
 
+pub mod cgroup;
 pub mod env;
 pub mod output;
 pub(crate) mod spawn;
@@ -40,7 +41,10 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep, timeout};
 use tokio_util::sync::CancellationToken;
 
+pub use cgroup::{Cgroups, RunCgroup};
 pub use output::{Capture, OutputSink, Stream, Tail};
+
+use crate::model::LimitKind;
 use spawn::ExitWatch;
 use spill::SpillDir;
 
@@ -158,14 +162,17 @@ pub struct Finished {
     pub status_report: Option<Vec<u8>>,
     /// What the supervisor inside the runner wrote to [`INIT_FD`].
     pub init_report: Option<Vec<u8>>,
+    /// The limits the run's cgroup says it reached.
+    pub exceeded: Vec<LimitKind>,
 }
 
-/// A run's spawned process group and its supervisor: what the host
-/// signals to end the run.
-#[derive(Clone, Copy, Debug)]
+/// A run's spawned process group, its supervisor and its cgroup: what
+/// the host signals to end the run.
+#[derive(Clone, Debug)]
 pub struct Group {
     leader: Pid,
     supervisor: Supervisor,
+    cgroup: Option<Arc<RunCgroup>>,
 }
 
 impl Group {
@@ -186,6 +193,9 @@ impl Group {
             Supervisor::None | Supervisor::Reported(_) => {
                 let _ = killpg(self.leader, Signal::SIGKILL);
             }
+        }
+        if let Some(cgroup) = &self.cgroup {
+            cgroup.kill();
         }
     }
 }
@@ -221,18 +231,20 @@ pub struct Process {
     init: Option<(Report, JoinHandle<()>)>,
 }
 
-/// Start `launch` in its own session, capturing output (spilling into
-/// `spill_dir` when given) and streaming it to `sink`.
+/// Start `launch` in its own session — inside `cgroup` from its first
+/// instruction, when given — capturing output (spilling into `spill_dir`
+/// when given) and streaming it to `sink`.
 ///
 /// *Unchecked*: the argv runs exactly as given, confined or not. Only
 /// [`crate::run`] calls this, with a launch its host checks accepted.
 pub(crate) fn spawn_unchecked(
     launch: &Launch,
+    cgroup: Option<RunCgroup>,
     spill_dir: Option<&Arc<SpillDir>>,
     sink: Option<Arc<dyn OutputSink>>,
 ) -> Result<Process, SpawnError> {
     check_workdir(&launch.workdir).map_err(SpawnError::Workdir)?;
-    let started = spawn::start(&spawn::Spec {
+    let spec = spawn::Spec {
         argv: &launch.argv,
         env: &launch.env,
         workdir: &launch.workdir,
@@ -244,7 +256,11 @@ pub(crate) fn spawn_unchecked(
         handover: launch.handover.as_deref(),
         init_pipe: launch.init_pipe,
         init_env: launch.init_env.as_deref(),
-    })
+    };
+    let started = match &cgroup {
+        Some(cgroup) => cgroup.spawn_inside(|| spawn::start(&spec), |s| s.pid.as_raw()),
+        None => spawn::start(&spec),
+    }
     .map_err(|err| match err.kind() {
         io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied => SpawnError::Program(err),
         _ => SpawnError::Other(err),
@@ -252,8 +268,12 @@ pub(crate) fn spawn_unchecked(
     let group = Group {
         leader: started.pid,
         supervisor: launch.supervisor,
+        cgroup: cgroup.map(Arc::new),
     };
-    let guard = GroupGuard { group, armed: true };
+    let guard = GroupGuard {
+        group: group.clone(),
+        armed: true,
+    };
     let exit = ExitWatch::reap(started.pid);
     let status = started.status.map(read_report);
     let init = started.init.map(read_report);
@@ -350,7 +370,7 @@ async fn finish_report(report: Option<(Report, JoinHandle<()>)>) -> Option<Vec<u
 impl Process {
     /// The run's group and how to end it.
     pub fn group(&self) -> Group {
-        self.guard.group
+        self.guard.group.clone()
     }
 
     /// The live stdout capture.
@@ -378,10 +398,10 @@ impl Process {
                 None => std::future::pending().await,
             }
         };
-        let group = self.guard.group;
+        let group = self.guard.group.clone();
         let reported = self.status.as_ref().map(|(report, _)| report.clone());
         let end = Ending {
-            group,
+            group: group.clone(),
             reported: reported.as_ref(),
             grace,
         };
@@ -391,6 +411,21 @@ impl Process {
             () = abort.cancelled() => (end.terminate(&mut self.exit).await?, false, true),
         };
         self.guard.armed = false;
+        // The leader has ended: whatever is left of the run in its cgroup
+        // ends now too (a supervisor has swept its own tree already), and
+        // so cannot hold the output pipes open.
+        let exceeded = match &group.cgroup {
+            Some(cgroup) => {
+                let cgroup = cgroup.clone();
+                tokio::task::spawn_blocking(move || {
+                    cgroup.kill();
+                    cgroup.exceeded()
+                })
+                .await
+                .unwrap_or_default()
+            }
+            None => vec![],
+        };
         for reader in self.readers.drain(..) {
             let stop = reader.abort_handle();
             if timeout(DRAIN_BOUND, reader).await.is_err() {
@@ -409,6 +444,7 @@ impl Process {
             aborted,
             status_report,
             init_report,
+            exceeded,
         })
     }
 }
@@ -459,6 +495,9 @@ impl Ending<'_> {
                 }
             }
             let _ = killpg(leader, Signal::SIGKILL);
+            if let Some(cgroup) = &self.group.cgroup {
+                cgroup.kill();
+            }
         }
         finish(exit, status).await
     }

@@ -28,8 +28,8 @@ use std::path::{Path, PathBuf};
 
 use crate::RunError;
 use crate::model::{
-    Deployment, ExecRequest, ExecSpec, LaunchFacts, MAX_TIMEOUT_MS, SandboxFacts, SandboxMode,
-    SandboxPolicy, WrapFacts,
+    Deployment, ExecRequest, ExecSpec, LaunchFacts, MAX_TIMEOUT_MS, RunLimits, SandboxFacts,
+    SandboxMode, SandboxPolicy, WrapFacts,
 };
 use crate::policy::{Launch, Phase};
 use crate::sandbox::{EnvHandover, StatusReport, Supervision};
@@ -100,6 +100,39 @@ pub(super) fn request_size(request: &ExecRequest) -> Result<(), RunError> {
         )));
     }
     Ok(())
+}
+
+/// A run's limits: the deployment's, tightened by the request's (**host
+/// invariant**: a request may ask for less, never more, and never for
+/// zero).
+pub(super) fn limits(
+    requested: Option<&RunLimits>,
+    host: &RunLimits,
+) -> Result<RunLimits, RunError> {
+    let Some(requested) = requested else {
+        return Ok(*host);
+    };
+    let pick = |name: &str, asked: Option<u64>, most: Option<u64>| match (asked, most) {
+        (Some(0), _) => Err(RunError::InvalidRequest(format!(
+            "limits.{name} must be positive"
+        ))),
+        (Some(asked), Some(most)) if asked > most => Err(RunError::InvalidRequest(format!(
+            "limits.{name} {asked} is above this host's {most}; ask for {most} or less"
+        ))),
+        (Some(asked), _) => Ok(Some(asked)),
+        (None, most) => Ok(most),
+    };
+    let limits = RunLimits {
+        pids: pick("pids", requested.pids, host.pids)?,
+        memory_bytes: pick("memoryBytes", requested.memory_bytes, host.memory_bytes)?,
+        cpu_weight: pick("cpuWeight", requested.cpu_weight, host.cpu_weight)?,
+    };
+    if limits.cpu_weight.is_some_and(|w| w > 10_000) {
+        return Err(RunError::InvalidRequest(
+            "limits.cpuWeight must be 1..=10000".into(),
+        ));
+    }
+    Ok(limits)
 }
 
 /// A resolved spec is bounded whatever the component returned, and its
@@ -374,6 +407,49 @@ pub(super) fn stamp(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_may_tighten_the_hosts_limits_never_loosen_them() {
+        let host = RunLimits {
+            pids: Some(100),
+            memory_bytes: None,
+            cpu_weight: Some(100),
+        };
+        assert_eq!(limits(None, &host).unwrap(), host);
+        let tighter = RunLimits {
+            pids: Some(10),
+            memory_bytes: Some(1 << 20),
+            cpu_weight: None,
+        };
+        assert_eq!(
+            limits(Some(&tighter), &host).unwrap(),
+            RunLimits {
+                pids: Some(10),
+                memory_bytes: Some(1 << 20),
+                cpu_weight: Some(100),
+            },
+            "a limit the host has none of may be asked for; an absent one is the host's"
+        );
+        let looser = RunLimits {
+            pids: Some(101),
+            ..RunLimits::NONE
+        };
+        let err = limits(Some(&looser), &host).unwrap_err().to_string();
+        assert!(
+            err.contains("limits.pids 101 is above this host's 100"),
+            "{err}"
+        );
+        let zero = RunLimits {
+            pids: Some(0),
+            ..RunLimits::NONE
+        };
+        assert!(limits(Some(&zero), &host).is_err());
+        let heavy = RunLimits {
+            cpu_weight: Some(20_000),
+            ..RunLimits::NONE
+        };
+        assert!(limits(Some(&heavy), &RunLimits::NONE).is_err());
+    }
     use crate::model::{Backend, Enforcement, SandboxPolicy, Signatures};
     use crate::sandbox::Wrap;
 

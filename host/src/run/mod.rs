@@ -10,6 +10,7 @@
 
 mod checks;
 
+use std::ffi::OsString;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,9 +21,10 @@ use crate::model::{
     Deployment, ExecRequest, ExecResult, ExecSpec, LaunchFacts, Outcome, RunnerStatus,
     SandboxFacts, SandboxMode, WrapFacts,
 };
+use crate::model::{LimitEnforcer, LimitFacts, LimitKind, RunLimits};
 use crate::policy::Policy;
 use crate::process::spill::{DEFAULT_SPILL_LIMIT, SpillDir};
-use crate::process::{self, Finished, OutputSink, Process, SpawnError};
+use crate::process::{self, Cgroups, Finished, OutputSink, Process, RunCgroup, SpawnError};
 use crate::sandbox::{Confine, StatusReport, Supervision};
 use crate::tasks::{Ending, TaskHandle, TaskStatus, Tasks};
 
@@ -66,6 +68,9 @@ pub(crate) struct RunContext {
     pub spill_dir: Arc<SpillDir>,
     pub limits: ProcessLimits,
     pub env: Arc<process::env::EnvPolicy>,
+    /// Where runs get their own cgroup; none: the launcher's `RLIMIT_*`
+    /// fallback, or nothing.
+    pub cgroups: Option<Arc<Cgroups>>,
 }
 
 /// A request resolved, planned and checked: ready to spawn.
@@ -75,6 +80,10 @@ struct Prepared {
     wrap: Option<WrapFacts>,
     report: StatusReport,
     supervision: Supervision,
+    /// The run's limits (the deployment's, tightened by the request).
+    run_limits: RunLimits,
+    /// Whether cordon's launcher gets the `RLIMIT_*` fallback's limits.
+    launcher_limits: bool,
 }
 
 impl Prepared {
@@ -104,8 +113,10 @@ pub(crate) async fn run(
     {
         return Err(RunError::Aborted);
     }
+    let (cgroup, limits) = contain(cx, &prepared)?;
     let process =
-        match process::spawn_unchecked(&prepared.launch, Some(&cx.spill_dir), options.sink) {
+        match process::spawn_unchecked(&prepared.launch, cgroup, Some(&cx.spill_dir), options.sink)
+        {
             Ok(process) => process,
             Err(err) => {
                 return Err(match settle_spawn_failure(cx, &prepared, &facts, &err) {
@@ -143,6 +154,7 @@ pub(crate) async fn run(
         stdout,
         stderr,
         sandbox,
+        limits: Some(limits.reached(finished.exceeded)),
     })
 }
 
@@ -160,7 +172,8 @@ pub(crate) fn start(
     let explicit_timeout = request.timeout_ms.is_some();
     let prepared = prepare(cx, request)?;
     let facts = prepared.facts(true);
-    match process::spawn_unchecked(&prepared.launch, Some(&cx.spill_dir), None) {
+    let (cgroup, _limits) = contain(cx, &prepared)?;
+    match process::spawn_unchecked(&prepared.launch, cgroup, Some(&cx.spill_dir), None) {
         Ok(process) => {
             let task = tasks.register(
                 prepared.spec.command.clone(),
@@ -268,6 +281,7 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
     let ceiling = cx.deployment.max_mode;
     checks::request_within_ceiling(&request, ceiling)?;
     checks::request_size(&request)?;
+    let run_limits = checks::limits(request.limits.as_ref(), &cx.deployment.limits)?;
     let mut spec = cx.policy.resolve(&request, &cx.deployment)?;
     checks::spec_size(&spec)?;
     checks::spec_env(&spec)?;
@@ -290,11 +304,16 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
     let accepted = checks::launch(cx.policy.plan(&spec, cx.confiner.clone())?, &spec)?;
     // The command's environment; a runner that takes it over its own
     // channel is itself spawned without it.
-    let (env, handover, init_env) = accepted.handover.split(process::env::child_env(
-        std::env::vars_os(),
-        &cx.env,
-        &spec.env,
-    ));
+    // Without a cgroup, cordon's launcher sets the fallback rlimits.
+    let launcher_limits = cx.cgroups.is_none() && accepted.handover.reaches_launcher();
+    let launcher_vars = match launcher_limits {
+        true => rlimit_vars(&run_limits),
+        false => vec![],
+    };
+    let (env, handover, init_env) = accepted.handover.split(
+        process::env::child_env(std::env::vars_os(), &cx.env, &spec.env),
+        &launcher_vars,
+    );
     let launch = process::Launch {
         argv: accepted.argv,
         env,
@@ -314,7 +333,79 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
         wrap: accepted.wrap,
         report: accepted.report,
         supervision: accepted.supervision,
+        run_limits,
+        launcher_limits,
     })
+}
+
+/// The launcher variables of the `RLIMIT_*` fallback for `limits`.
+fn rlimit_vars(limits: &RunLimits) -> Vec<(OsString, OsString)> {
+    use crate::sandbox::launcher::{LIMIT_AS_VAR, LIMIT_NPROC_VAR};
+    let mut vars = vec![];
+    if let Some(pids) = limits.pids {
+        vars.push((LIMIT_NPROC_VAR.into(), pids.to_string().into()));
+    }
+    if let Some(bytes) = limits.memory_bytes {
+        vars.push((LIMIT_AS_VAR.into(), bytes.to_string().into()));
+    }
+    vars
+}
+
+/// The limits a run has and what enforces them, before it starts.
+struct InForce {
+    enforced_by: LimitEnforcer,
+    limits: RunLimits,
+}
+
+impl InForce {
+    /// The facts, with the limits the run reached.
+    fn reached(self, exceeded: Vec<LimitKind>) -> LimitFacts {
+        LimitFacts {
+            enforced_by: self.enforced_by,
+            limits: self.limits,
+            exceeded,
+        }
+    }
+}
+
+/// The run's own cgroup, with its limits written, where the host can make
+/// one; else the launcher's fallback, or nothing. A host that has cgroups
+/// but cannot make this run's fails the run: it never runs unbounded.
+fn contain(cx: &RunContext, prepared: &Prepared) -> Result<(Option<RunCgroup>, InForce), RunError> {
+    let limits = prepared.run_limits;
+    match &cx.cgroups {
+        Some(cgroups) => {
+            let cgroup = cgroups.create(&limits).map_err(|err| RunError::Spawn {
+                program: prepared.launch.argv[0].clone(),
+                source: std::io::Error::new(
+                    err.kind(),
+                    format!("cannot make the run's cgroup: {err}"),
+                ),
+            })?;
+            let in_force = InForce {
+                enforced_by: cgroups.enforcer(),
+                limits: cgroups.in_force(&limits),
+            };
+            Ok((Some(cgroup), in_force))
+        }
+        None if prepared.launcher_limits => Ok((
+            None,
+            InForce {
+                enforced_by: LimitEnforcer::Rlimit,
+                limits: RunLimits {
+                    cpu_weight: None,
+                    ..limits
+                },
+            },
+        )),
+        None => Ok((
+            None,
+            InForce {
+                enforced_by: LimitEnforcer::None,
+                limits: RunLimits::NONE,
+            },
+        )),
+    }
 }
 
 /// Have the policy classify a finished run: `finished` as the host saw

@@ -221,11 +221,28 @@ pub enum EnvHandover {
 pub type EnvSplit = (Vec<(OsString, OsString)>, Option<Vec<u8>>, Option<Vec<u8>>);
 
 impl EnvHandover {
+    /// Whether cordon's launcher (or init) receives the runner variables
+    /// of [`EnvHandover::split`] — the `RLIMIT_*` fallback's limits.
+    pub fn reaches_launcher(self) -> bool {
+        matches!(self, EnvHandover::LauncherFd | EnvHandover::BwrapInit)
+    }
+
     /// The runner's own environment, the bytes for the handover fd and
-    /// those for the init's environment fd.
-    pub fn split(self, env: Vec<(OsString, OsString)>) -> EnvSplit {
+    /// those for the init's environment fd. `launcher_vars` are for
+    /// cordon's launcher or init only (never the command); they are dropped
+    /// where neither runs ([`EnvHandover::reaches_launcher`]).
+    pub fn split(
+        self,
+        env: Vec<(OsString, OsString)>,
+        launcher_vars: &[(OsString, OsString)],
+    ) -> EnvSplit {
         use std::os::unix::ffi::OsStrExt;
         let fixed = || vec![(OsString::from("PATH"), OsString::from(RUNNER_PATH))];
+        let with_vars = || {
+            let mut vars = fixed();
+            vars.extend(launcher_vars.iter().cloned());
+            vars
+        };
         let bwrap_args = |env: &[(OsString, OsString)]| {
             let mut bytes = b"--clearenv\0".to_vec();
             for (name, value) in env {
@@ -250,8 +267,10 @@ impl EnvHandover {
         match self {
             EnvHandover::Inherit => (env, None, None),
             EnvHandover::BwrapArgs => (fixed(), Some(bwrap_args(&env)), None),
-            EnvHandover::LauncherFd => (fixed(), Some(entries(&env)), None),
-            EnvHandover::BwrapInit => (fixed(), Some(bwrap_args(&fixed())), Some(entries(&env))),
+            EnvHandover::LauncherFd => (with_vars(), Some(entries(&env)), None),
+            EnvHandover::BwrapInit => {
+                (fixed(), Some(bwrap_args(&with_vars())), Some(entries(&env)))
+            }
         }
     }
 }
@@ -362,18 +381,18 @@ mod tests {
     #[test]
     fn a_runner_that_takes_the_environment_over_runs_with_a_fixed_path_only() {
         let command = env(&[("LD_PRELOAD", "/evil.so"), ("A", "b c")]);
-        let (runner, bytes, init) = EnvHandover::BwrapArgs.split(command.clone());
+        let (runner, bytes, init) = EnvHandover::BwrapArgs.split(command.clone(), &[]);
         assert_eq!(runner, env(&[("PATH", RUNNER_PATH)]));
         assert_eq!(
             bytes.unwrap(),
             b"--clearenv\0--setenv\0LD_PRELOAD\0/evil.so\0--setenv\0A\0b c\0"
         );
         assert_eq!(init, None);
-        let (runner, bytes, init) = EnvHandover::LauncherFd.split(command.clone());
+        let (runner, bytes, init) = EnvHandover::LauncherFd.split(command.clone(), &[]);
         assert_eq!(runner, env(&[("PATH", RUNNER_PATH)]));
         assert_eq!(bytes.unwrap(), b"LD_PRELOAD=/evil.so\0A=b c\0");
         assert_eq!(init, None);
-        let (runner, bytes, init) = EnvHandover::BwrapInit.split(command.clone());
+        let (runner, bytes, init) = EnvHandover::BwrapInit.split(command.clone(), &[]);
         assert_eq!(runner, env(&[("PATH", RUNNER_PATH)]));
         let path = format!("--clearenv\0--setenv\0PATH\0{RUNNER_PATH}\0");
         assert_eq!(
@@ -383,9 +402,30 @@ mod tests {
         );
         assert_eq!(init.unwrap(), b"LD_PRELOAD=/evil.so\0A=b c\0");
         assert_eq!(
-            EnvHandover::Inherit.split(command.clone()),
-            (command, None, None)
+            EnvHandover::Inherit.split(command.clone(), &[]),
+            (command.clone(), None, None)
         );
+        let vars = env(&[("CORDON_LIMIT_AS", "1024")]);
+        let (runner, _, _) = EnvHandover::LauncherFd.split(command.clone(), &vars);
+        assert_eq!(
+            runner,
+            env(&[("PATH", RUNNER_PATH), ("CORDON_LIMIT_AS", "1024")])
+        );
+        let (runner, bytes, _) = EnvHandover::BwrapInit.split(command.clone(), &vars);
+        assert_eq!(
+            runner,
+            env(&[("PATH", RUNNER_PATH)]),
+            "bwrap itself gets no limits"
+        );
+        assert!(
+            bytes
+                .unwrap()
+                .ends_with(&[&b"--setenv\0CORDON_LIMIT_AS\0"[..], b"1024\0"].concat()),
+            "the init inside does"
+        );
+        let (runner, bytes, _) = EnvHandover::BwrapArgs.split(command.clone(), &vars);
+        assert_eq!(runner, env(&[("PATH", RUNNER_PATH)]));
+        assert!(!String::from_utf8_lossy(&bytes.unwrap()).contains("CORDON_LIMIT"));
     }
 
     #[test]

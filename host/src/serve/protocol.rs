@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::error::{ErrorCode, RunError};
 use crate::host::BuildError;
-use crate::model::{ExecRequest, SandboxMode, SandboxPolicy};
+use crate::model::{ExecRequest, RunLimits, SandboxMode, SandboxPolicy};
 use crate::tasks::TaskId;
 
 /// JSON-RPC's own error codes.
@@ -213,6 +213,10 @@ pub struct RunParams {
     /// This request's sandbox policy (default: the deployment's).
     #[serde(default)]
     pub policy: Option<PolicyParams>,
+    /// Tighter resource limits than the host's (`pids`, `memoryBytes`,
+    /// `cpuWeight`; never more than the host's).
+    #[serde(default)]
+    pub limits: Option<RunLimits>,
 }
 
 /// A request's own sandbox policy.
@@ -236,6 +240,7 @@ impl From<RunParams> for ExecRequest {
                 .policy
                 .map(|p| SandboxPolicy::new(p.mode, p.workspace_root)),
             stdin: params.stdin.map(String::into_bytes),
+            limits: params.limits,
         }
     }
 }

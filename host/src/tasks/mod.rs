@@ -375,7 +375,7 @@ impl Drop for Tasks {
         // No runtime to wait on here: SIGKILL whatever still runs.
         for task in lock(&self.tasks).values() {
             task.0.kill.cancel();
-            if let Some(group) = lock(&task.0.state).group {
+            if let Some(group) = &lock(&task.0.state).group {
                 group.kill_now();
             }
         }

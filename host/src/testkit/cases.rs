@@ -223,6 +223,7 @@ fn default_deployment() -> Deployment {
         max_mode: SandboxMode::WorkspaceWrite,
         workdir: "/workspace".into(),
         allowed_roots: vec![],
+        limits: Default::default(),
     }
 }
 

@@ -77,6 +77,11 @@ pub const PROBE_IPC_SHARED: &str = "ipc: shared (unsharing needs CAP_SYS_ADMIN)"
 pub const PROBE_SCOPES: &str = "scopes: ";
 /// What `cordon __init --probe` prints: the binary has the init mode.
 pub const INIT_PROBE: &str = "cordon-init: ready";
+/// In the launcher's own environment (never the command's): the
+/// `RLIMIT_NPROC` to set for the command, where no cgroup bounds the run.
+pub const LIMIT_NPROC_VAR: &str = "CORDON_LIMIT_NPROC";
+/// Likewise, the `RLIMIT_AS` (bytes of address space per process).
+pub const LIMIT_AS_VAR: &str = "CORDON_LIMIT_AS";
 
 /// Which of the launcher's modes the binary was started in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -259,6 +264,16 @@ fn launch(mode: Mode, request: Launch) -> ! {
     let supervision = supervise::Supervision {
         parent: request.parent,
     };
+    let rlimits = [
+        (nix::libc::RLIMIT_NPROC, LIMIT_NPROC_VAR),
+        (nix::libc::RLIMIT_AS, LIMIT_AS_VAR),
+    ]
+    .into_iter()
+    .filter_map(|(resource, var)| {
+        let value = std::env::var(var).ok()?.parse::<u64>().ok()?;
+        Some((resource, var, value))
+    })
+    .collect::<Vec<_>>();
     supervise::run(
         supervision,
         status,
@@ -273,6 +288,20 @@ fn launch(mode: Mode, request: Launch) -> ! {
                 #[cfg(target_os = "linux")]
                 if let Err(detail) = metadata::refuse_metadata_changes() {
                     fail(status.as_mut(), &detail);
+                }
+            }
+            for &(resource, var, value) in &rlimits {
+                let limit = nix::libc::rlimit {
+                    rlim_cur: value,
+                    rlim_max: value,
+                };
+                // SAFETY: setrlimit reads one struct we own.
+                if unsafe { nix::libc::setrlimit(resource, &limit) } != 0 {
+                    let err = std::io::Error::last_os_error();
+                    fail(
+                        status.as_mut(),
+                        &format!("cannot apply {var}={value}: {err}"),
+                    );
                 }
             }
             if let Some(status) = status.as_mut() {

@@ -267,3 +267,103 @@ fn a_runs_cgroup_is_gone_when_the_run_is() {
         );
     }
 }
+
+/// A cgroup v2 parent on this machine's unified hierarchy, when it has
+/// one beside v1 (a hybrid host, like CI): the v2 code runs for real there
+/// (membership and kill; such a hierarchy has no controllers to limit by).
+fn unified_parent(test: &str) -> Option<std::path::PathBuf> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let point = mountinfo.lines().find_map(|line| {
+        let (before, after) = line.split_once(" - ")?;
+        after.starts_with("cgroup2 ").then(|| {
+            before
+                .split_whitespace()
+                .nth(4)
+                .map(std::path::PathBuf::from)
+        })?
+    });
+    let Some(point) = point else {
+        eprintln!("SKIPPED {test}: no cgroup2 mount here");
+        return None;
+    };
+    let parent = point.join(format!("cordon-e2e-{}", std::process::id()));
+    match std::fs::create_dir_all(&parent) {
+        Ok(()) => Some(parent),
+        Err(err) => {
+            eprintln!("SKIPPED {test}: cannot make {}: {err}", parent.display());
+            None
+        }
+    }
+}
+
+#[test]
+fn on_cgroup_v2_a_run_starts_inside_its_cgroup_and_ends_with_it() {
+    let test = "on_cgroup_v2_a_run_starts_inside_its_cgroup_and_ends_with_it";
+    let Some(parent) = unified_parent(test) else {
+        return;
+    };
+    let ws = workspace();
+    let config = ws.path().join("v2.toml");
+    std::fs::write(
+        &config,
+        format!("[limits]\ncgroup_parent = \"{}\"\n", parent.display()),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let danger: &[&str] = &[
+        "--max-mode",
+        "danger-full-access",
+        "--mode",
+        "danger-full-access",
+    ];
+    let mut every: Vec<&[&str]> = confined_backends(test)
+        .into_iter()
+        .map(|(backend, _)| backend)
+        .collect();
+    every.push(danger);
+    for (n, flags) in every.into_iter().enumerate() {
+        let mut args = flags.to_vec();
+        args.extend(["--config", config]);
+        let mark = format!("49{n}.{}", std::process::id());
+        // Its very first process is inside: even the command's shell.
+        let (code, result) = run_json(
+            ws.path(),
+            &args,
+            &format!("tail -1 /proc/self/cgroup; (setsid sleep {mark} &); echo left"),
+        );
+        assert_eq!(code, 0, "{flags:?}: {result}");
+        let text = result["stdout"]["text"].as_str().unwrap();
+        let relative = parent.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            text.starts_with(&format!("0::/{relative}/")),
+            "{flags:?}: not in the run's cgroup: {text}"
+        );
+        assert_eq!(result["limits"]["enforcedBy"], "cgroup-v2", "{flags:?}");
+        assert!(
+            sleepers(&mark).is_empty(),
+            "{flags:?}: a setsid grandchild outlived the run"
+        );
+        // A timeout ends the whole cgroup.
+        let mut timed = args.clone();
+        timed.extend(["--timeout-ms", "300"]);
+        let (code, _) = run_json(
+            ws.path(),
+            &timed,
+            &format!("(setsid sh -c 'trap \"\" TERM; sleep {mark}' &); sleep {mark}"),
+        );
+        assert_eq!(code, 124, "{flags:?}");
+        assert!(
+            sleepers(&mark).is_empty(),
+            "{flags:?}: survived the timeout"
+        );
+    }
+    // Every run's cgroup is gone with its run.
+    let left: Vec<_> = std::fs::read_dir(&parent)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    std::fs::remove_dir(&parent).unwrap();
+}

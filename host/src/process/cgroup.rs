@@ -21,9 +21,9 @@
 //!   is `/sys/fs/cgroup/cordon` for a host in the root cgroup, or an
 //!   operator's delegated cgroup (`cgroup_parent`), whose
 //!   `cgroup.subtree_control` cordon enables the controllers in. A v2
-//!   process cannot split its threads across cgroups, so the child joins
-//!   right after the spawn (a runner that forked in its very first instant
-//!   would leave that child outside; cordon's launcher forks only later).
+//!   process cannot move one thread alone, so the child *starts* inside
+//!   (`CLONE_INTO_CGROUP`: glibc's `posix_spawnattr_setcgroup_np` where
+//!   it has one, else a fork-style `clone3`; see `spawn.rs`).
 //!
 //! A run's cgroup is named `<host pid>-<n>`, so [`Cgroups::sweep`] at the
 //! next start can end and remove those a `SIGKILL`ed host left behind.
@@ -255,6 +255,18 @@ fn under(base: &Path, path: &str) -> PathBuf {
 /// cgroup). Pure: nothing is created.
 pub fn layout(system: &System, v2_parent: Option<&Path>) -> Result<Layout, String> {
     let mounts = cgroup_mounts(&system.mountinfo);
+    // An operator's delegated v2 parent is used as named, even beside v1
+    // controllers (a hybrid host).
+    if let Some(parent) = v2_parent
+        && mounts
+            .iter()
+            .any(|(point, fstype, _)| fstype == "cgroup2" && parent.starts_with(point))
+    {
+        return Ok(Layout::V2 {
+            parent: parent.to_path_buf(),
+            controllers: vec![],
+        });
+    }
     let mut v1 = vec![];
     for controller in Controller::ALL {
         let Some((point, _, _)) = mounts.iter().find(|(_, fstype, options)| {
@@ -423,7 +435,8 @@ impl Cgroups {
         for dir in run.dirs() {
             fs::create_dir(dir)?;
         }
-        if let Err(err) = run.write_limits(limits) {
+        // Only what a controller here enforces: the others have no file.
+        if let Err(err) = run.write_limits(&self.in_force(limits)) {
             run.remove();
             return Err(err);
         }
@@ -602,12 +615,13 @@ impl RunCgroup {
     }
 
     /// Run `spawn` so that the process it starts is a member from its
-    /// first instruction (v1: the calling thread moves in for the spawn),
-    /// or joins right after (v2: `cgroup.procs`). `spawn` returns the pid.
+    /// first instruction: on v1 the calling thread moves into the run's
+    /// cgroups for the spawn (the child inherits them) and back; on v2
+    /// `spawn` gets an open fd of the run's directory to start the child
+    /// in (`CLONE_INTO_CGROUP`).
     pub fn spawn_inside<T>(
         &self,
-        spawn: impl FnOnce() -> io::Result<T>,
-        pid_of: impl Fn(&T) -> i32,
+        spawn: impl FnOnce(Option<std::os::fd::RawFd>) -> io::Result<T>,
     ) -> io::Result<T> {
         match self {
             RunCgroup::V1(members) => {
@@ -615,7 +629,7 @@ impl RunCgroup {
                 for member in members {
                     fs::write(member.dir.join("tasks"), tid.to_string())?;
                 }
-                let spawned = spawn();
+                let spawned = spawn(None);
                 for member in members {
                     // Back home; a thread left inside would be frozen and
                     // killed with the run.
@@ -624,9 +638,13 @@ impl RunCgroup {
                 spawned
             }
             RunCgroup::V2 { dir } => {
-                let spawned = spawn()?;
-                fs::write(dir.join("cgroup.procs"), pid_of(&spawned).to_string())?;
-                Ok(spawned)
+                use std::os::fd::AsRawFd;
+                use std::os::unix::fs::OpenOptionsExt;
+                let directory = fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(nix::libc::O_DIRECTORY)
+                    .open(dir)?;
+                spawn(Some(directory.as_raw_fd()))
             }
         }
     }
@@ -863,6 +881,16 @@ mod tests {
         );
         let none = System::default();
         assert!(layout(&none, None).is_err());
+        // On a hybrid host, a delegated v2 parent wins over v1.
+        let hybrid = Path::new("/sys/fs/cgroup/unified/runs");
+        assert_eq!(
+            layout(&v1(), Some(hybrid)).unwrap(),
+            Layout::V2 {
+                parent: hybrid.into(),
+                controllers: vec![]
+            }
+        );
+        assert!(matches!(layout(&v1(), None).unwrap(), Layout::V1(_)));
     }
 
     /// `FILE=VALUE` for each limit file of `cgroup`.

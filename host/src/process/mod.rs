@@ -256,9 +256,15 @@ pub(crate) fn spawn_unchecked(
         handover: launch.handover.as_deref(),
         init_pipe: launch.init_pipe,
         init_env: launch.init_env.as_deref(),
+        cgroup: None,
     };
     let started = match &cgroup {
-        Some(cgroup) => cgroup.spawn_inside(|| spawn::start(&spec), |s| s.pid.as_raw()),
+        Some(cgroup) => cgroup.spawn_inside(|directory| {
+            spawn::start(&spawn::Spec {
+                cgroup: directory,
+                ..spec
+            })
+        }),
         None => spawn::start(&spec),
     }
     .map_err(|err| match err.kind() {

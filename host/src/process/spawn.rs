@@ -265,6 +265,54 @@ pub(super) fn start(spec: &Spec<'_>) -> io::Result<Started> {
     })
 }
 
+/// What `execve` gets, as C strings owned here.
+struct Exec {
+    path: CString,
+    workdir: CString,
+    argv: Vec<CString>,
+    envp: Vec<CString>,
+}
+
+impl Exec {
+    fn new(program: &Path, spec: &Spec<'_>) -> io::Result<Exec> {
+        Ok(Exec {
+            path: c_string(program.as_os_str().as_bytes(), "program path")?,
+            workdir: c_string(spec.workdir.as_os_str().as_bytes(), "working directory")?,
+            argv: spec
+                .argv
+                .iter()
+                .map(|arg| c_string(arg.as_bytes(), "an argument"))
+                .collect::<io::Result<_>>()?,
+            envp: spec
+                .env
+                .iter()
+                .map(|(key, value)| {
+                    let mut entry = key.as_bytes().to_vec();
+                    entry.push(b'=');
+                    entry.extend_from_slice(value.as_bytes());
+                    c_string(&entry, "an environment variable")
+                })
+                .collect::<io::Result<_>>()?,
+        })
+    }
+
+    /// The argument pointers, NULL-ended (valid while `self` lives).
+    fn argv(&self) -> Vec<*const libc::c_char> {
+        null_ended(&self.argv)
+    }
+
+    /// The environment pointers, NULL-ended (valid while `self` lives).
+    fn envp(&self) -> Vec<*const libc::c_char> {
+        null_ended(&self.envp)
+    }
+}
+
+fn null_ended(strings: &[CString]) -> Vec<*const libc::c_char> {
+    let mut pointers: Vec<_> = strings.iter().map(|s| s.as_ptr()).collect();
+    pointers.push(std::ptr::null());
+    pointers
+}
+
 /// The host-side copies of the fds the child gets at 0–6.
 struct ChildFds {
     stdin: OwnedFd,
@@ -358,29 +406,12 @@ mod platform {
             // No posix_spawn way into a cgroup here (glibc < 2.39): fork.
             return into_cgroup::start(program, spec, fds, cgroup);
         }
-        let path = c_string(program.as_os_str().as_bytes(), "program path")?;
-        let workdir = c_string(spec.workdir.as_os_str().as_bytes(), "working directory")?;
-        let argv = spec
-            .argv
-            .iter()
-            .map(|arg| c_string(arg.as_bytes(), "an argument"))
-            .collect::<io::Result<Vec<_>>>()?;
-        let envp = spec
-            .env
-            .iter()
-            .map(|(key, value)| {
-                let mut entry = key.as_bytes().to_vec();
-                entry.push(b'=');
-                entry.extend_from_slice(value.as_bytes());
-                c_string(&entry, "an environment variable")
-            })
-            .collect::<io::Result<Vec<_>>>()?;
-        let mut argv_ptrs: Vec<*mut libc::c_char> =
-            argv.iter().map(|arg| arg.as_ptr() as *mut _).collect();
-        argv_ptrs.push(std::ptr::null_mut());
-        let mut envp_ptrs: Vec<*mut libc::c_char> =
-            envp.iter().map(|entry| entry.as_ptr() as *mut _).collect();
-        envp_ptrs.push(std::ptr::null_mut());
+        let exec = Exec::new(program, spec)?;
+        let (path, workdir) = (&exec.path, &exec.workdir);
+        let argv_ptrs: Vec<*mut libc::c_char> =
+            exec.argv().into_iter().map(|p| p as *mut _).collect();
+        let envp_ptrs: Vec<*mut libc::c_char> =
+            exec.envp().into_iter().map(|p| p as *mut _).collect();
 
         // SAFETY: every pointer handed to libc below points into a CString
         // or Vec that outlives the posix_spawn call; the attribute and
@@ -529,27 +560,10 @@ mod into_cgroup {
         cgroup: RawFd,
     ) -> io::Result<Pid> {
         // Everything the child touches is made here: it may not allocate.
-        let path = c_string(program.as_os_str().as_bytes(), "program path")?;
-        let workdir = c_string(spec.workdir.as_os_str().as_bytes(), "working directory")?;
-        let argv = spec
-            .argv
-            .iter()
-            .map(|arg| c_string(arg.as_bytes(), "an argument"))
-            .collect::<io::Result<Vec<_>>>()?;
-        let envp = spec
-            .env
-            .iter()
-            .map(|(key, value)| {
-                let mut entry = key.as_bytes().to_vec();
-                entry.push(b'=');
-                entry.extend_from_slice(value.as_bytes());
-                c_string(&entry, "an environment variable")
-            })
-            .collect::<io::Result<Vec<_>>>()?;
-        let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
-        argv_ptrs.push(std::ptr::null());
-        let mut envp_ptrs: Vec<*const libc::c_char> = envp.iter().map(|e| e.as_ptr()).collect();
-        envp_ptrs.push(std::ptr::null());
+        let exec = Exec::new(program, spec)?;
+        let (path, workdir) = (&exec.path, &exec.workdir);
+        let argv_ptrs = exec.argv();
+        let envp_ptrs = exec.envp();
         let slots = fds.slots();
         let first_closed = fds.first_closed() as libc::c_uint;
         // The child reports a failure before exec as its errno here; the
@@ -578,10 +592,10 @@ mod into_cgroup {
             // SAFETY: in the child; see `child`.
             unsafe {
                 child(
-                    &path,
+                    path,
                     &argv_ptrs,
                     &envp_ptrs,
-                    &workdir,
+                    workdir,
                     &slots,
                     first_closed,
                     report,

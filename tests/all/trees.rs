@@ -13,7 +13,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::common::{
-    confined_backends, cordon, processes_gone, run_json, sandbox, sleepers, workspace,
+    self, confined_backends, cordon, processes_gone, run_json, sandbox, sleepers, workspace,
 };
 
 /// A `sleep` argument no other test uses: `TAG.PID` (sleep takes decimals).
@@ -292,4 +292,44 @@ fn a_command_cannot_kill_the_server_that_runs_it() {
         );
         sigkill(server);
     }
+}
+
+#[test]
+fn a_landlock_supervisor_killed_from_outside_is_a_runner_failure() {
+    if !common::landlock_usable("a_landlock_supervisor_killed_from_outside_is_a_runner_failure") {
+        return;
+    }
+    let ws = workspace();
+    let mark = mark(4600);
+    let child = cordon()
+        .current_dir(ws.path())
+        .args(["run", "--json", "--backend", "landlock", "--"])
+        .arg(format!("sleep {mark}"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_sleepers(&mark, 1);
+    let supervisor = common::host_processes_with(&format!("sleep {mark}"))
+        .into_iter()
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("__landlock"))
+        })
+        .expect("the supervisor");
+    kill(Pid::from_raw(supervisor as i32), Signal::SIGKILL).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let result = common::parse(&output);
+    assert_eq!(output.status.code(), Some(69), "{result}");
+    assert_eq!(result["error"]["code"], "SANDBOX_UNAVAILABLE", "{result}");
+    assert!(
+        result["error"]["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("cordon's launcher was killed by signal 9"),
+        "{result}"
+    );
+    assert!(
+        processes_gone(&format!("sleep {mark}")),
+        "the command outlived its supervisor"
+    );
 }

@@ -109,6 +109,18 @@ impl StatusReport {
             ),
             StatusReport::Launcher => match text.lines().find_map(|l| l.strip_prefix("failed: ")) {
                 Some(detail) => RunnerStatus::Failed(detail.to_owned()),
+                // The supervisor reports the command's end before it ends
+                // itself; killed before that, by a signal the host did not
+                // send, it failed as a runner (the command dies with it).
+                None if Ended::parse(&text).is_none()
+                    && !host_killed
+                    && let Some(signal) = signal =>
+                {
+                    RunnerStatus::Failed(format!(
+                        "cordon's launcher was killed by signal {signal} before it reported \
+                         the command's end"
+                    ))
+                }
                 None if text.lines().any(|l| l == "exec") => RunnerStatus::Launched,
                 None => RunnerStatus::Unknown,
             },
@@ -491,6 +503,24 @@ mod tests {
         assert_eq!(
             StatusReport::Launcher.interpret(Some(b""), false, None, Some(125), ""),
             RunnerStatus::Unknown
+        );
+        assert_eq!(
+            StatusReport::Launcher.interpret(Some(b"exec\n"), false, Some(9), None, ""),
+            RunnerStatus::Failed(
+                "cordon's launcher was killed by signal 9 before it reported the command's end"
+                    .into()
+            ),
+            "a supervisor killed from outside is a runner failure"
+        );
+        assert_eq!(
+            StatusReport::Launcher.interpret(Some(b"exec\nsignal 9\n"), false, Some(9), None, ""),
+            RunnerStatus::Launched,
+            "a command killed by a signal, reported, is the command's result"
+        );
+        assert_eq!(
+            StatusReport::Launcher.interpret(Some(b"exec\n"), true, Some(9), None, ""),
+            RunnerStatus::Launched,
+            "the host's own kill proves nothing against the runner"
         );
     }
 }

@@ -132,6 +132,7 @@ pub fn run(
             }
         }
     }
+    let supervisor = std::process::id() as i32;
     // SAFETY: the launcher is single-threaded here (it runs before the
     // host starts any thread), so the child may allocate and exec.
     match unsafe { fork() } {
@@ -141,6 +142,16 @@ pub fn run(
             // command's group and not the supervisor; the signal mask the
             // host gave the launcher (empty) back before exec.
             let _ = setpgid(Pid::from_raw(0), Pid::from_raw(0));
+            // Should the supervisor itself be killed, the command dies
+            // with it rather than run on unsupervised.
+            #[cfg(target_os = "linux")]
+            // SAFETY: prctl with integer arguments affects this process only.
+            unsafe {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            }
+            if getppid().as_raw() != supervisor {
+                std::process::exit(super::FAILURE_EXIT);
+            }
             let _ = sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&set), None);
             match child(status) {}
         }

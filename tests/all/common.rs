@@ -382,3 +382,18 @@ pub fn sleepers(mark: &str) -> Vec<u32> {
         })
         .collect()
 }
+
+/// `cordon run --json`'s output is `SANDBOX_UNAVAILABLE` (exit 69) with a
+/// detail that contains `needle`: the runner failed, not the command.
+pub fn assert_runner_failure(output: Output, needle: &str) {
+    let result = parse(&output);
+    assert_eq!(output.status.code(), Some(69), "{result}");
+    assert_eq!(result["error"]["code"], "SANDBOX_UNAVAILABLE", "{result}");
+    assert!(
+        result["error"]["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(needle),
+        "{result}"
+    );
+}

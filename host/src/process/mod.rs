@@ -1,5 +1,6 @@
 //! Process mechanics: spawning an argv in its own session and process
-//! group, bounded output capture with spill, stdin, and termination.
+//! group (and its own cgroup), bounded output capture with spill, stdin,
+//! and termination.
 //!
 //! This layer knows nothing about sandboxes or policy: it runs exactly the
 //! argv it is given and reports what happened. That is why its one door,
@@ -7,15 +8,21 @@
 //! runs an argv with no confinement check, and only the run pipeline —
 //! which has checked the launch against the host invariants — calls it.
 //!
-//! * Every run gets its own session, so its own process group. A timeout, an
-//!   abort or a kill signals the whole group: `SIGTERM`, then `SIGKILL` once
-//!   the grace has passed if any member is still alive — even when the
-//!   leader already exited. Dropping a [`Process`] before it finished (a
-//!   dropped future) `SIGKILL`s its group.
+//! * Every run gets its own session, so its own process group, and — when
+//!   the host can make one — its own cgroup ([`cgroup`]), entered before
+//!   the child's first instruction. A timeout, an abort or a kill signals
+//!   the whole group: `SIGTERM`, then `SIGKILL` once the grace has passed
+//!   if any member is still alive — even when the leader already exited.
+//!   Where a [`Supervisor`] runs the command (cordon's launcher), the
+//!   `SIGTERM` goes to it to forward, and `SIGHUP` after the grace has it
+//!   end the tree. When the leader has ended, whatever is left in the
+//!   run's cgroup is killed. Dropping a [`Process`] before it finished (a
+//!   dropped future) ends its group and its cgroup at once.
 //! * stdin is `/dev/null` unless the launch carries bytes; those are fed by
 //!   a detached writer, so a child that never reads them cannot stall the host.
-//! * Only fds 0–2 (and a runner's status fd 3) reach the child; the host
-//!   is never forked to start it (see `spawn.rs` for why and how).
+//! * Only fds 0–2 (and a runner's status, handover and init fds 3–6) reach
+//!   the child; the host is not forked to start it, except to start it
+//!   inside a cgroup v2 where glibc cannot (see `spawn.rs` for why and how).
 //! * When the leader exits, output still buffered is drained for a short
 //!   bound, so a daemon that inherited the pipes cannot hold the run open.
 

@@ -17,6 +17,14 @@
 //! signals, which its `posix_spawn` would otherwise leave ignored). Elsewhere the std `fork`
 //! path with a `pre_exec` hook does the same.
 //!
+//! A child that must start inside a cgroup v2 directory is spawned with
+//! `POSIX_SPAWN_SETCGROUP` where glibc has it (2.39+, found at run time);
+//! on an older glibc it is made with a fork-style `clone3(CLONE_INTO_CGROUP)`
+//! that runs only raw system calls before `execve` — the one case that
+//! copies the host, the price of a child that is inside from its first
+//! instruction (`into_cgroup`). On cgroup v1 the calling thread moves into
+//! the run's cgroups around an ordinary `posix_spawn` instead.
+//!
 //! The host learns of the exit through a pidfd (Linux ≥ 5.3) registered
 //! with the tokio reactor, or a blocking `waitpid` thread where there is
 //! none; either way one [`ExitWatch`] reaps the child exactly once, so no

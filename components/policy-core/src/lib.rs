@@ -21,6 +21,8 @@
 pub mod classify;
 pub mod plan;
 pub mod resolve;
+#[cfg(feature = "shell")]
+pub mod shell;
 
 /// Bindings generated from the `cordon:sandbox@0.1.0` WIT package.
 #[allow(missing_docs, clippy::all)]

@@ -1,0 +1,787 @@
+//! What a bash command line would run: every simple command in it, each
+//! with its program and arguments where they are known before the shell
+//! runs, and marked *opaque* where they are not.
+//!
+//! A rule on a command line is only as good as its reading of the line: a
+//! word filter that refuses `curl` is dodged by `${CURL}l`, `c\url`,
+//! `$'\x63url'`, `bash -c "curl …"` or `echo $(curl …)`. This module
+//! parses the line with a real shell grammar (`brush-parser`, the parser of
+//! the brush shell) and walks everything that would execute: pipelines,
+//! `&&`, `||`, `;`, `&`, subshells, brace groups, `if`/`while`/`until`/
+//! `for`/`case` bodies, function bodies, coprocesses, command and process
+//! substitutions (in arguments, assignments, redirections, here-documents,
+//! `[[ … ]]` tests), and the scripts of `bash -c 'literal'` and
+//! `eval literal`. Wrappers that run their argument as a program
+//! (`command`, `exec`, `env`, `nohup`, `nice`, `time`, `timeout`, `sudo`,
+//! …) are looked through to the program they run.
+//!
+//! Anything whose meaning depends on run time is [`Opaque`]: a program
+//! name built from an expansion, a script from an expansion or a file
+//! (`source`, `.`), an arithmetic expression with a substitution, a
+//! wrapper with options this reader does not know, programs run from input
+//! (`xargs`, `find -exec`). A caller decides what an opaque command means;
+//! `rules-policy` gives it the operator's `opaque` decision. A line that
+//! does not parse is an error: the shell would refuse it too, or read it
+//! in a way this module cannot know.
+
+use brush_parser::ast;
+use brush_parser::word::WordPiece;
+
+/// How deep scripts inside scripts (`bash -c`, `eval`, `$( )`) are read;
+/// beyond that a command is opaque.
+pub const MAX_DEPTH: usize = 8;
+
+/// A word of a command, as far as it is known before the shell runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Word {
+    /// Its value after quote removal: the same whatever the environment.
+    Literal(String),
+    /// It depends on run time (an expansion, a substitution, a glob);
+    /// the text as written.
+    Dynamic(String),
+}
+
+impl Word {
+    /// The value, when it is literal.
+    pub fn literal(&self) -> Option<&str> {
+        match self {
+            Word::Literal(value) => Some(value),
+            Word::Dynamic(_) => None,
+        }
+    }
+
+    /// The text as written (dynamic) or the value (literal).
+    pub fn text(&self) -> &str {
+        match self {
+            Word::Literal(value) | Word::Dynamic(value) => value,
+        }
+    }
+}
+
+/// Why a command's meaning is not known before it runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Opaque {
+    /// The program's name is built at run time (`$CMD`, `${CURL}l`, `*`).
+    DynamicProgram(String),
+    /// It runs shell code that is not literal here (`eval "$x"`,
+    /// `bash -c "$s"`, `source file`, `. file`).
+    RunsCode(String),
+    /// It runs programs named at run time (`xargs`, `find -exec`).
+    RunsPrograms(String),
+    /// A wrapper (`env`, `sudo`, `timeout`, …) with an option this reader
+    /// does not know, so the program it runs is not certain.
+    UnknownWrapperOption(String),
+    /// An arithmetic expression that substitutes a command.
+    Arithmetic(String),
+    /// Scripts nested deeper than [`MAX_DEPTH`].
+    TooDeep,
+}
+
+/// One simple command the line would run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Command {
+    /// The program and its arguments, wrappers looked through (empty for a
+    /// command that only assigns or redirects).
+    pub argv: Vec<Word>,
+    /// The wrappers looked through to reach `argv`, outermost first.
+    pub wrappers: Vec<String>,
+    /// Set when what it runs is not known before the shell runs.
+    pub opaque: Option<Opaque>,
+}
+
+impl Command {
+    /// The program, when it is known.
+    pub fn program(&self) -> Option<&str> {
+        match self.opaque {
+            Some(Opaque::DynamicProgram(_)) | Some(Opaque::UnknownWrapperOption(_)) => None,
+            _ => self.argv.first().and_then(Word::literal),
+        }
+    }
+
+    /// The literal arguments after the program, up to the first one that
+    /// is not literal.
+    pub fn literal_args(&self) -> Vec<&str> {
+        self.argv.iter().skip(1).map_while(Word::literal).collect()
+    }
+}
+
+/// The line could not be parsed as bash.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseError(pub String);
+
+impl std::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot parse the command line: {}", self.0)
+    }
+}
+
+/// Every simple command `line` would run, in source order (the commands of
+/// a substitution come before the command that uses its output).
+pub fn commands(line: &str) -> Result<Vec<Command>, ParseError> {
+    let mut reader = Reader {
+        found: vec![],
+        depth: 0,
+    };
+    reader.script(line)?;
+    Ok(reader.found)
+}
+
+fn options() -> brush_parser::ParserOptions {
+    brush_parser::ParserOptions::default()
+}
+
+/// Walks a parsed script, collecting commands.
+struct Reader {
+    found: Vec<Command>,
+    depth: usize,
+}
+
+impl Reader {
+    fn script(&mut self, text: &str) -> Result<(), ParseError> {
+        let mut parser =
+            brush_parser::Parser::new(std::io::BufReader::new(text.as_bytes()), &options());
+        let program = parser
+            .parse_program()
+            .map_err(|err| ParseError(err.to_string()))?;
+        for list in &program.complete_commands {
+            self.list(list);
+        }
+        Ok(())
+    }
+
+    /// A nested script (`bash -c`, `eval`, `$( )`): read it one level
+    /// deeper; one that does not parse or is too deep makes `opaque`.
+    fn nested(&mut self, text: &str, why: impl Fn() -> Opaque) {
+        if self.depth >= MAX_DEPTH {
+            self.push_opaque(Opaque::TooDeep);
+            return;
+        }
+        self.depth += 1;
+        if self.script(text).is_err() {
+            self.push_opaque(why());
+        }
+        self.depth -= 1;
+    }
+
+    fn push_opaque(&mut self, why: Opaque) {
+        self.found.push(Command {
+            argv: vec![],
+            wrappers: vec![],
+            opaque: Some(why),
+        });
+    }
+
+    fn list(&mut self, list: &ast::CompoundList) {
+        for ast::CompoundListItem(and_or, _) in &list.0 {
+            self.pipeline(&and_or.first);
+            for next in &and_or.additional {
+                match next {
+                    ast::AndOr::And(pipeline) | ast::AndOr::Or(pipeline) => self.pipeline(pipeline),
+                }
+            }
+        }
+    }
+
+    fn pipeline(&mut self, pipeline: &ast::Pipeline) {
+        for command in &pipeline.seq {
+            self.command(command);
+        }
+    }
+
+    fn command(&mut self, command: &ast::Command) {
+        match command {
+            ast::Command::Simple(simple) => self.simple(simple),
+            ast::Command::Compound(compound, redirects) => {
+                self.compound(compound);
+                if let Some(redirects) = redirects {
+                    for redirect in &redirects.0 {
+                        self.redirect(redirect);
+                    }
+                }
+            }
+            ast::Command::Function(function) => {
+                let ast::FunctionBody(body, redirects) = &function.body;
+                self.compound(body);
+                if let Some(redirects) = redirects {
+                    for redirect in &redirects.0 {
+                        self.redirect(redirect);
+                    }
+                }
+            }
+            ast::Command::ExtendedTest(test, redirects) => {
+                self.test(&test.expr);
+                if let Some(redirects) = redirects {
+                    for redirect in &redirects.0 {
+                        self.redirect(redirect);
+                    }
+                }
+            }
+        }
+    }
+
+    fn compound(&mut self, compound: &ast::CompoundCommand) {
+        match compound {
+            ast::CompoundCommand::Arithmetic(arithmetic) => self.arithmetic(&arithmetic.expr),
+            ast::CompoundCommand::ArithmeticForClause(clause) => {
+                for expr in [&clause.initializer, &clause.condition, &clause.updater]
+                    .into_iter()
+                    .flatten()
+                {
+                    self.arithmetic(expr);
+                }
+                self.list(&clause.body.list);
+            }
+            ast::CompoundCommand::BraceGroup(group) => self.list(&group.list),
+            ast::CompoundCommand::Subshell(subshell) => self.list(&subshell.list),
+            ast::CompoundCommand::ForClause(clause) => {
+                for value in clause.values.iter().flatten() {
+                    self.word(value);
+                }
+                self.list(&clause.body.list);
+            }
+            ast::CompoundCommand::CaseClause(clause) => {
+                self.word(&clause.value);
+                for item in &clause.cases {
+                    for pattern in &item.patterns {
+                        self.word(pattern);
+                    }
+                    if let Some(list) = &item.cmd {
+                        self.list(list);
+                    }
+                }
+            }
+            ast::CompoundCommand::IfClause(clause) => {
+                self.list(&clause.condition);
+                self.list(&clause.then);
+                for branch in clause.elses.iter().flatten() {
+                    if let Some(condition) = &branch.condition {
+                        self.list(condition);
+                    }
+                    self.list(&branch.body);
+                }
+            }
+            ast::CompoundCommand::WhileClause(clause)
+            | ast::CompoundCommand::UntilClause(clause) => {
+                let ast::WhileOrUntilClauseCommand(condition, body, _) = clause;
+                self.list(condition);
+                self.list(&body.list);
+            }
+            ast::CompoundCommand::Coprocess(coprocess) => self.command(&coprocess.body),
+        }
+    }
+
+    fn test(&mut self, expr: &ast::ExtendedTestExpr) {
+        match expr {
+            ast::ExtendedTestExpr::And(left, right) | ast::ExtendedTestExpr::Or(left, right) => {
+                self.test(left);
+                self.test(right);
+            }
+            ast::ExtendedTestExpr::Not(inner) | ast::ExtendedTestExpr::Parenthesized(inner) => {
+                self.test(inner)
+            }
+            ast::ExtendedTestExpr::UnaryTest(_, word) => {
+                self.word(word);
+            }
+            ast::ExtendedTestExpr::BinaryTest(_, left, right) => {
+                self.word(left);
+                self.word(right);
+            }
+        }
+    }
+
+    fn arithmetic(&mut self, expr: &ast::UnexpandedArithmeticExpr) {
+        if expr.value.contains("$(") || expr.value.contains('`') {
+            self.push_opaque(Opaque::Arithmetic(expr.value.clone()));
+        }
+    }
+
+    fn redirect(&mut self, redirect: &ast::IoRedirect) {
+        match redirect {
+            ast::IoRedirect::File(_, _, target) => match target {
+                ast::IoFileRedirectTarget::Filename(word)
+                | ast::IoFileRedirectTarget::Duplicate(word) => {
+                    self.word(word);
+                }
+                ast::IoFileRedirectTarget::ProcessSubstitution(_, subshell) => {
+                    self.list(&subshell.list)
+                }
+                ast::IoFileRedirectTarget::Fd(_) => {}
+            },
+            ast::IoRedirect::HereDocument(_, document) => {
+                if document.requires_expansion {
+                    self.pieces_of(&document.doc.value, true);
+                }
+            }
+            ast::IoRedirect::HereString(_, word) | ast::IoRedirect::OutputAndError(word, _) => {
+                self.word(word);
+            }
+        }
+    }
+
+    /// A word: its value where literal, after reading any substitution in
+    /// it (whose commands run whatever the word is used for).
+    fn word(&mut self, word: &ast::Word) -> Word {
+        self.pieces_of(&word.value, false)
+    }
+
+    fn pieces_of(&mut self, text: &str, here_document: bool) -> Word {
+        let parsed = if here_document {
+            brush_parser::word::parse_heredoc(text, &options())
+        } else {
+            brush_parser::word::parse(text, &options())
+        };
+        let Ok(pieces) = parsed else {
+            return Word::Dynamic(text.to_owned());
+        };
+        let mut value = String::new();
+        let mut literal = true;
+        for piece in &pieces {
+            literal &= self.piece(&piece.piece, &mut value, false);
+        }
+        if literal && !here_document {
+            Word::Literal(value)
+        } else {
+            Word::Dynamic(text.to_owned())
+        }
+    }
+
+    /// Append `piece`'s value to `value`; false when it is not literal.
+    /// Commands in substitutions are read as they are met.
+    fn piece(&mut self, piece: &WordPiece, value: &mut String, quoted: bool) -> bool {
+        match piece {
+            WordPiece::Text(text) => {
+                value.push_str(text);
+                // Unquoted, a glob or a brace expansion makes other words.
+                quoted || !expands(text)
+            }
+            WordPiece::SingleQuotedText(text) => {
+                value.push_str(text);
+                true
+            }
+            // `$'…'` decodes escapes (`$'\x63url'` is curl): literal only
+            // when there is nothing to decode.
+            WordPiece::AnsiCQuotedText(text) => {
+                value.push_str(text);
+                !text.contains('\\')
+            }
+            WordPiece::DoubleQuotedSequence(inner)
+            | WordPiece::GettextDoubleQuotedSequence(inner) => {
+                let mut all = true;
+                for piece in inner {
+                    all &= self.piece(&piece.piece, value, true);
+                }
+                all
+            }
+            WordPiece::EscapeSequence(escaped) => {
+                value.push_str(escaped.strip_prefix('\\').unwrap_or(escaped));
+                true
+            }
+            WordPiece::CommandSubstitution(script)
+            | WordPiece::BackquotedCommandSubstitution(script) => {
+                self.nested(script, || Opaque::RunsCode(script.clone()));
+                false
+            }
+            WordPiece::ArithmeticExpression(expr) => {
+                self.arithmetic(expr);
+                false
+            }
+            WordPiece::TildeExpansion(_) | WordPiece::ParameterExpansion(_) => false,
+        }
+    }
+
+    fn simple(&mut self, simple: &ast::SimpleCommand) {
+        // The prefix's items come before the program, the suffix's after.
+        let mut words: Vec<&ast::Word> = vec![];
+        for item in simple.prefix.iter().flat_map(|p| p.0.iter()) {
+            self.item(item, &mut words);
+        }
+        words.extend(&simple.word_or_name);
+        for item in simple.suffix.iter().flat_map(|s| s.0.iter()) {
+            self.item(item, &mut words);
+        }
+        // Substitutions in the words run before the command does.
+        let argv: Vec<Word> = words.into_iter().map(|word| self.word(word)).collect();
+        if !argv.is_empty() {
+            self.resolve(argv, vec![]);
+        }
+    }
+
+    /// Read one prefix or suffix item: words are collected, everything
+    /// else (assignments, redirections, process substitutions) is read
+    /// for the commands it runs.
+    fn item<'a>(
+        &mut self,
+        item: &'a ast::CommandPrefixOrSuffixItem,
+        words: &mut Vec<&'a ast::Word>,
+    ) {
+        match item {
+            ast::CommandPrefixOrSuffixItem::Word(word) => words.push(word),
+            ast::CommandPrefixOrSuffixItem::IoRedirect(redirect) => self.redirect(redirect),
+            ast::CommandPrefixOrSuffixItem::AssignmentWord(assignment, _) => {
+                match &assignment.value {
+                    ast::AssignmentValue::Scalar(word) => {
+                        self.word(word);
+                    }
+                    ast::AssignmentValue::Array(entries) => {
+                        for (key, value) in entries {
+                            if let Some(key) = key {
+                                self.word(key);
+                            }
+                            self.word(value);
+                        }
+                    }
+                }
+            }
+            ast::CommandPrefixOrSuffixItem::ProcessSubstitution(_, subshell) => {
+                self.list(&subshell.list)
+            }
+        }
+    }
+
+    /// Record the command `argv` runs, looking through wrappers and into
+    /// the scripts of shells and `eval`.
+    fn resolve(&mut self, argv: Vec<Word>, mut wrappers: Vec<String>) {
+        let push = |reader: &mut Reader, argv: Vec<Word>, wrappers, opaque| {
+            reader.found.push(Command {
+                argv,
+                wrappers,
+                opaque,
+            })
+        };
+        let program = match &argv[0] {
+            Word::Literal(program) => program.clone(),
+            Word::Dynamic(text) => {
+                let why = Opaque::DynamicProgram(text.clone());
+                return push(self, argv, wrappers, Some(why));
+            }
+        };
+        let name = program.rsplit('/').next().unwrap_or(&program).to_owned();
+        match wrapped(&name, &argv) {
+            Wrapped::Runs(at) if at < argv.len() => {
+                wrappers.push(program);
+                let rest = argv[at..].to_vec();
+                self.resolve(rest, wrappers)
+            }
+            // A wrapper with nothing after it runs nothing more.
+            Wrapped::Runs(_) | Wrapped::Not => match script_of(&name, &argv) {
+                Script::None => push(self, argv, wrappers, None),
+                Script::Literal(script) => {
+                    let before = self.found.len();
+                    self.nested(&script, || Opaque::RunsCode(script.clone()));
+                    // The shell or eval itself runs too; what it runs is
+                    // now among the commands found.
+                    self.found.insert(
+                        before,
+                        Command {
+                            argv,
+                            wrappers,
+                            opaque: None,
+                        },
+                    );
+                }
+                Script::Unknown(why) => push(self, argv, wrappers, Some(why)),
+            },
+            Wrapped::Unknown => {
+                let why = Opaque::UnknownWrapperOption(program);
+                push(self, argv, wrappers, Some(why))
+            }
+        }
+    }
+}
+
+/// Whether unquoted `text` is a glob (`*`, `?`, `[…]`) or a brace
+/// expansion (`{a,b}`, `{1..3}`), which the shell turns into other words.
+/// A lone `[` (the `test` command), `{}` or `{x}` stays as written.
+fn expands(text: &str) -> bool {
+    let closed = |open: char, close: char, inside: &dyn Fn(&str) -> bool| {
+        text.match_indices(open).any(|(at, _)| {
+            text[at + 1..]
+                .find(close)
+                .is_some_and(|end| inside(&text[at + 1..at + 1 + end]))
+        })
+    };
+    text.contains(['*', '?'])
+        || closed('[', ']', &|inside| !inside.is_empty())
+        || closed('{', '}', &|inside| {
+            inside.contains(',') || inside.contains("..")
+        })
+}
+
+/// Whether `name` runs another program from its arguments, and where.
+enum Wrapped {
+    /// Not a wrapper.
+    Not,
+    /// A wrapper; the program it runs is `argv[n]`.
+    Runs(usize),
+    /// A wrapper with an option this reader does not know.
+    Unknown,
+}
+
+/// Where the wrapped program starts in `argv`, for the wrappers known
+/// here; options are accepted only where their arity is known.
+fn wrapped(name: &str, argv: &[Word]) -> Wrapped {
+    let words: Vec<Option<&str>> = argv.iter().map(Word::literal).collect();
+    // Skip options of `name` from index 1: `flags` take no value,
+    // `valued` take the next word; `--` ends them. The first other word
+    // is the program (after `skip_leading` more, e.g. timeout's duration).
+    let scan = |flags: &[&str], valued: &[&str], skip_leading: usize| -> Wrapped {
+        let mut at = 1;
+        while let Some(word) = words.get(at) {
+            let Some(word) = word else {
+                return Wrapped::Unknown;
+            };
+            if *word == "--" {
+                at += 1;
+                break;
+            }
+            if !word.starts_with('-') || *word == "-" {
+                break;
+            }
+            if flags.contains(word) {
+                at += 1;
+            } else if valued.contains(word) {
+                at += 2;
+            } else {
+                return Wrapped::Unknown;
+            }
+        }
+        Wrapped::Runs(at + skip_leading)
+    };
+    match name {
+        "command" | "builtin" => match words.get(1) {
+            // `command -v x` only looks x up.
+            Some(Some("-v" | "-V")) => Wrapped::Not,
+            _ => scan(&["-p"], &[], 0),
+        },
+        "exec" => scan(&["-c", "-l"], &["-a"], 0),
+        "stdbuf" => scan(&[], &["-i", "-o", "-e"], 0),
+        "nohup" | "time" | "setsid" => scan(&["-p", "-f", "-w"], &[], 0),
+        "nice" => scan(&[], &["-n"], 0),
+        "timeout" => scan(
+            &["--preserve-status", "--foreground", "-v", "--verbose"],
+            &["-s", "-k", "--signal", "--kill-after"],
+            1,
+        ),
+        "sudo" | "doas" => scan(&["-E", "-H", "-n", "-i", "-s"], &["-u", "-g"], 0),
+        "env" => {
+            // Options, then NAME=VALUE entries, then the program.
+            let Wrapped::Runs(mut at) =
+                scan(&["-i", "-0", "--ignore-environment"], &["-u", "-C"], 0)
+            else {
+                return Wrapped::Unknown;
+            };
+            while let Some(Some(word)) = words.get(at) {
+                if word.contains('=') {
+                    at += 1;
+                } else {
+                    break;
+                }
+            }
+            if words.get(at).is_some_and(Option::is_none) {
+                return Wrapped::Unknown;
+            }
+            Wrapped::Runs(at)
+        }
+        _ => Wrapped::Not,
+    }
+}
+
+/// The shell code a command runs from its arguments, if any.
+enum Script {
+    /// None: an ordinary program.
+    None,
+    /// This literal script.
+    Literal(String),
+    /// Code that is not known here.
+    Unknown(Opaque),
+}
+
+fn script_of(name: &str, argv: &[Word]) -> Script {
+    let text = || argv.iter().map(Word::text).collect::<Vec<_>>().join(" ");
+    match name {
+        "eval" => {
+            let args: Option<Vec<&str>> = argv[1..].iter().map(Word::literal).collect();
+            match args {
+                Some(args) => Script::Literal(args.join(" ")),
+                None => Script::Unknown(Opaque::RunsCode(text())),
+            }
+        }
+        "source" | "." => Script::Unknown(Opaque::RunsCode(text())),
+        "sh" | "bash" | "dash" | "zsh" | "ksh" | "mksh" | "ash" => {
+            // `SHELL [options] -c SCRIPT …`: the script follows -c (or an
+            // option cluster containing c, like -ec or -lc).
+            let at = argv.iter().skip(1).position(|word| {
+                word.literal()
+                    .is_some_and(|w| w.starts_with('-') && !w.starts_with("--") && w.contains('c'))
+            });
+            match at.map(|at| at + 2) {
+                Some(script) => match argv.get(script) {
+                    Some(Word::Literal(script)) => Script::Literal(script.clone()),
+                    _ => Script::Unknown(Opaque::RunsCode(text())),
+                },
+                // A shell reading a script file or its input.
+                None => Script::Unknown(Opaque::RunsCode(text())),
+            }
+        }
+        "xargs" | "parallel" => Script::Unknown(Opaque::RunsPrograms(text())),
+        "find"
+            if argv
+                .iter()
+                .any(|w| matches!(w.literal(), Some("-exec" | "-execdir" | "-ok" | "-okdir"))) =>
+        {
+            Script::Unknown(Opaque::RunsPrograms(text()))
+        }
+        _ => Script::None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Cases {
+        case: Vec<Case>,
+    }
+
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Case {
+        #[serde(default)]
+        name: Option<String>,
+        line: String,
+        #[serde(default)]
+        expect: Vec<Expected>,
+        #[serde(default)]
+        error: bool,
+    }
+
+    #[derive(Debug, PartialEq, Eq, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Expected {
+        argv: Vec<String>,
+        #[serde(default)]
+        wrappers: Vec<String>,
+        #[serde(default)]
+        opaque: Option<String>,
+    }
+
+    /// A command in the case file's notation.
+    fn written(command: &Command) -> Expected {
+        Expected {
+            argv: command
+                .argv
+                .iter()
+                .map(|word| match word {
+                    Word::Literal(value) => value.clone(),
+                    Word::Dynamic(text) => format!("~{text}"),
+                })
+                .collect(),
+            wrappers: command.wrappers.clone(),
+            opaque: command.opaque.as_ref().map(|why| {
+                match why {
+                    Opaque::DynamicProgram(_) => "dynamic-program",
+                    Opaque::RunsCode(_) => "runs-code",
+                    Opaque::RunsPrograms(_) => "runs-programs",
+                    Opaque::UnknownWrapperOption(_) => "unknown-wrapper-option",
+                    Opaque::Arithmetic(_) => "arithmetic",
+                    Opaque::TooDeep => "too-deep",
+                }
+                .to_owned()
+            }),
+        }
+    }
+
+    #[test]
+    fn every_case_of_the_case_file_reads_as_written() {
+        let cases: Cases = toml::from_str(include_str!("../cases/shell.toml")).unwrap();
+        assert!(cases.case.len() > 40);
+        let mut wrong = vec![];
+        for case in &cases.case {
+            let label = case.name.clone().unwrap_or_else(|| case.line.clone());
+            match (commands(&case.line), case.error) {
+                (Err(_), true) => {}
+                (Ok(found), true) => wrong.push(format!("{label}: parsed as {found:?}")),
+                (Err(err), false) => wrong.push(format!("{label}: {err}")),
+                (Ok(found), false) => {
+                    let found: Vec<Expected> = found.iter().map(written).collect();
+                    if found != case.expect {
+                        wrong.push(format!(
+                            "{label}:\n  expected {:?}\n  found    {found:?}",
+                            case.expect
+                        ));
+                    }
+                }
+            }
+        }
+        assert!(
+            wrong.is_empty(),
+            "{} cases differ:\n{}",
+            wrong.len(),
+            wrong.join("\n")
+        );
+    }
+
+    #[test]
+    fn a_program_is_known_only_when_literal() {
+        let found = commands("timeout 5 git push origin \"$BRANCH\"").unwrap();
+        assert_eq!(found[0].program(), Some("git"));
+        assert_eq!(found[0].literal_args(), ["push", "origin"]);
+        let found = commands("${GIT} push").unwrap();
+        assert_eq!(found[0].program(), None);
+    }
+
+    #[test]
+    fn scripts_nest_no_deeper_than_the_bound() {
+        let mut line = "curl x".to_owned();
+        for _ in 0..=MAX_DEPTH {
+            line = format!("eval {}", shell_quote(&line));
+        }
+        let found = commands(&line).unwrap();
+        assert!(
+            found.iter().any(|c| c.opaque == Some(Opaque::TooDeep)),
+            "{found:?}"
+        );
+    }
+
+    /// The authoring guide's example, as written there.
+    fn refuses(line: &str) -> Option<String> {
+        let Ok(commands) = commands(line) else {
+            return Some("the command line does not parse".into());
+        };
+        for command in &commands {
+            if command.opaque.is_some() {
+                return Some(format!("cannot tell what this runs: {:?}", command.opaque));
+            }
+            if matches!(command.program(), Some("curl" | "wget")) {
+                return Some("network downloads are not allowed here".into());
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn the_guides_example_refuses_every_dodge_and_allows_the_rest() {
+        for dodge in [
+            "curl x",
+            "${CURL}l x",
+            "c\\url x",
+            "$'\\x63url' x",
+            "eval \"$(printf curl) x\"",
+            "bash -c \"curl x\"",
+            "echo $(wget y)",
+            "env A=1 curl x",
+            "git status && curl x",
+        ] {
+            assert!(refuses(dodge).is_some(), "{dodge} got through");
+        }
+        for fine in ["git status", "cargo test --workspace", "echo curl"] {
+            assert_eq!(refuses(fine), None, "{fine}");
+        }
+    }
+
+    fn shell_quote(text: &str) -> String {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}

@@ -13,10 +13,15 @@
 //! * **v1** (one mount per controller, `/sys/fs/cgroup/<controller>`):
 //!   a run gets `<controller mount>/<the host's own cgroup>/cordon/<run>`
 //!   in each of `pids`, `memory`, `cpu` and `freezer` that is mounted.
-//!   The child is placed *at spawn*: the spawning thread moves itself into
-//!   the run's cgroups (v1 `tasks` moves one thread), spawns — the child
+//!   The child is placed *at spawn*: a thread of the host inside the
+//!   run's cgroups (v1 `tasks` moves one thread) spawns it — the child
 //!   inherits the thread's cgroups, so it is inside before its first
-//!   instruction — and moves back.
+//!   instruction. A v1 migration waits for an RCU grace period (≈ 10 ms
+//!   on an idle kernel), so the next runs' cgroups are *staged*: made
+//!   ahead by a background thread, each with a spawner thread already
+//!   inside, parked until its run ends (a runner's parent-death signal is
+//!   tied to the thread that spawned it). Without a staged one, the
+//!   calling thread moves in, spawns and moves back.
 //! * **v2** (one unified mount): a run gets `<parent>/<run>`, where parent
 //!   is `/sys/fs/cgroup/cordon` for a host in the root cgroup, or an
 //!   operator's delegated cgroup (`cgroup_parent`), whose
@@ -35,6 +40,7 @@
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -169,7 +175,26 @@ pub struct V1Controller {
 #[derive(Debug)]
 pub struct Cgroups {
     layout: Layout,
+    /// v1: runs' cgroups made ahead, each with a spawner thread already
+    /// inside (see [`Cgroups::create`]).
+    staged: Arc<Staged>,
 }
+
+/// The v1 cgroups made ahead of the runs that will take them.
+#[derive(Debug, Default)]
+struct Staged {
+    ready: std::sync::Mutex<Vec<RunCgroup>>,
+    /// A staging thread is at work.
+    staging: std::sync::atomic::AtomicBool,
+    /// Signalled when a cgroup is staged (or staging stops).
+    staged: std::sync::Condvar,
+}
+
+/// How long a run waits for a staging thread already at work.
+const STAGE_WAIT: Duration = Duration::from_millis(50);
+
+/// How many v1 cgroups are kept staged.
+const STAGED: usize = 2;
 
 /// The number in the next run cgroup's name: one counter per process, as
 /// several hosts in one process share the `cordon` directories.
@@ -352,8 +377,13 @@ impl Cgroups {
                 *controllers = enable_v2_controllers(parent);
             }
         }
-        let cgroups = Cgroups { layout };
+        let cgroups = Cgroups {
+            layout,
+            staged: Arc::default(),
+        };
         cgroups.sweep();
+        // Ready before the first run: it overlaps the component's load.
+        cgroups.stage();
         Ok(cgroups)
     }
 
@@ -411,36 +441,81 @@ impl Cgroups {
     }
 
     /// Make a run's cgroup with `limits` written.
+    ///
+    /// On v1 a run usually takes one made ahead, whose spawner thread is
+    /// already inside: moving a thread into a v1 cgroup waits for an RCU
+    /// grace period (≈ 10 ms on an idle kernel), which is then paid off the
+    /// run's path, by a staging thread, while the host does other work.
     pub fn create(&self, limits: &RunLimits) -> io::Result<RunCgroup> {
-        let name = format!(
-            "{}-{}",
-            std::process::id(),
-            NEXT_RUN.fetch_add(1, Ordering::Relaxed)
-        );
-        let run = match &self.layout {
-            Layout::V1(controllers) => RunCgroup::V1(
-                controllers
-                    .iter()
-                    .map(|c| Member {
-                        controller: c.controller,
-                        dir: c.parent.join(&name),
-                        home: c.home.clone(),
-                    })
-                    .collect(),
-            ),
-            Layout::V2 { parent, .. } => RunCgroup::V2 {
-                dir: parent.join(&name),
-            },
+        let taken = self.take_staged();
+        self.stage();
+        let run = match taken {
+            Some(run) => run,
+            None => self.make()?,
         };
-        for dir in run.dirs() {
-            fs::create_dir(dir)?;
-        }
         // Only what a controller here enforces: the others have no file.
-        if let Err(err) = run.write_limits(&self.in_force(limits)) {
-            run.remove();
-            return Err(err);
-        }
+        run.write_limits(&self.in_force(limits))?;
         Ok(run)
+    }
+
+    /// A staged cgroup: one that is ready, or the one a staging thread is
+    /// moving into now (its migration is under way, and a migration of our
+    /// own would only queue behind it), within a bound.
+    fn take_staged(&self) -> Option<RunCgroup> {
+        let mut ready = self.staged.ready.lock().ok()?;
+        let until = Instant::now() + STAGE_WAIT;
+        loop {
+            if let Some(run) = ready.pop() {
+                return Some(run);
+            }
+            let now = Instant::now();
+            if !self.staged.staging.load(Ordering::Acquire) || now >= until {
+                return None;
+            }
+            ready = self.staged.staged.wait_timeout(ready, until - now).ok()?.0;
+        }
+    }
+
+    /// Start a staging thread, unless one is at work or enough are staged:
+    /// it makes the next run's v1 cgroups and a spawner inside them.
+    fn stage(&self) {
+        if !matches!(self.layout, Layout::V1(_)) {
+            return;
+        }
+        let enough = self
+            .staged
+            .ready
+            .lock()
+            .map_or(true, |ready| ready.len() >= STAGED);
+        if enough || self.staged.staging.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let staged = self.staged.clone();
+        let layout = self.layout.clone();
+        let started = std::thread::Builder::new()
+            .name("cordon-stage".into())
+            .spawn(move || {
+                while staged.ready.lock().is_ok_and(|ready| ready.len() < STAGED) {
+                    let Ok(run) = make_in(&layout) else { break };
+                    if run.stage_spawner().is_err() {
+                        break;
+                    }
+                    if let Ok(mut ready) = staged.ready.lock() {
+                        ready.push(run);
+                    }
+                    staged.staged.notify_all();
+                }
+                staged.staging.store(false, Ordering::Release);
+                staged.staged.notify_all();
+            });
+        if started.is_err() {
+            self.staged.staging.store(false, Ordering::Release);
+        }
+    }
+
+    /// Make a run's cgroup directories, no limits written.
+    fn make(&self) -> io::Result<RunCgroup> {
+        make_in(&self.layout)
     }
 
     /// End and remove every run cgroup a host that is gone left behind
@@ -467,17 +542,49 @@ impl Cgroups {
                 }
                 let dir = entry.path();
                 let stale = match &self.layout {
-                    Layout::V1(_) => RunCgroup::V1(vec![Member {
-                        controller: v1_controller_of(&dir, &self.layout),
-                        dir,
-                        home: PathBuf::new(),
-                    }]),
+                    Layout::V1(_) => RunCgroup::V1 {
+                        members: vec![Member {
+                            controller: v1_controller_of(&dir, &self.layout),
+                            dir,
+                            home: PathBuf::new(),
+                        }],
+                        spawner: Default::default(),
+                    },
                     Layout::V2 { .. } => RunCgroup::V2 { dir },
                 };
                 drop(stale); // ends and removes it
             }
         }
     }
+}
+
+/// Make a run's cgroup directories in `layout`, no limits written.
+fn make_in(layout: &Layout) -> io::Result<RunCgroup> {
+    let name = format!(
+        "{}-{}",
+        std::process::id(),
+        NEXT_RUN.fetch_add(1, Ordering::Relaxed)
+    );
+    let run = match layout {
+        Layout::V1(controllers) => RunCgroup::V1 {
+            members: controllers
+                .iter()
+                .map(|c| Member {
+                    controller: c.controller,
+                    dir: c.parent.join(&name),
+                    home: c.home.clone(),
+                })
+                .collect(),
+            spawner: Default::default(),
+        },
+        Layout::V2 { parent, .. } => RunCgroup::V2 {
+            dir: parent.join(&name),
+        },
+    };
+    for dir in run.dirs() {
+        fs::create_dir(dir)?;
+    }
+    Ok(run)
 }
 
 /// Which v1 controller the directory `dir` belongs to.
@@ -523,7 +630,13 @@ pub struct Member {
 #[derive(Debug)]
 pub enum RunCgroup {
     /// One directory per v1 controller.
-    V1(Vec<Member>),
+    V1 {
+        /// The directories.
+        members: Vec<Member>,
+        /// A thread of the host already inside them, staged to spawn the
+        /// run's child (see [`Cgroups::create`]); taken by the spawn.
+        spawner: std::sync::Mutex<Option<Staging>>,
+    },
     /// One directory on the unified hierarchy.
     V2 {
         /// The run's directory.
@@ -538,14 +651,14 @@ const KILL_BOUND: Duration = Duration::from_secs(2);
 impl RunCgroup {
     fn dirs(&self) -> Vec<&Path> {
         match self {
-            RunCgroup::V1(members) => members.iter().map(|m| m.dir.as_path()).collect(),
+            RunCgroup::V1 { members, .. } => members.iter().map(|m| m.dir.as_path()).collect(),
             RunCgroup::V2 { dir } => vec![dir.as_path()],
         }
     }
 
     fn member(&self, controller: Controller) -> Option<&Path> {
         match self {
-            RunCgroup::V1(members) => members
+            RunCgroup::V1 { members, .. } => members
                 .iter()
                 .find(|m| m.controller == controller)
                 .map(|m| m.dir.as_path()),
@@ -557,7 +670,7 @@ impl RunCgroup {
     pub fn limit_files(&self, limits: &RunLimits) -> Vec<(PathBuf, String)> {
         let mut files = vec![];
         match self {
-            RunCgroup::V1(_) => {
+            RunCgroup::V1 { .. } => {
                 if let (Some(pids), Some(dir)) = (limits.pids, self.member(Controller::Pids)) {
                     files.push((dir.join("pids.max"), pids.to_string()));
                 }
@@ -619,12 +732,25 @@ impl RunCgroup {
     /// cgroups for the spawn (the child inherits them) and back; on v2
     /// `spawn` gets an open fd of the run's directory to start the child
     /// in (`CLONE_INTO_CGROUP`).
-    pub fn spawn_inside<T>(
+    pub fn spawn_inside<T: Send + 'static>(
         &self,
-        spawn: impl FnOnce(Option<std::os::fd::RawFd>) -> io::Result<T>,
+        spawn: impl FnOnce(Option<std::os::fd::RawFd>) -> io::Result<T> + Send + 'static,
     ) -> io::Result<T> {
         match self {
-            RunCgroup::V1(members) => {
+            // A staged spawner is used once; it stays (parked) with the run.
+            RunCgroup::V1 { spawner, .. }
+                if let Some(staged) = spawner
+                    .lock()
+                    .ok()
+                    .and_then(|mut slot| slot.as_mut().and_then(Staging::take)) =>
+            {
+                let result = staged.run(move || spawn(None));
+                if let Ok(mut slot) = spawner.lock() {
+                    *slot = Some(Staging::Used(staged));
+                }
+                result?
+            }
+            RunCgroup::V1 { members, .. } => {
                 let tid = thread_id();
                 for member in members {
                     fs::write(member.dir.join("tasks"), tid.to_string())?;
@@ -647,6 +773,19 @@ impl RunCgroup {
                 spawn(Some(directory.as_raw_fd()))
             }
         }
+    }
+
+    /// Park a spawner thread inside this (v1) cgroup, for the spawn.
+    fn stage_spawner(&self) -> io::Result<()> {
+        let RunCgroup::V1 { members, spawner } = self else {
+            return Ok(());
+        };
+        let into = members.iter().map(|m| m.dir.join("tasks")).collect();
+        let staged = Spawner::inside(into)?;
+        if let Ok(mut slot) = spawner.lock() {
+            *slot = Some(Staging::Ready(staged));
+        }
+        Ok(())
     }
 
     /// The processes in the run's cgroup(s).
@@ -681,7 +820,12 @@ impl RunCgroup {
                     kill_each(&self.members(), me);
                 }
             }
-            RunCgroup::V1(_) => {
+            RunCgroup::V1 { spawner, .. } => {
+                // The parked spawner goes first (a frozen host thread would
+                // stall the host); its exit also ends a runner still alive.
+                if let Ok(mut slot) = spawner.lock() {
+                    drop(slot.take());
+                }
                 let freezer = self
                     .member(Controller::Freezer)
                     .filter(|dir| !holds_host_thread(dir));
@@ -719,7 +863,7 @@ impl RunCgroup {
                 .unwrap_or(0)
         };
         let (pids, memory) = match self {
-            RunCgroup::V1(_) => (
+            RunCgroup::V1 { .. } => (
                 self.member(Controller::Pids)
                     .map_or(0, |d| count(d.join("pids.events"), "max")),
                 self.member(Controller::Memory)
@@ -760,7 +904,122 @@ impl RunCgroup {
 
 impl Drop for RunCgroup {
     fn drop(&mut self) {
+        // A staged spawner leaves first (its thread exits), so the
+        // directories can go.
+        if let RunCgroup::V1 { spawner, .. } = self {
+            drop(spawner.get_mut().ok().and_then(Option::take));
+        }
         self.remove();
+    }
+}
+
+impl Drop for Cgroups {
+    fn drop(&mut self) {
+        // The staged cgroups of this host end with it (a staging thread
+        // still at work finishes on its own; the next start sweeps).
+        if let Ok(mut ready) = self.staged.ready.lock() {
+            ready.clear();
+        }
+    }
+}
+
+/// A run's staged spawner, before and after its spawn.
+#[derive(Debug)]
+pub enum Staging {
+    /// Inside, waiting for the spawn.
+    Ready(Spawner),
+    /// Spawned the run's child; kept alive for it.
+    Used(Spawner),
+    /// Lent to the spawn in progress.
+    Lent,
+}
+
+impl Staging {
+    /// The ready spawner, leaving `Lent` in its place.
+    fn take(&mut self) -> Option<Spawner> {
+        match std::mem::replace(self, Staging::Lent) {
+            Staging::Ready(spawner) => Some(spawner),
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
+}
+
+/// A job for a spawner thread.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// A thread of the host parked inside a run's v1 cgroups, to spawn the
+/// run's child from there (the child inherits the thread's cgroups). After
+/// its one job it stays, parked, until the run is ended: a runner's
+/// parent-death signal (bwrap's `--die-with-parent`, the launcher's) fires
+/// when the *thread* that spawned it exits, so the thread must outlive the
+/// runner. Ending the run lets it go first, so the freezer can be used.
+#[derive(Debug)]
+pub struct Spawner {
+    jobs: Option<std::sync::mpsc::Sender<Job>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Spawner {
+    /// A thread that writes its id to each of `into` (moving itself into
+    /// those cgroups) and waits for its job; returns once it is inside.
+    fn inside(into: Vec<PathBuf>) -> io::Result<Spawner> {
+        let (jobs, job) = std::sync::mpsc::channel::<Job>();
+        let (ready, joined) = std::sync::mpsc::channel::<io::Result<()>>();
+        let thread = std::thread::Builder::new()
+            .name("cordon-spawner".into())
+            .spawn(move || {
+                let tid = thread_id().to_string();
+                let moved = into.iter().try_for_each(|file| fs::write(file, &tid));
+                let inside = moved.is_ok();
+                let _ = ready.send(moved);
+                if inside && let Ok(job) = job.recv() {
+                    job();
+                }
+                // Parked until the run is ended (the channel closes), so
+                // the runner's parent-death signal holds. It stays inside:
+                // moving home would be one more migration, and exiting
+                // leaves the cgroups without one.
+                let _ = job.recv();
+            })?;
+        let spawner = Spawner {
+            jobs: Some(jobs),
+            thread: Some(thread),
+        };
+        match joined.recv() {
+            Ok(Ok(())) => Ok(spawner),
+            Ok(Err(err)) => Err(err),
+            Err(_) => Err(io::Error::other(
+                "the spawner thread ended before it was inside",
+            )),
+        }
+    }
+
+    /// Run `job` on the thread, inside the cgroups, and wait for it.
+    fn run<T: Send + 'static>(&self, job: impl FnOnce() -> T + Send + 'static) -> io::Result<T> {
+        let (done, result) = std::sync::mpsc::channel();
+        let job: Job = Box::new(move || {
+            let _ = done.send(job());
+        });
+        let gone = || io::Error::other("the staged spawner thread is gone");
+        self.jobs
+            .as_ref()
+            .ok_or_else(gone)?
+            .send(job)
+            .map_err(|_| gone())?;
+        result.recv().map_err(|_| gone())
+    }
+}
+
+impl Drop for Spawner {
+    fn drop(&mut self) {
+        // Closing the job channel ends a thread still waiting.
+        drop(self.jobs.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
 
@@ -909,8 +1168,8 @@ mod tests {
             memory_bytes: Some(1 << 20),
             cpu_weight: Some(50),
         };
-        let v1 = RunCgroup::V1(
-            Controller::ALL
+        let v1 = RunCgroup::V1 {
+            members: Controller::ALL
                 .iter()
                 .map(|&controller| Member {
                     controller,
@@ -918,7 +1177,8 @@ mod tests {
                     home: PathBuf::new(),
                 })
                 .collect(),
-        );
+            spawner: Default::default(),
+        };
         let files = rendered(&v1, &limits);
         assert_eq!(
             files,

@@ -251,28 +251,14 @@ pub(crate) fn spawn_unchecked(
     sink: Option<Arc<dyn OutputSink>>,
 ) -> Result<Process, SpawnError> {
     check_workdir(&launch.workdir).map_err(SpawnError::Workdir)?;
-    let spec = spawn::Spec {
-        argv: &launch.argv,
-        env: &launch.env,
-        workdir: &launch.workdir,
-        stdin: match launch.stdin {
-            Some(_) => spawn::Stdin::Piped,
-            None => spawn::Stdin::Null,
-        },
-        status_pipe: launch.status_pipe,
-        handover: launch.handover.as_deref(),
-        init_pipe: launch.init_pipe,
-        init_env: launch.init_env.as_deref(),
-        cgroup: None,
-    };
     let started = match &cgroup {
-        Some(cgroup) => cgroup.spawn_inside(|directory| {
-            spawn::start(&spawn::Spec {
-                cgroup: directory,
-                ..spec
-            })
-        }),
-        None => spawn::start(&spec),
+        // The spawn may run on a thread staged inside the cgroup: it gets
+        // its own copy of the launch (a few kilobytes).
+        Some(cgroup) => {
+            let owned = launch.clone();
+            cgroup.spawn_inside(move |directory| spawn::start(&spec_of(&owned, directory)))
+        }
+        None => spawn::start(&spec_of(launch, None)),
     }
     .map_err(|err| match err.kind() {
         io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied => SpawnError::Program(err),
@@ -337,6 +323,25 @@ pub(crate) fn spawn_unchecked(
         status,
         init,
     })
+}
+
+/// What `spawn::start` gets for `launch`, started inside the cgroup v2
+/// directory `cgroup` when given.
+fn spec_of(launch: &Launch, cgroup: Option<std::os::fd::RawFd>) -> spawn::Spec<'_> {
+    spawn::Spec {
+        argv: &launch.argv,
+        env: &launch.env,
+        workdir: &launch.workdir,
+        stdin: match launch.stdin {
+            Some(_) => spawn::Stdin::Piped,
+            None => spawn::Stdin::Null,
+        },
+        status_pipe: launch.status_pipe,
+        handover: launch.handover.as_deref(),
+        init_pipe: launch.init_pipe,
+        init_env: launch.init_env.as_deref(),
+        cgroup,
+    }
 }
 
 /// Read a report pipe to its end on the blocking pool, keeping what has

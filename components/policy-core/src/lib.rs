@@ -21,6 +21,8 @@
 pub mod classify;
 pub mod plan;
 pub mod resolve;
+#[cfg(feature = "rules")]
+pub mod rules;
 #[cfg(feature = "shell")]
 pub mod shell;
 

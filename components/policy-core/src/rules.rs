@@ -1,0 +1,400 @@
+//! Prefix rules over what a command line runs: the decision logic of a
+//! settings-driven policy (`rules-policy`), as data an operator writes.
+//!
+//! A rule names a program and an argument prefix and says *allow*, *ask*
+//! or *deny*. Every simple command the line runs ([`crate::shell`]) is
+//! matched against every rule; the most restrictive decision of the
+//! matching rules wins for that command, the operator's `default` applies
+//! to a command no rule matches, an *opaque* command (one whose program or
+//! script is built at run time) gets the operator's `opaque` decision, and
+//! a line that does not parse gets `unparsable`. The line's decision is the
+//! most restrictive of its commands'. So `curl`, `${CURL}l`, `c\url` and
+//! `bash -c "curl …"` cannot be told apart in a rule's favour: the first
+//! three are read as `curl` or opaque, the last is read into.
+//!
+//! ```json
+//! {
+//!   "default": "allow", "opaque": "ask", "unparsable": "deny",
+//!   "rules": [
+//!     {"program": "curl", "decision": "deny", "reason": "no downloads; vendor the file",
+//!      "matches": ["curl x", "${CURL}l x"], "notMatches": ["echo curl"]},
+//!     {"program": "git", "args": ["push"], "decision": "ask", "reason": "pushing leaves the machine"}
+//!   ]
+//! }
+//! ```
+//!
+//! Each rule may carry examples (`matches`, `notMatches`) that
+//! [`RuleSet::check_examples`] runs, as Codex's rules do: a rule file
+//! proves what it means before it is deployed.
+
+use serde::Deserialize;
+
+use crate::shell::{self, Command, Word};
+
+/// What a rule (or the operator's fallback) says about a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Decision {
+    /// Run it.
+    Allow,
+    /// Ask a person first.
+    Ask,
+    /// Refuse it.
+    Deny,
+}
+
+/// One prefix rule.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Rule {
+    /// The program: a bare name matches it anywhere on the path
+    /// (`curl` matches `/usr/bin/curl`); a path matches only itself.
+    pub program: String,
+    /// The arguments the command must start with (none: any).
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// What it says.
+    pub decision: Decision,
+    /// Why, in words for the model and the person.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Lines this rule must match.
+    #[serde(default)]
+    pub matches: Vec<String>,
+    /// Lines this rule must not match.
+    #[serde(default)]
+    pub not_matches: Vec<String>,
+}
+
+/// An operator's rules and fallbacks.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RuleSet {
+    /// For a command no rule matches (default: allow).
+    #[serde(default = "allow")]
+    pub default: Decision,
+    /// For a command whose program or script is built at run time
+    /// (default: ask).
+    #[serde(default = "ask")]
+    pub opaque: Decision,
+    /// For a line that does not parse (default: deny).
+    #[serde(default = "deny")]
+    pub unparsable: Decision,
+    /// The rules, in any order (the most restrictive match wins).
+    #[serde(default)]
+    pub rules: Vec<Rule>,
+}
+
+fn allow() -> Decision {
+    Decision::Allow
+}
+
+fn ask() -> Decision {
+    Decision::Ask
+}
+
+fn deny() -> Decision {
+    Decision::Deny
+}
+
+/// The decision for a line, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// Allow, ask or deny.
+    pub decision: Decision,
+    /// Why: the deciding rule's reason, or which fallback applied.
+    pub reason: String,
+    /// The index of the deciding rule, when a rule decided.
+    pub rule: Option<usize>,
+}
+
+impl RuleSet {
+    /// Read a rule set from its JSON settings, checking it: every rule
+    /// names a program, and an argument prefix has no empty word.
+    pub fn from_json(json: &str) -> Result<RuleSet, String> {
+        let rules: RuleSet = serde_json::from_str(json).map_err(|err| format!("rules: {err}"))?;
+        for (at, rule) in rules.rules.iter().enumerate() {
+            if rule.program.trim().is_empty() {
+                return Err(format!("rules[{at}].program is empty"));
+            }
+            if rule.args.iter().any(String::is_empty) {
+                return Err(format!("rules[{at}].args has an empty word"));
+            }
+        }
+        Ok(rules)
+    }
+
+    /// The decision for `line`.
+    pub fn decide(&self, line: &str) -> Verdict {
+        let commands = match shell::commands(line) {
+            Ok(commands) => commands,
+            Err(err) => {
+                return Verdict {
+                    decision: self.unparsable,
+                    reason: format!("{err} (the operator's decision for such lines)"),
+                    rule: None,
+                };
+            }
+        };
+        // The most restrictive command decides (a rule's reason before a
+        // fallback's on a tie); a line with no command at all (`a=1`) is
+        // the default's.
+        let mut verdicts = commands.iter().map(|command| self.decide_command(command));
+        let Some(mut verdict) = verdicts.next() else {
+            return Verdict {
+                decision: self.default,
+                reason: "no rule matches (the operator's default)".into(),
+                rule: None,
+            };
+        };
+        for next in verdicts {
+            if next.decision > verdict.decision
+                || (next.decision == verdict.decision
+                    && verdict.rule.is_none()
+                    && next.rule.is_some())
+            {
+                verdict = next;
+            }
+        }
+        verdict
+    }
+
+    fn decide_command(&self, command: &Command) -> Verdict {
+        if let Some(why) = &command.opaque {
+            return Verdict {
+                decision: self.opaque,
+                reason: format!(
+                    "what this runs is only known at run time ({why:?}; the operator's decision)"
+                ),
+                rule: None,
+            };
+        }
+        let mut verdict = Verdict {
+            decision: self.default,
+            reason: "no rule matches (the operator's default)".into(),
+            rule: None,
+        };
+        let mut matched = false;
+        for (at, rule) in self.rules.iter().enumerate() {
+            if !rule.matches_command(command) {
+                continue;
+            }
+            if !matched || rule.decision > verdict.decision {
+                verdict = Verdict {
+                    decision: rule.decision,
+                    reason: rule
+                        .reason
+                        .clone()
+                        .unwrap_or_else(|| format!("rule {at} ({})", rule.program)),
+                    rule: Some(at),
+                };
+                matched = true;
+            }
+        }
+        verdict
+    }
+
+    /// Run every rule's examples: each of `matches` must be matched by its
+    /// rule, none of `notMatches` may be. The failures, each naming the
+    /// rule and the line.
+    pub fn check_examples(&self) -> Result<usize, Vec<String>> {
+        let mut failures = vec![];
+        let mut checked = 0;
+        for (at, rule) in self.rules.iter().enumerate() {
+            for (line, wanted) in rule
+                .matches
+                .iter()
+                .map(|l| (l, true))
+                .chain(rule.not_matches.iter().map(|l| (l, false)))
+            {
+                checked += 1;
+                let matched = match shell::commands(line) {
+                    Ok(commands) => commands.iter().any(|c| rule.matches_command(c)),
+                    Err(_) => false,
+                };
+                if matched != wanted {
+                    failures.push(format!(
+                        "rules[{at}] ({}): {line:?} {}",
+                        rule.program,
+                        if wanted {
+                            "should match but does not"
+                        } else {
+                            "matches but should not"
+                        }
+                    ));
+                }
+            }
+        }
+        if failures.is_empty() {
+            Ok(checked)
+        } else {
+            Err(failures)
+        }
+    }
+}
+
+impl Rule {
+    /// Whether this rule matches `command` — for an opaque command, only
+    /// when its program is still known (a dynamic argument can never be
+    /// proven to differ, so it matches a restrictive rule's prefix and
+    /// not an allowing one's).
+    pub fn matches_command(&self, command: &Command) -> bool {
+        let Some(program) = command.program() else {
+            return false;
+        };
+        let named = if self.program.contains('/') {
+            program == self.program
+        } else {
+            program.rsplit('/').next() == Some(self.program.as_str())
+        };
+        if !named {
+            return false;
+        }
+        let args = &command.argv[1.min(command.argv.len())..];
+        self.args
+            .iter()
+            .enumerate()
+            .all(|(at, wanted)| match args.get(at) {
+                Some(Word::Literal(arg)) => arg == wanted,
+                Some(Word::Dynamic(_)) => self.decision > Decision::Allow,
+                None => false,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RULES: &str = r#"{
+        "default": "allow", "opaque": "ask",
+        "rules": [
+            {"program": "curl", "decision": "deny", "reason": "no downloads",
+             "matches": ["curl x", "c\\url x", "bash -c \"curl y\"", "env A=1 curl z"],
+             "notMatches": ["echo curl", "git status"]},
+            {"program": "git", "args": ["push"], "decision": "ask", "reason": "pushing leaves the machine",
+             "matches": ["git push origin main", "git push \"$REMOTE\""], "notMatches": ["git pull"]},
+            {"program": "git", "decision": "allow"},
+            {"program": "/usr/bin/rm", "decision": "deny"}
+        ]
+    }"#;
+
+    fn rules() -> RuleSet {
+        RuleSet::from_json(RULES).unwrap()
+    }
+
+    #[test]
+    fn the_most_restrictive_decision_wins() {
+        let rules = rules();
+        assert_eq!(rules.decide("git status").decision, Decision::Allow);
+        let push = rules.decide("git status && git push");
+        assert_eq!(push.decision, Decision::Ask);
+        assert_eq!(push.reason, "pushing leaves the machine");
+        assert_eq!(push.rule, Some(1));
+        let deny = rules.decide("git push; curl x");
+        assert_eq!((deny.decision, deny.rule), (Decision::Deny, Some(0)));
+        assert_eq!(rules.decide("ls -la").decision, Decision::Allow);
+    }
+
+    #[test]
+    fn every_dodge_of_a_deny_is_refused_or_asked() {
+        let rules = rules();
+        for line in [
+            "curl x",
+            "c\\url x",
+            "'cu'rl x",
+            "bash -c \"curl x\"",
+            "echo $(curl x)",
+        ] {
+            assert_eq!(rules.decide(line).decision, Decision::Deny, "{line}");
+        }
+        for line in [
+            "${CURL}l x",
+            "eval \"$x\"",
+            "source f.sh",
+            "ls | xargs curl",
+        ] {
+            let verdict = rules.decide(line);
+            assert_eq!(
+                verdict.decision,
+                Decision::Ask,
+                "{line}: the operator's opaque decision"
+            );
+            assert!(verdict.reason.contains("run time"), "{}", verdict.reason);
+        }
+        let broken = rules.decide("echo \"unterminated");
+        assert_eq!(
+            broken.decision,
+            Decision::Deny,
+            "unparsable defaults to deny"
+        );
+    }
+
+    #[test]
+    fn a_dynamic_argument_matches_a_restrictive_prefix_only() {
+        let rules = rules();
+        assert_eq!(rules.decide("git \"$VERB\" origin").decision, Decision::Ask);
+        let allow_push = RuleSet::from_json(
+            r#"{"default": "deny", "rules": [{"program": "git", "args": ["push"], "decision": "allow"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(allow_push.decide("git push").decision, Decision::Allow);
+        assert_eq!(allow_push.decide("git \"$VERB\"").decision, Decision::Deny);
+    }
+
+    #[test]
+    fn a_path_rule_matches_only_that_path_and_a_name_any_path() {
+        let rules = rules();
+        assert_eq!(rules.decide("/usr/bin/rm -rf x").decision, Decision::Deny);
+        assert_eq!(rules.decide("rm -rf x").decision, Decision::Allow);
+        assert_eq!(rules.decide("/opt/bin/curl x").decision, Decision::Deny);
+    }
+
+    #[test]
+    fn examples_are_checked_and_failures_name_the_rule_and_line() {
+        assert_eq!(rules().check_examples(), Ok(9));
+        let wrong = RuleSet::from_json(
+            r#"{"rules": [{"program": "curl", "decision": "deny", "matches": ["wget x"], "notMatches": ["curl y"]}]}"#,
+        )
+        .unwrap();
+        let failures = wrong.check_examples().unwrap_err();
+        assert_eq!(
+            failures,
+            [
+                "rules[0] (curl): \"wget x\" should match but does not",
+                "rules[0] (curl): \"curl y\" matches but should not",
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_rule_sets_are_refused_with_what_is_wrong() {
+        for (json, says) in [
+            (
+                r#"{"rules": [{"program": " ", "decision": "deny"}]}"#,
+                "rules[0].program is empty",
+            ),
+            (
+                r#"{"rules": [{"program": "x", "args": [""], "decision": "deny"}]}"#,
+                "empty word",
+            ),
+            (
+                r#"{"rules": [{"program": "x", "decision": "maybe"}]}"#,
+                "unknown variant",
+            ),
+            (
+                r#"{"rules": [{"program": "x", "decision": "deny", "extra": 1}]}"#,
+                "unknown field",
+            ),
+            (r#"{"default": "deny", "oops": true}"#, "unknown field"),
+        ] {
+            let err = RuleSet::from_json(json).unwrap_err();
+            assert!(err.contains(says), "{json}: {err}");
+        }
+        let defaults = RuleSet::from_json("{}").unwrap();
+        assert_eq!(
+            (defaults.default, defaults.opaque, defaults.unparsable),
+            (Decision::Allow, Decision::Ask, Decision::Deny)
+        );
+    }
+}

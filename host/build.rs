@@ -35,6 +35,11 @@ const GUESTS: &[(&str, &str, &str)] = &[
         "cordon_fixture_hostile_policy",
         "hostile-policy.wasm",
     ),
+    (
+        "cordon-fixture-rules-policy",
+        "cordon_fixture_rules_policy",
+        "rules-policy.wasm",
+    ),
 ];
 
 const TARGET: &str = "wasm32-wasip2";

@@ -61,7 +61,7 @@ fn main() {
         std::sync::Arc::new(cordon::sandbox::Sandbox::new());
     let round_trip = {
         let (deployment, confiner) = (policy_deployment.clone(), confiner.clone());
-        move || policy_round_trip(&policy, &deployment, &confiner)
+        move || policy_round_trip(&policy, &deployment, &confiner, "true")
     };
     // The JavaScript component (components/js-policy/build.sh), when built.
     let js_policy = std::env::var_os("CORDON_JS_POLICY")
@@ -76,7 +76,7 @@ fn main() {
                 cordon::policy::Policy::load(&engine, &bytes, cordon::policy::Limits::default())
                     .expect("js-policy loads");
             let (deployment, confiner) = (policy_deployment.clone(), confiner.clone());
-            Some(move || policy_round_trip(&js, &deployment, &confiner))
+            Some(move || policy_round_trip(&js, &deployment, &confiner, "true"))
         }
         Err(_) => {
             eprintln!(
@@ -87,6 +87,28 @@ fn main() {
         }
     };
 
+    // The rule-file fixture (shell reader + 100 rules) beside bash-sandbox,
+    // both resolving the same realistic line.
+    let line = "git status && cargo test --workspace 2>&1 | tail -n 20";
+    let bash_line = {
+        let policy = cordon::policy::Policy::load(
+            &engine,
+            cordon::policy::EMBEDDED_DEFAULT,
+            cordon::policy::Limits::default(),
+        )
+        .expect("policy");
+        let (deployment, confiner) = (policy_deployment.clone(), confiner.clone());
+        move || policy_round_trip(&policy, &deployment, &confiner, line)
+    };
+    let rules_line = {
+        let bytes = std::fs::read(std::path::Path::new(env!("OUT_DIR")).join("rules-policy.wasm"))
+            .expect("the rules fixture is built");
+        let policy =
+            cordon::policy::Policy::load(&engine, &bytes, cordon::policy::Limits::default())
+                .expect("rules-policy loads");
+        let (deployment, confiner) = (policy_deployment.clone(), confiner.clone());
+        move || policy_round_trip(&policy, &deployment, &confiner, line)
+    };
     let native_dir = dir.to_string_lossy().into_owned();
     let native = move || native_round_trip(&native_dir);
     let strict = std::path::Path::new(env!("OUT_DIR")).join("strict-policy.wasm");
@@ -103,6 +125,16 @@ fn main() {
         (
             "the same policy logic as native Rust (resolve, argv, settle)",
             Box::new(native),
+            rounds,
+        ),
+        (
+            "policy round trip, bash-sandbox, `git status && cargo test … | tail`",
+            Box::new(bash_line),
+            rounds,
+        ),
+        (
+            "policy round trip, rules fixture (shell reader + 100 rules), the same line",
+            Box::new(rules_line),
             rounds,
         ),
         (
@@ -435,9 +467,10 @@ fn policy_round_trip(
     policy: &cordon::policy::Policy,
     deployment: &Deployment,
     confiner: &std::sync::Arc<dyn cordon::sandbox::Confine>,
+    command: &str,
 ) {
     let spec = policy
-        .resolve(&ExecRequest::new("true"), deployment)
+        .resolve(&ExecRequest::new(command), deployment)
         .expect("resolve");
     let wrap = match policy.plan(&spec, confiner.clone()) {
         Ok(cordon::policy::Launch::Confined(wrap)) => Some(wrap.facts().clone()),

@@ -59,3 +59,60 @@ fn a_missing_policy_file_is_named() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_rule_file_read_through_the_shell_reader_cannot_be_dodged() {
+    let ws = workspace();
+    let rules = component("rules-policy.wasm");
+    let rules = rules.to_str().unwrap();
+    let marker = ws.path().join("ran");
+    let touch = format!("touch {}", marker.display());
+    for dodge in [
+        "curl x",
+        "c\\url x",
+        "'cu'rl x",
+        "bash -c \"curl x\"",
+        "env A=1 curl x",
+        "echo $(curl x)",
+        "${CURL}l x",
+        "eval \"$(printf curl) x\"",
+    ] {
+        let line = format!("{touch}; {dodge}");
+        let (code, result) = run_json(
+            ws.path(),
+            &[
+                "--policy",
+                rules,
+                "--max-mode",
+                "danger-full-access",
+                "--mode",
+                "danger-full-access",
+            ],
+            &line,
+        );
+        assert_eq!(code, 64, "{dodge}: {result}");
+        assert_eq!(result["error"]["code"], "INVALID_REQUEST", "{dodge}");
+        let message = result["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("refused: no downloads") || message.contains("known at run time"),
+            "{dodge}: {message}"
+        );
+        assert!(!marker.exists(), "{dodge}: the line ran");
+    }
+    // Positive control: what no rule refuses runs.
+    let (code, result) = run_json(
+        ws.path(),
+        &[
+            "--policy",
+            rules,
+            "--max-mode",
+            "danger-full-access",
+            "--mode",
+            "danger-full-access",
+        ],
+        &format!("{touch} && echo curl"),
+    );
+    assert_eq!(code, 0, "{result}");
+    assert_eq!(result["stdout"]["text"], "curl\n");
+    assert!(marker.exists());
+}

@@ -164,7 +164,7 @@ impl RuleSet {
             return Verdict {
                 decision: self.opaque,
                 reason: format!(
-                    "what this runs is only known at run time ({why:?}; the operator's decision)"
+                    "what this runs is only known at run time: {why} (the operator's decision)"
                 ),
                 rule: None,
             };

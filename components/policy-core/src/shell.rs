@@ -77,6 +77,21 @@ pub enum Opaque {
     TooDeep,
 }
 
+impl std::fmt::Display for Opaque {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Opaque::DynamicProgram(text) => write!(f, "the program {text} is built at run time"),
+            Opaque::RunsCode(text) => write!(f, "{text} runs shell code that is not literal here"),
+            Opaque::RunsPrograms(text) => write!(f, "{text} runs programs named at run time"),
+            Opaque::UnknownWrapperOption(program) => {
+                write!(f, "{program} has an option that hides what it runs")
+            }
+            Opaque::Arithmetic(expr) => write!(f, "the arithmetic {expr} runs a command"),
+            Opaque::TooDeep => write!(f, "scripts are nested deeper than {MAX_DEPTH}"),
+        }
+    }
+}
+
 /// One simple command the line would run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Command {

@@ -67,6 +67,15 @@ fn a_rule_file_read_through_the_shell_reader_cannot_be_dodged() {
     let rules = rules.to_str().unwrap();
     let marker = ws.path().join("ran");
     let touch = format!("touch {}", marker.display());
+    // Unconfined, so the test needs no runner: the rules decide before any.
+    let args = [
+        "--policy",
+        rules,
+        "--max-mode",
+        "danger-full-access",
+        "--mode",
+        "danger-full-access",
+    ];
     for dodge in [
         "curl x",
         "c\\url x",
@@ -78,18 +87,7 @@ fn a_rule_file_read_through_the_shell_reader_cannot_be_dodged() {
         "eval \"$(printf curl) x\"",
     ] {
         let line = format!("{touch}; {dodge}");
-        let (code, result) = run_json(
-            ws.path(),
-            &[
-                "--policy",
-                rules,
-                "--max-mode",
-                "danger-full-access",
-                "--mode",
-                "danger-full-access",
-            ],
-            &line,
-        );
+        let (code, result) = run_json(ws.path(), &args, &line);
         assert_eq!(code, 64, "{dodge}: {result}");
         assert_eq!(result["error"]["code"], "INVALID_REQUEST", "{dodge}");
         let message = result["error"]["message"].as_str().unwrap_or_default();
@@ -100,18 +98,7 @@ fn a_rule_file_read_through_the_shell_reader_cannot_be_dodged() {
         assert!(!marker.exists(), "{dodge}: the line ran");
     }
     // Positive control: what no rule refuses runs.
-    let (code, result) = run_json(
-        ws.path(),
-        &[
-            "--policy",
-            rules,
-            "--max-mode",
-            "danger-full-access",
-            "--mode",
-            "danger-full-access",
-        ],
-        &format!("{touch} && echo curl"),
-    );
+    let (code, result) = run_json(ws.path(), &args, &format!("{touch} && echo curl"));
     assert_eq!(code, 0, "{result}");
     assert_eq!(result["stdout"]["text"], "curl\n");
     assert!(marker.exists());

@@ -128,7 +128,7 @@ fn main() {
             rounds,
         ),
         (
-            "policy round trip, bash-sandbox, `git status && cargo test … | tail`",
+            "policy round trip, bash-sandbox, a realistic line (`git status && cargo test …` piped to `tail`)",
             Box::new(bash_line),
             rounds,
         ),

@@ -367,3 +367,62 @@ fn on_cgroup_v2_a_run_starts_inside_its_cgroup_and_ends_with_it() {
     assert!(left.is_empty(), "left behind: {left:?}");
     std::fs::remove_dir(&parent).unwrap();
 }
+
+#[test]
+fn a_server_leaves_no_cgroup_behind_when_it_exits() {
+    if cgroups("a_server_leaves_no_cgroup_behind_when_it_exits").as_deref() != Some("cgroup-v1") {
+        eprintln!("SKIPPED a_server_leaves_no_cgroup_behind_when_it_exits: it reads the v1 layout");
+        return;
+    }
+    use std::io::{BufRead, BufReader, Write};
+    let ws = workspace();
+    let mut server = cordon()
+        .current_dir(ws.path())
+        .args(["serve", "--max-mode", "danger-full-access"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let prefix = format!("{}-", server.id());
+    let ours = || -> Vec<String> {
+        std::fs::read_dir("/sys/fs/cgroup/pids/cordon")
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|name| name.starts_with(&prefix))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut stdin = server.stdin.take().unwrap();
+    let mut replies = BufReader::new(server.stdout.take().unwrap());
+    let mut seen = vec![];
+    for id in 0..4 {
+        let request = serde_json::json!({
+            "jsonrpc": "2.0", "id": id, "method": "run",
+            "params": {"command": "grep pids /proc/self/cgroup",
+                       "policy": {"mode": "danger-full-access", "workspaceRoot": ws.path()}},
+        });
+        writeln!(stdin, "{request}").unwrap();
+        let mut line = String::new();
+        replies.read_line(&mut line).unwrap();
+        let reply: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let text = reply["result"]["stdout"]["text"]
+            .as_str()
+            .unwrap()
+            .trim()
+            .to_owned();
+        // Every run is in a cgroup of its own, from its first process on.
+        assert!(text.contains(&format!("/cordon/{prefix}")), "{text}");
+        assert!(!seen.contains(&text), "two runs shared {text}");
+        seen.push(text);
+    }
+    drop(stdin);
+    assert!(server.wait().unwrap().success());
+    assert_eq!(
+        ours(),
+        Vec::<String>::new(),
+        "left behind after a clean exit"
+    );
+}

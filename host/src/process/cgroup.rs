@@ -188,6 +188,8 @@ struct Staged {
     staging: std::sync::atomic::AtomicBool,
     /// Signalled when a cgroup is staged (or staging stops).
     staged: std::sync::Condvar,
+    /// The host is gone: a staging thread still at work keeps nothing.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 /// How long a run waits for a staging thread already at work.
@@ -500,9 +502,16 @@ impl Cgroups {
                     if run.stage_spawner().is_err() {
                         break;
                     }
-                    if let Ok(mut ready) = staged.ready.lock() {
-                        ready.push(run);
+                    // Checked under the lock the host's drop takes too.
+                    let Ok(mut ready) = staged.ready.lock() else {
+                        break;
+                    };
+                    if staged.closed.load(Ordering::Acquire) {
+                        drop(ready);
+                        break; // `run` is ended and removed here
                     }
+                    ready.push(run);
+                    drop(ready);
                     staged.staged.notify_all();
                 }
                 staged.staging.store(false, Ordering::Release);
@@ -916,10 +925,16 @@ impl Drop for RunCgroup {
 impl Drop for Cgroups {
     fn drop(&mut self) {
         // The staged cgroups of this host end with it (a staging thread
-        // still at work finishes on its own; the next start sweeps).
-        if let Ok(mut ready) = self.staged.ready.lock() {
-            ready.clear();
-        }
+        // still at work removes what it was making).
+        let drained = match self.staged.ready.lock() {
+            Ok(mut ready) => {
+                self.staged.closed.store(true, Ordering::Release);
+                std::mem::take(&mut *ready)
+            }
+            Err(_) => vec![],
+        };
+        // Ended outside the lock (each joins its spawner thread).
+        drop(drained);
     }
 }
 

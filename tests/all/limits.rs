@@ -286,7 +286,8 @@ fn unified_parent(test: &str) -> Option<std::path::PathBuf> {
         eprintln!("SKIPPED {test}: no cgroup2 mount here");
         return None;
     };
-    let parent = point.join(format!("cordon-e2e-{}", std::process::id()));
+    // One parent per test: tests run side by side in one process.
+    let parent = point.join(format!("cordon-e2e-{}-{test}", std::process::id()));
     match std::fs::create_dir_all(&parent) {
         Ok(()) => Some(parent),
         Err(err) => {
@@ -425,4 +426,74 @@ fn a_server_leaves_no_cgroup_behind_when_it_exits() {
         Vec::<String>::new(),
         "left behind after a clean exit"
     );
+}
+
+#[tokio::test]
+async fn on_cgroup_v2_a_program_that_cannot_start_is_a_clear_error_and_leaves_nothing() {
+    let test = "on_cgroup_v2_a_program_that_cannot_start_is_a_clear_error_and_leaves_nothing";
+    let Some(parent) = unified_parent(test) else {
+        return;
+    };
+    let ws = workspace();
+    // An executable the kernel cannot run (ENOEXEC), started through the
+    // fork-style clone3 that puts a child into a v2 cgroup on this glibc.
+    let garbage = ws.path().join("garbage-runner");
+    std::fs::write(&garbage, [0u8, 1, 2, 3]).unwrap();
+    std::fs::set_permissions(
+        &garbage,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let host = cordon::Host::builder()
+        .deployment(cordon::Deployment::in_dir(ws.path()))
+        .confiner(std::sync::Arc::new(crate::tasks::RunnerAt(
+            garbage.to_string_lossy().into_owned(),
+        )))
+        .cgroups(cordon::process::cgroup::CgroupChoice::Parent(
+            parent.clone(),
+        ))
+        .build()
+        .unwrap();
+    let err = host
+        .run(cordon::ExecRequest::new("true"))
+        .await
+        .expect_err("the runner cannot start");
+    assert_eq!(err.code(), "SPAWN_FAILED", "{err}");
+    assert!(err.to_string().contains("Exec format error"), "{err}");
+    // And a program that starts runs inside, under the same host.
+    let ok = cordon::Host::builder()
+        .deployment({
+            let mut deployment = cordon::Deployment::in_dir(ws.path());
+            deployment.max_mode = cordon::SandboxMode::DangerFullAccess;
+            deployment
+        })
+        .cgroups(cordon::process::cgroup::CgroupChoice::Parent(
+            parent.clone(),
+        ))
+        .build()
+        .unwrap();
+    let result = ok
+        .run(crate::common::danger(
+            ws.path(),
+            "tail -1 /proc/self/cgroup",
+        ))
+        .await
+        .unwrap();
+    assert!(
+        result
+            .stdout
+            .text
+            .contains(&*parent.file_name().unwrap().to_string_lossy()),
+        "{:?}",
+        result.stdout.text
+    );
+    drop((host, ok));
+    let left: Vec<_> = std::fs::read_dir(&parent)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    std::fs::remove_dir(&parent).unwrap();
 }

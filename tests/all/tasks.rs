@@ -205,7 +205,7 @@ impl Confine for MissingRunner {
 }
 
 /// A confiner whose runner is the file at this path, whatever it is.
-struct RunnerAt(String);
+pub(crate) struct RunnerAt(pub(crate) String);
 
 impl Confine for RunnerAt {
     fn confine(&self, argv: &[String], policy: &SandboxPolicy) -> Result<Wrap, Unavailable> {

@@ -397,3 +397,16 @@ pub fn assert_runner_failure(output: Output, needle: &str) {
         "{result}"
     );
 }
+
+/// A file in `dir` with the execute bit that the kernel cannot run
+/// (`ENOEXEC`): a program that exists but never starts.
+pub fn garbage_executable(dir: &Path) -> PathBuf {
+    let garbage = dir.join("garbage-runner");
+    std::fs::write(&garbage, [0u8, 1, 2, 3]).unwrap();
+    std::fs::set_permissions(
+        &garbage,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    garbage
+}

@@ -297,6 +297,18 @@ fn unified_parent(test: &str) -> Option<std::path::PathBuf> {
     }
 }
 
+/// Assert that no run's cgroup is left under `parent`, then remove it.
+fn remove_empty_parent(parent: &Path) {
+    let left: Vec<_> = std::fs::read_dir(parent)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    std::fs::remove_dir(parent).unwrap();
+}
+
 #[test]
 fn on_cgroup_v2_a_run_starts_inside_its_cgroup_and_ends_with_it() {
     let test = "on_cgroup_v2_a_run_starts_inside_its_cgroup_and_ends_with_it";
@@ -359,14 +371,7 @@ fn on_cgroup_v2_a_run_starts_inside_its_cgroup_and_ends_with_it() {
         );
     }
     // Every run's cgroup is gone with its run.
-    let left: Vec<_> = std::fs::read_dir(&parent)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.path().is_dir())
-        .map(|e| e.file_name())
-        .collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
-    std::fs::remove_dir(&parent).unwrap();
+    remove_empty_parent(&parent);
 }
 
 #[test]
@@ -437,13 +442,7 @@ async fn on_cgroup_v2_a_program_that_cannot_start_is_a_clear_error_and_leaves_no
     let ws = workspace();
     // An executable the kernel cannot run (ENOEXEC), started through the
     // fork-style clone3 that puts a child into a v2 cgroup on this glibc.
-    let garbage = ws.path().join("garbage-runner");
-    std::fs::write(&garbage, [0u8, 1, 2, 3]).unwrap();
-    std::fs::set_permissions(
-        &garbage,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    let garbage = crate::common::garbage_executable(ws.path());
     let host = cordon::Host::builder()
         .deployment(cordon::Deployment::in_dir(ws.path()))
         .confiner(std::sync::Arc::new(crate::tasks::RunnerAt(
@@ -488,12 +487,5 @@ async fn on_cgroup_v2_a_program_that_cannot_start_is_a_clear_error_and_leaves_no
         result.stdout.text
     );
     drop((host, ok));
-    let left: Vec<_> = std::fs::read_dir(&parent)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.path().is_dir())
-        .map(|e| e.file_name())
-        .collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
-    std::fs::remove_dir(&parent).unwrap();
+    remove_empty_parent(&parent);
 }

@@ -269,13 +269,7 @@ async fn a_background_runner_failure_is_killed_runner_failed_and_said_once() {
 async fn any_spawn_failure_of_a_confined_task_carries_its_sandbox_facts() {
     let ws = workspace();
     // An executable the kernel cannot run (ENOEXEC): not a missing runner.
-    let garbage = ws.path().join("garbage-runner");
-    std::fs::write(&garbage, [0u8, 1, 2, 3]).unwrap();
-    std::fs::set_permissions(
-        &garbage,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    let garbage = common::garbage_executable(ws.path());
     let host = Host::builder()
         .deployment(Deployment::in_dir(ws.path()))
         .confiner(Arc::new(RunnerAt(garbage.to_string_lossy().into_owned())))

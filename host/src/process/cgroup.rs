@@ -1059,9 +1059,16 @@ fn holds_host_thread(dir: &Path) -> bool {
 }
 
 /// The calling thread's id.
+#[cfg(target_os = "linux")]
 fn thread_id() -> i32 {
     // SAFETY: gettid takes no arguments and cannot fail.
     unsafe { nix::libc::syscall(nix::libc::SYS_gettid) as i32 }
+}
+
+/// No cgroups elsewhere ([`Cgroups::detect`] refuses first).
+#[cfg(not(target_os = "linux"))]
+fn thread_id() -> i32 {
+    0
 }
 
 #[cfg(test)]

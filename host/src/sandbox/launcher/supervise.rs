@@ -229,6 +229,7 @@ fn reap(leader: Pid, ended: &mut Option<Ended>) -> Reaped {
 
 /// Wait for one of the watched signals, for at most a short while (so a
 /// missed `SIGCHLD` costs a poll, never a hang).
+#[cfg(target_os = "linux")]
 fn wait_signal(set: &SigSet) -> Option<i32> {
     let timeout = libc::timespec {
         tv_sec: 0,
@@ -238,6 +239,13 @@ fn wait_signal(set: &SigSet) -> Option<i32> {
     // siginfo is asked for.
     let signal = unsafe { libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &timeout) };
     (signal > 0).then_some(signal)
+}
+
+/// Wait for one of the watched signals (no `sigtimedwait` here: the
+/// blocked `SIGCHLD` wakes it).
+#[cfg(not(target_os = "linux"))]
+fn wait_signal(set: &SigSet) -> Option<i32> {
+    set.wait().ok().map(|signal| signal as i32)
 }
 
 /// How long the final sweep may take before the supervisor gives up and

@@ -6,7 +6,7 @@ mod cli;
 fn main() -> std::process::ExitCode {
     let args: Vec<_> = std::env::args_os().collect();
     if let Some(mode) = cordon::sandbox::launcher::invoked(&args) {
-        cordon::sandbox::launcher::main_in(mode, args.into_iter().skip(2).collect());
+        cordon::sandbox::launcher::main(mode, args.into_iter().skip(2).collect());
     }
     cli::main()
 }

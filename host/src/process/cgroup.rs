@@ -187,7 +187,7 @@ struct Staged {
     /// A staging thread is at work.
     staging: std::sync::atomic::AtomicBool,
     /// Signalled when a cgroup is staged (or staging stops).
-    staged: std::sync::Condvar,
+    arrived: std::sync::Condvar,
     /// The host is gone: a staging thread still at work keeps nothing.
     closed: std::sync::atomic::AtomicBool,
 }
@@ -453,7 +453,7 @@ impl Cgroups {
         self.stage();
         let run = match taken {
             Some(run) => run,
-            None => self.make()?,
+            None => make_in(&self.layout)?,
         };
         // Only what a controller here enforces: the others have no file.
         run.write_limits(&self.in_force(limits))?;
@@ -474,7 +474,7 @@ impl Cgroups {
             if !self.staged.staging.load(Ordering::Acquire) || now >= until {
                 return None;
             }
-            ready = self.staged.staged.wait_timeout(ready, until - now).ok()?.0;
+            ready = self.staged.arrived.wait_timeout(ready, until - now).ok()?.0;
         }
     }
 
@@ -512,19 +512,14 @@ impl Cgroups {
                     }
                     ready.push(run);
                     drop(ready);
-                    staged.staged.notify_all();
+                    staged.arrived.notify_all();
                 }
                 staged.staging.store(false, Ordering::Release);
-                staged.staged.notify_all();
+                staged.arrived.notify_all();
             });
         if started.is_err() {
             self.staged.staging.store(false, Ordering::Release);
         }
-    }
-
-    /// Make a run's cgroup directories, no limits written.
-    fn make(&self) -> io::Result<RunCgroup> {
-        make_in(&self.layout)
     }
 
     /// End and remove every run cgroup a host that is gone left behind

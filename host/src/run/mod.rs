@@ -143,11 +143,18 @@ pub(crate) async fn run(
         })?;
     let stderr = stderr.lock().expect("capture lock").stream_output();
     let stdout = stdout.lock().expect("capture lock").stream_output();
-    let sandbox = classify(cx, &prepared, &facts, &finished, &stderr.text)?;
-    let finished = prepared.supervision.exact(finished);
+    let (exit_code, signal) = prepared.supervision.command_end(&finished);
+    let sandbox = classify(
+        cx,
+        &prepared,
+        &facts,
+        &finished,
+        (exit_code, signal),
+        &stderr.text,
+    )?;
     Ok(ExecResult {
-        exit_code: finished.exit_code,
-        signal: finished.signal,
+        exit_code,
+        signal,
         timed_out: finished.timed_out,
         aborted: finished.aborted,
         timeout_ms: prepared.spec.timeout_ms,
@@ -204,9 +211,8 @@ pub(crate) fn start(
             };
             let task = tasks.register(prepared.spec.command.clone(), empty(), empty());
             // A missing runner is named in the notice, as the foreground
-            // error names it.
-            // Any other failure of a confined task still carries the
-            // sandbox facts (`{mode, denied: false, enforcement}`).
+            // error names it; any other failure of a confined task still
+            // carries the sandbox facts (`{mode, denied: false, enforcement}`).
             let (sandbox, notice) = match settle_spawn_failure(cx, &prepared, &facts, &err) {
                 Some(missing) => (missing.settled.ok().flatten(), missing.detail),
                 None if prepared.wrap.is_some() => {
@@ -244,21 +250,22 @@ async fn follow(
     let ending = match process.wait(deadline, cx.limits.kill_grace, &kill).await {
         Ok(finished) => {
             let tail = stderr.lock().expect("capture lock").stream_output().text;
-            let (sandbox, notice) = match classify(&cx, &prepared, &facts, &finished, &tail) {
+            let (exit_code, signal) = prepared.supervision.command_end(&finished);
+            let end = (exit_code, signal);
+            let (sandbox, notice) = match classify(&cx, &prepared, &facts, &finished, end, &tail) {
                 Ok(sandbox) => (sandbox, None),
                 Err(err) => (None, Some(format!("cordon: {}: {err}\n", err.code()))),
             };
             let runner_failed = sandbox.as_ref().is_some_and(|f| f.runner_failed);
-            let finished = prepared.supervision.exact(finished);
-            let exited = finished.exit_code.is_some() && !finished.aborted && !finished.timed_out;
+            let exited = exit_code.is_some() && !finished.aborted && !finished.timed_out;
             Ending {
                 status: if exited && !runner_failed {
                     TaskStatus::Completed
                 } else {
                     TaskStatus::Killed
                 },
-                exit_code: finished.exit_code,
-                signal: finished.signal,
+                exit_code,
+                signal,
                 timed_out: finished.timed_out,
                 sandbox,
                 notice,
@@ -302,14 +309,14 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
         cx.confiner.prepare();
     }
     let accepted = checks::launch(cx.policy.plan(&spec, cx.confiner.clone())?, &spec)?;
-    // The command's environment; a runner that takes it over its own
-    // channel is itself spawned without it.
     // Without a cgroup, cordon's launcher sets the fallback rlimits.
     let launcher_limits = cx.cgroups.is_none() && accepted.handover.reaches_launcher();
     let launcher_vars = match launcher_limits {
         true => rlimit_vars(&run_limits),
         false => vec![],
     };
+    // The command's environment; a runner that takes it over its own
+    // channel is itself spawned without it.
     let (env, handover, init_env) = accepted.handover.split(
         process::env::child_env(std::env::vars_os(), &cx.env, &spec.env),
         &launcher_vars,
@@ -410,19 +417,19 @@ fn contain(cx: &RunContext, prepared: &Prepared) -> Result<(Option<RunCgroup>, I
 
 /// Have the policy classify a finished run: `finished` as the host saw
 /// it (the runner's own status), told to the policy with the command's
-/// exact end where a supervisor reported it.
+/// end (`Supervision::command_end`).
 fn classify(
     cx: &RunContext,
     prepared: &Prepared,
     facts: &LaunchFacts,
     finished: &Finished,
+    (exit_code, signal): (Option<i32>, Option<i32>),
     stderr_tail: &str,
 ) -> Result<Option<SandboxFacts>, RunError> {
     let host_killed = finished.timed_out || finished.aborted;
-    let exact = prepared.supervision.exact(finished.clone());
     let outcome = Outcome {
-        exit_code: exact.exit_code,
-        signal: exact.signal,
+        exit_code,
+        signal,
         timed_out: finished.timed_out,
         aborted: finished.aborted,
         stderr_tail: stderr_tail.to_owned(),

@@ -170,22 +170,15 @@ impl Supervision {
         Some(String::from_utf8_lossy(bytes).into_owned())
     }
 
-    /// `finished` with the command's exact end from the supervisor's
-    /// report (a signal death is a signal, not bwrap's 128+N); unchanged
-    /// without a report.
-    pub fn exact(self, mut finished: Finished) -> Finished {
-        match self.report(&finished).as_deref().and_then(Ended::parse) {
-            Some(Ended::Exited(code)) => {
-                finished.exit_code = Some(code);
-                finished.signal = None;
-            }
-            Some(Ended::Signaled(signal)) => {
-                finished.exit_code = None;
-                finished.signal = Some(signal);
-            }
-            None => {}
+    /// How the command ended — `(exit code, signal)` — from the
+    /// supervisor's report where it wrote one (a signal death is a signal,
+    /// not bwrap's 128+N); else as the host saw the runner end.
+    pub fn command_end(self, finished: &Finished) -> (Option<i32>, Option<i32>) {
+        match self.report(finished).as_deref().and_then(Ended::parse) {
+            Some(Ended::Exited(code)) => (Some(code), None),
+            Some(Ended::Signaled(signal)) => (None, Some(signal)),
+            None => (finished.exit_code, finished.signal),
         }
-        finished
     }
 
     /// A failure the init inside bwrap reported before the command ran

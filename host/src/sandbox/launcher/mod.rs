@@ -121,11 +121,6 @@ pub fn invoked(args: &[OsString]) -> Option<Mode> {
     }
 }
 
-/// Whether the binary was started as the launcher (either mode).
-pub fn is_invoked(args: &[OsString]) -> bool {
-    invoked(args).is_some()
-}
-
 /// What the launcher was asked to do.
 #[derive(Debug, PartialEq, Eq)]
 enum Invocation {
@@ -150,7 +145,7 @@ struct Launch {
 
 /// Run the launcher in `mode` with `args` (everything after the
 /// subcommand). Never returns: it supervises the command or exits.
-pub fn main_in(mode: Mode, args: Vec<OsString>) -> ! {
+pub fn main(mode: Mode, args: Vec<OsString>) -> ! {
     let invocation = match parse(mode, args) {
         Ok(invocation) => invocation,
         Err(message) => mode.fail(None, &format!("usage: {message}")),
@@ -163,11 +158,6 @@ pub fn main_in(mode: Mode, args: Vec<OsString>) -> ! {
         }
         (Invocation::Launch(request), _) => launch(mode, request),
     }
-}
-
-/// Run the Landlock launcher with `args` (everything after the subcommand).
-pub fn main(args: Vec<OsString>) -> ! {
-    main_in(Mode::Landlock, args)
 }
 
 fn parse(mode: Mode, args: Vec<OsString>) -> Result<Invocation, String> {
@@ -441,8 +431,15 @@ mod tests {
 
     #[test]
     fn the_launcher_is_recognised_by_its_subcommand() {
-        assert!(is_invoked(&os(&["cordon", SUBCOMMAND, "--probe"])));
-        assert!(!is_invoked(&os(&["cordon", "run"])));
-        assert!(!is_invoked(&os(&["cordon"])));
+        assert_eq!(
+            invoked(&os(&["cordon", SUBCOMMAND, "--probe"])),
+            Some(Mode::Landlock)
+        );
+        assert_eq!(
+            invoked(&os(&["cordon", INIT_SUBCOMMAND, "--probe"])),
+            Some(Mode::Init)
+        );
+        assert_eq!(invoked(&os(&["cordon", "run"])), None);
+        assert_eq!(invoked(&os(&["cordon"])), None);
     }
 }

@@ -161,7 +161,8 @@ fn main() {
     let bare_bwrap: Option<Vec<String>> = bwrap.as_ref().map(|bwrap| {
         let policy = SandboxPolicy::new(SandboxMode::ReadOnly, &dir);
         let argv: Vec<String> = ["bash", "-c", "true"].map(String::from).to_vec();
-        let wrapped = cordon::sandbox::bwrap::Bwrap::at(bwrap).wrap(&argv, &policy);
+        let layout = cordon::sandbox::grant::lay_out(&policy, &[]);
+        let wrapped = cordon::sandbox::bwrap::Bwrap::at(bwrap).wrap(&argv, &policy, &layout);
         wrapped
             .argv()
             .iter()
@@ -469,9 +470,10 @@ fn policy_round_trip(
     confiner: &std::sync::Arc<dyn cordon::sandbox::Confine>,
     command: &str,
 ) {
-    let spec = policy
-        .resolve(&ExecRequest::new(command), deployment)
-        .expect("resolve");
+    let spec = match policy.resolve(&ExecRequest::new(command), deployment) {
+        Ok(cordon::model::Decision::Allow(spec)) => spec,
+        other => panic!("resolve: {other:?}"),
+    };
     let wrap = match policy.plan(&spec, confiner.clone()) {
         Ok(cordon::policy::Launch::Confined(wrap)) => Some(wrap.facts().clone()),
         _ => None,

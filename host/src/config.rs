@@ -11,6 +11,9 @@
 //! bwrap_path = "/usr/bin/bwrap"       # default: found in /usr/bin, /bin, … (never PATH)
 //! runner_command = ["/opt/sb", "--mode", "{mode}", "--root", "{workspace}", "--"]
 //! runner_failure_signatures = ["sb: "]         # both runner keys or neither
+//! max_network = "full"                # none | full | ["github.com:22", "*.npmjs.org:443"]
+//! exposable_sockets = ["~/.ssh/agent.sock"]  # host sockets a grant may expose
+//! liftable_protected = [".git"]       # protected defaults a grant may lift
 //!
 //! [env]                               # which host variables reach commands
 //! inherit = "all"                     # all | core (PATH, HOME, LANG, LC_*, …) | none
@@ -23,6 +26,9 @@
 //! cpu_weight = 100                    # 1–10000, relative; default: the kernel's
 //! cgroup = "auto"                     # auto | off: a cgroup per run where possible
 //! cgroup_parent = "/sys/fs/cgroup/agents.slice/runs"  # cgroup v2: a delegated parent
+//!
+//! [policy.settings]                   # handed to the component as JSON (validate-settings)
+//! opaque = "deny"
 //! ```
 //!
 //! Every key is optional and validated; an unknown key, a wrong type or an
@@ -35,7 +41,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::model::{Deployment, RunLimits, SandboxMode, SandboxPolicy};
+use crate::model::{
+    Deployment, Endpoint, Network, PROTECTED_DEFAULTS, RunLimits, SandboxMode, SandboxPolicy,
+};
 use crate::process::cgroup::CgroupChoice;
 use crate::process::env::{EnvPolicy, Inherit};
 use crate::sandbox::{BackendChoice, RunnerCommand, SandboxConfig};
@@ -99,6 +107,23 @@ pub struct ConfigFile {
     pub env: Option<EnvFile>,
     /// Per-run resource limits and containment.
     pub limits: Option<LimitsFile>,
+    /// The widest network a grant may have: `"none"`, `"full"` or a list
+    /// of endpoints (`"github.com:22"`, `"*.npmjs.org:443"`).
+    pub max_network: Option<toml::Value>,
+    /// Host unix sockets a grant may expose.
+    pub exposable_sockets: Option<Vec<PathBuf>>,
+    /// Protected defaults a grant may lift (`".git"`).
+    pub liftable_protected: Option<Vec<String>>,
+    /// The policy component's own configuration.
+    pub policy: Option<PolicyFile>,
+}
+
+/// `[policy]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyFile {
+    /// `[policy.settings]`: handed to the component as JSON.
+    pub settings: Option<toml::Table>,
 }
 
 /// `[limits]` as written.
@@ -159,6 +184,16 @@ pub struct Config {
     pub limits: RunLimits,
     /// Whether runs get their own cgroup.
     pub cgroups: CgroupChoice,
+    /// The widest network a grant may have.
+    pub max_network: Network,
+    /// Host sockets a grant may expose.
+    pub exposable_sockets: Vec<PathBuf>,
+    /// Protected defaults a grant may lift.
+    pub liftable_protected: Vec<String>,
+    /// The component's settings as JSON text (`{}` when none).
+    pub settings: String,
+    /// The file this configuration was read from: protected in every run.
+    pub path: Option<PathBuf>,
 }
 
 impl Config {
@@ -176,7 +211,9 @@ impl Config {
                 "not UTF-8 text",
             ))
         })?;
-        Self::parse(&text, path)
+        let mut config = Self::parse(&text, path)?;
+        config.path = Some(std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()));
+        Ok(config)
     }
 
     /// Validate `text` (named `path` in errors).
@@ -345,6 +382,38 @@ impl Config {
                 ));
             }
         }
+        let max_network = match file.max_network {
+            None => Network::Full,
+            Some(value) => network(&value).map_err(|e| invalid("max_network", e))?,
+        };
+        let exposable_sockets = file.exposable_sockets.unwrap_or_default();
+        if let Some(bad) = exposable_sockets
+            .iter()
+            .find(|p| !p.is_absolute() && !p.starts_with("~"))
+        {
+            return Err(invalid(
+                "exposable_sockets",
+                format!("{} is not an absolute path (or ~/…)", bad.display()),
+            ));
+        }
+        let liftable_protected = file.liftable_protected.unwrap_or_default();
+        if let Some(bad) = liftable_protected
+            .iter()
+            .find(|name| !PROTECTED_DEFAULTS.contains(&name.as_str()))
+        {
+            return Err(invalid(
+                "liftable_protected",
+                format!(
+                    "{bad:?} is not a protected default (those are {})",
+                    PROTECTED_DEFAULTS.join(", ")
+                ),
+            ));
+        }
+        let settings = match file.policy.and_then(|p| p.settings) {
+            None => "{}".to_owned(),
+            Some(table) => serde_json::to_string(&table)
+                .map_err(|e| invalid("policy.settings", e.to_string()))?,
+        };
         if runner.is_some() && backend != BackendChoice::Auto {
             return Err(invalid(
                 "backend",
@@ -362,10 +431,16 @@ impl Config {
                 probe_timeout,
                 launcher: file.landlock_launcher,
                 bwrap: file.bwrap_path,
+                protected: vec![],
             },
             env,
             limits,
             cgroups,
+            max_network,
+            exposable_sockets,
+            liftable_protected,
+            settings,
+            path: None,
         })
     }
 
@@ -393,7 +468,34 @@ impl Config {
         }
         deployment.allowed_roots = self.allowed_roots.clone();
         deployment.limits = self.limits;
+        deployment.max_network = self.max_network.clone();
+        deployment.sockets = self.exposable_sockets.clone();
+        deployment.liftable = self.liftable_protected.clone();
+        if !self.settings.is_empty() {
+            deployment.settings = self.settings.clone();
+        }
+        deployment.protected.extend(self.path.clone());
         deployment
+    }
+}
+
+/// A network ceiling as written: `"none"`, `"full"` or a list of endpoints.
+pub fn network(value: &toml::Value) -> Result<Network, String> {
+    match value {
+        toml::Value::String(word) if word == "none" => Ok(Network::None),
+        toml::Value::String(word) if word == "full" => Ok(Network::Full),
+        toml::Value::Array(items) => items
+            .iter()
+            .map(|item| match item {
+                toml::Value::String(text) => text.parse::<Endpoint>(),
+                other => Err(format!("{other} is not an endpoint string")),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Network::Allow),
+        other => Err(format!(
+            "{other} is not a network; write \"none\", \"full\" or a list like \
+             [\"github.com:22\", \"*.npmjs.org:443\"]"
+        )),
     }
 }
 

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::host::BuildError;
-use crate::model::SandboxMode;
+use crate::model::{SandboxMode, SandboxPolicy};
 use crate::policy::{LoadError, Phase};
 
 /// The stable name of an error, the same on every surface: the CLI's
@@ -32,6 +32,11 @@ pub enum ErrorCode {
     SpawnFailed,
     /// The run was aborted before its command started; nothing ran.
     Aborted,
+    /// The policy component denied the command; nothing ran.
+    PolicyDenied,
+    /// The policy component asks for a person's approval first; nothing
+    /// ran. The error carries the reason and the proposed grant.
+    ApprovalRequired,
 }
 
 impl ErrorCode {
@@ -44,6 +49,8 @@ impl ErrorCode {
             ErrorCode::Workdir => "WORKDIR",
             ErrorCode::SpawnFailed => "SPAWN_FAILED",
             ErrorCode::Aborted => "ABORTED",
+            ErrorCode::PolicyDenied => "POLICY_DENIED",
+            ErrorCode::ApprovalRequired => "APPROVAL_REQUIRED",
         }
     }
 }
@@ -91,6 +98,40 @@ pub enum RunError {
         mode: SandboxMode,
         /// The deployment's widest mode.
         ceiling: SandboxMode,
+    },
+
+    /// A field of the grant is wider than the operator's ceiling.
+    #[error(
+        "{field} grants {granted}, beyond this deployment's ceiling ({ceiling}); \
+         ask for less or have the operator raise the ceiling"
+    )]
+    GrantAboveCeiling {
+        /// The field, e.g. `policy.network`.
+        field: &'static str,
+        /// What was granted.
+        granted: String,
+        /// The ceiling it exceeds.
+        ceiling: String,
+    },
+
+    /// The policy component denied the command: nothing ran.
+    #[error("the policy denied the command: {reason}")]
+    Denied {
+        /// The component's reason.
+        reason: String,
+    },
+
+    /// The policy component asks for a person's approval: nothing ran. A
+    /// caller that approves re-sends the request with `policy` as its own.
+    #[error(
+        "the policy asks for approval before running the command: {reason}; \
+         to approve, re-send the request with the proposed policy"
+    )]
+    ApprovalRequired {
+        /// The component's reason.
+        reason: String,
+        /// The grant an approved re-send carries.
+        policy: Box<SandboxPolicy>,
     },
 
     /// No usable sandbox backend: the command was not run unconfined.
@@ -141,9 +182,11 @@ impl RunError {
     /// The stable error code.
     pub fn code(&self) -> ErrorCode {
         match self {
-            RunError::InvalidRequest(_) | RunError::AboveCeiling { .. } => {
-                ErrorCode::InvalidRequest
-            }
+            RunError::InvalidRequest(_)
+            | RunError::AboveCeiling { .. }
+            | RunError::GrantAboveCeiling { .. } => ErrorCode::InvalidRequest,
+            RunError::Denied { .. } => ErrorCode::PolicyDenied,
+            RunError::ApprovalRequired { .. } => ErrorCode::ApprovalRequired,
             RunError::SandboxUnavailable { .. } => ErrorCode::SandboxUnavailable,
             RunError::PolicyFailed { .. } => ErrorCode::PolicyFailed,
             RunError::Workdir { .. } => ErrorCode::Workdir,
@@ -160,6 +203,15 @@ impl RunError {
             }
             RunError::AboveCeiling { mode, ceiling } => {
                 json!({ "field": "policy.mode", "mode": mode, "ceiling": ceiling })
+            }
+            RunError::GrantAboveCeiling {
+                field,
+                granted,
+                ceiling,
+            } => json!({ "field": field, "granted": granted, "ceiling": ceiling }),
+            RunError::Denied { reason } => json!({ "reason": reason }),
+            RunError::ApprovalRequired { reason, policy } => {
+                json!({ "reason": reason, "policy": policy })
             }
             RunError::PolicyFailed { phase, .. } => json!({ "phase": phase }),
             RunError::Workdir { path, .. } => json!({ "path": path }),
@@ -268,6 +320,22 @@ mod tests {
         assert_eq!(
             Value::Object(spawn.details()),
             json!({"code": "SPAWN_FAILED"})
+        );
+        let denied = RunError::Denied {
+            reason: "no curl".into(),
+        };
+        assert_eq!(
+            Value::Object(denied.details()),
+            json!({"code": "POLICY_DENIED", "reason": "no curl"})
+        );
+        let ask = RunError::ApprovalRequired {
+            reason: "rm -rf".into(),
+            policy: Box::new(SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/w")),
+        };
+        assert_eq!(
+            Value::Object(ask.details()),
+            json!({"code": "APPROVAL_REQUIRED", "reason": "rm -rf",
+                   "policy": {"mode": "workspace-write", "workspaceRoot": "/w"}})
         );
         let load = LoadError::World("no".into());
         assert_eq!(

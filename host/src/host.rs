@@ -297,14 +297,29 @@ impl HostBuilder {
     /// # }
     /// ```
     pub fn build(self) -> Result<Host, BuildError> {
-        let bytes = self.policy.unwrap_or(PolicySource::Embedded).read()?;
+        let source = self.policy.unwrap_or(PolicySource::Embedded);
+        // The deployed component is protected wherever a run may write.
+        let policy_file = match &source {
+            PolicySource::File(path) => {
+                Some(std::path::absolute(path).unwrap_or_else(|_| path.clone()))
+            }
+            PolicySource::Embedded | PolicySource::Bytes(_) => None,
+        };
+        let bytes = source.read()?;
         let deployment = match self.deployment {
             Some(deployment) => deployment,
             None => Deployment::in_dir(std::env::current_dir().map_err(BuildError::Workdir)?),
         };
         let confiner = match self.confiner {
             Some(confiner) => confiner,
-            None => Arc::new(Sandbox::with_config(self.sandbox.unwrap_or_default())),
+            None => {
+                let mut config = self.sandbox.unwrap_or_default();
+                config
+                    .protected
+                    .extend(deployment.protected.iter().cloned());
+                config.protected.extend(policy_file);
+                Arc::new(Sandbox::with_config(config))
+            }
         };
         if self.probe_early {
             let probing = confiner.clone();
@@ -321,6 +336,7 @@ impl HostBuilder {
         let limits = self.limits.unwrap_or_default();
         let policy = Policy::load(&engine, &bytes, limits.clone())?;
         check_ceiling(&policy, &deployment)?;
+        policy.validate_settings(&deployment.settings)?;
         let cgroups = match &self.cgroups {
             CgroupChoice::Off => Err("turned off by the operator".to_owned()),
             CgroupChoice::Auto => Cgroups::detect(None).map(Arc::new),
@@ -472,6 +488,7 @@ impl Host {
         let bytes = source.read()?;
         let policy = Policy::load(&core.engine, &bytes, core.limits.clone())?;
         check_ceiling(&policy, &core.deployment)?;
+        policy.validate_settings(&core.deployment.settings)?;
         let info = policy.info().clone();
         *core.policy.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
         Ok(info)

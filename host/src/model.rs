@@ -98,7 +98,123 @@ pub enum Backend {
     RunnerCommand,
 }
 
-/// Which sandbox a run gets.
+/// One endpoint a command may reach: a host pattern (`github.com`, or
+/// `*.npmjs.org` for any subdomain) or an IP address, and a port (none:
+/// any port).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Endpoint {
+    /// Host name pattern or address.
+    pub host: String,
+    /// Port; none for any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+}
+
+impl Endpoint {
+    /// Whether every connection `other` allows, this one allows too.
+    pub fn covers(&self, other: &Endpoint) -> bool {
+        let port = self.port.is_none() || self.port == other.port;
+        let (mine, theirs) = (
+            self.host.to_ascii_lowercase(),
+            other.host.to_ascii_lowercase(),
+        );
+        let host = match mine.strip_prefix("*.") {
+            Some(domain) => {
+                theirs == mine
+                    || theirs
+                        .trim_start_matches("*.")
+                        .strip_suffix(domain)
+                        .is_some_and(|rest| rest.ends_with('.'))
+            }
+            None => mine == theirs,
+        };
+        port && host
+    }
+}
+
+impl FromStr for Endpoint {
+    type Err = String;
+
+    /// `host:port`, `host:*` or `host` (any port).
+    fn from_str(text: &str) -> Result<Self, String> {
+        let (host, port) = match text.rsplit_once(':') {
+            Some((host, "*")) => (host, None),
+            Some((host, port)) => (
+                host,
+                Some(port.parse::<u16>().map_err(|_| {
+                    format!("{text:?}: the port {port:?} is not a number 0–65535 (or *)")
+                })?),
+            ),
+            None => (text, None),
+        };
+        let bare = host.strip_prefix("*.").unwrap_or(host);
+        if bare.is_empty() || bare.contains(['*', '/', ' ']) {
+            return Err(format!(
+                "{text:?} is not an endpoint; write host:port, *.domain:port or host (any port)"
+            ));
+        }
+        Ok(Endpoint {
+            host: host.to_ascii_lowercase(),
+            port,
+        })
+    }
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.port {
+            Some(port) => write!(f, "{}:{port}", self.host),
+            None => write!(f, "{}:*", self.host),
+        }
+    }
+}
+
+/// The network a run may reach; ordered narrowest first by
+/// [`Network::within`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Network {
+    /// No route out.
+    None,
+    /// Only these endpoints.
+    Allow(Vec<Endpoint>),
+    /// Anything the host reaches (today's default: the network is not yet
+    /// closed by the host, so a narrower grant is reported unenforced).
+    #[default]
+    Full,
+}
+
+impl Network {
+    /// Whether this grant is no wider than `ceiling`.
+    pub fn within(&self, ceiling: &Network) -> bool {
+        match (self, ceiling) {
+            (Network::None, _) | (_, Network::Full) => true,
+            (Network::Allow(wanted), Network::Allow(allowed)) => wanted
+                .iter()
+                .all(|want| allowed.iter().any(|allow| allow.covers(want))),
+            (Network::Allow(_) | Network::Full, Network::None)
+            | (Network::Full, Network::Allow(_)) => false,
+        }
+    }
+}
+
+impl fmt::Display for Network {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Network::None => f.write_str("none"),
+            Network::Full => f.write_str("full"),
+            Network::Allow(endpoints) => {
+                let list: Vec<String> = endpoints.iter().map(ToString::to_string).collect();
+                write!(f, "allow [{}]", list.join(", "))
+            }
+        }
+    }
+}
+
+/// Which sandbox a run gets: the grant. Besides the mode and the workspace
+/// root, a policy component decides per command the fields below; the host
+/// checks each against the operator's ceiling and enforces it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxPolicy {
@@ -106,16 +222,122 @@ pub struct SandboxPolicy {
     pub mode: SandboxMode,
     /// The directory `workspace-write` may write to.
     pub workspace_root: PathBuf,
+    /// More directories `workspace-write` may write to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writable_roots: Vec<PathBuf>,
+    /// Paths kept read-only inside the writable roots (relative: inside
+    /// each root), on top of the host's defaults ([`PROTECTED_DEFAULTS`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protected: Vec<PathBuf>,
+    /// Host defaults lifted, by name (only those the operator allows).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unprotected: Vec<String>,
+    /// Paths hidden from the command (absolute, or `~/…`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny_read: Vec<PathBuf>,
+    /// The network the command may reach.
+    #[serde(default, skip_serializing_if = "is_full")]
+    pub network: Network,
+    /// Host unix sockets exposed to the command.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sockets: Vec<PathBuf>,
 }
 
+fn is_full(network: &Network) -> bool {
+    *network == Network::Full
+}
+
+/// Paths protected inside every writable root unless a grant lifts them
+/// (and the operator allows that): read-only when present, not creatable
+/// when absent. `.git` also protects a worktree's resolved gitdir.
+pub const PROTECTED_DEFAULTS: &[&str] = &[
+    ".git",
+    ".git/hooks",
+    ".cordon",
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".zlogout",
+];
+
 impl SandboxPolicy {
-    /// A policy of `mode` rooted at `workspace_root`.
+    /// A policy of `mode` rooted at `workspace_root`, granting nothing
+    /// more (network as the host has it).
     pub fn new(mode: SandboxMode, workspace_root: impl Into<PathBuf>) -> Self {
         SandboxPolicy {
             mode,
             workspace_root: workspace_root.into(),
+            writable_roots: vec![],
+            protected: vec![],
+            unprotected: vec![],
+            deny_read: vec![],
+            network: Network::Full,
+            sockets: vec![],
         }
     }
+
+    /// Every directory the run may write to: the workspace root and the
+    /// extra roots, under `workspace-write`; none otherwise.
+    pub fn writable(&self) -> Vec<&Path> {
+        match self.mode {
+            SandboxMode::WorkspaceWrite => std::iter::once(self.workspace_root.as_path())
+                .chain(self.writable_roots.iter().map(PathBuf::as_path))
+                .collect(),
+            SandboxMode::ReadOnly | SandboxMode::DangerFullAccess => vec![],
+        }
+    }
+}
+
+/// The grant a confined run had, as the host enforced it: every writable
+/// root, every protected and hidden path (host defaults included), and
+/// what the backend could not enforce.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrantFacts {
+    /// Directories the command could write to.
+    pub writable_roots: Vec<PathBuf>,
+    /// Paths kept read-only (and not creatable) inside them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protected: Vec<PathBuf>,
+    /// Paths hidden from the command.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny_read: Vec<PathBuf>,
+    /// The network granted.
+    pub network: Network,
+    /// The host sockets granted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sockets: Vec<PathBuf>,
+    /// Fields of the grant the host does not enforce yet (`network`,
+    /// `sockets`): the command may reach more than they say.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unenforced: Vec<String>,
+    /// What this backend enforces only in part, and why (the run's
+    /// enforcement is then `partial`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partial: Vec<String>,
+}
+
+/// A policy component's answer to a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Run it as this spec (its policy is the grant).
+    Allow(ExecSpec),
+    /// Do not run it, for the component's reason.
+    Deny(String),
+    /// Run it only once a person approved: why, and the grant an approved
+    /// re-send carries as its own policy.
+    Ask {
+        /// The component's reason.
+        reason: String,
+        /// The proposed grant.
+        policy: SandboxPolicy,
+    },
 }
 
 /// The longest timeout any run may have (SPEC.md §3), whatever a request
@@ -208,6 +430,27 @@ pub struct Deployment {
     /// (**host invariant**: a request may ask for less, never more).
     #[serde(default)]
     pub limits: RunLimits,
+    /// The widest network a grant may have (**host invariant**).
+    #[serde(default, skip_serializing_if = "is_full")]
+    pub max_network: Network,
+    /// The host sockets a grant may expose (**host invariant**).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sockets: Vec<PathBuf>,
+    /// The protected defaults a grant may lift (**host invariant**).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub liftable: Vec<String>,
+    /// Files protected in every run whatever the grant (the deployed
+    /// policy and config files, when they lie in a writable root).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protected: Vec<PathBuf>,
+    /// The operator's settings for the policy component, as JSON text
+    /// (`{}` when none): validated by the component at load.
+    #[serde(default = "no_settings")]
+    pub settings: String,
+}
+
+fn no_settings() -> String {
+    "{}".to_owned()
 }
 
 impl Deployment {
@@ -221,6 +464,11 @@ impl Deployment {
             workdir: dir,
             allowed_roots: vec![],
             limits: RunLimits::default(),
+            max_network: Network::Full,
+            sockets: vec![],
+            liftable: vec![],
+            protected: vec![],
+            settings: no_settings(),
         }
     }
 }
@@ -488,11 +736,37 @@ pub struct ExecResult {
     /// The run's resource limits: what enforced them, which it reached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<LimitFacts>,
+    /// The grant a confined run had, as the host enforced it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<GrantFacts>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn networks_order_by_what_they_allow() {
+        let ep = |s: &str| s.parse::<Endpoint>().unwrap();
+        let npm = Network::Allow(vec![ep("*.npmjs.org:443")]);
+        let registry = Network::Allow(vec![ep("registry.npmjs.org:443")]);
+        assert!(registry.within(&npm));
+        assert!(!npm.within(&registry));
+        assert!(!Network::Allow(vec![ep("registry.npmjs.org:80")]).within(&npm));
+        assert!(!Network::Allow(vec![ep("evilnpmjs.org:443")]).within(&npm));
+        assert!(Network::None.within(&Network::None));
+        assert!(npm.within(&Network::Full));
+        assert!(!Network::Full.within(&npm));
+        assert!(!npm.within(&Network::None));
+        assert!(
+            Network::Allow(vec![ep("github.com:22")])
+                .within(&Network::Allow(vec![ep("GitHub.com")]))
+        );
+        assert_eq!(ep("github.com:22").to_string(), "github.com:22");
+        assert_eq!(ep("host").port, None);
+        assert!("a:99999".parse::<Endpoint>().is_err());
+        assert!("*:1".parse::<Endpoint>().is_err());
+    }
 
     #[test]
     fn modes_order_by_width_and_round_trip_their_names() {

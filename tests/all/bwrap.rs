@@ -45,7 +45,7 @@ fn read_only_keeps_dev_null_writable() {
 #[test]
 fn workspace_write_allows_its_root_only() {
     require_bwrap!();
-    common::assert_workspace_write_allows_its_root_only(&["--backend", "bwrap"]);
+    common::assert_workspace_write_allows_its_root_only(&["--backend", "bwrap"], "full");
 }
 
 #[test]

@@ -5,8 +5,8 @@
 use std::sync::{Arc, Mutex};
 
 use cordon::model::{
-    Backend, Deployment, Enforcement, ExecRequest, LaunchFacts, Outcome, RunnerStatus, SandboxMode,
-    SandboxPolicy, Signatures, WrapFacts,
+    Backend, Decision, Deployment, Enforcement, ExecRequest, ExecSpec, LaunchFacts, Outcome,
+    RunnerStatus, SandboxMode, SandboxPolicy, Signatures, WrapFacts,
 };
 use cordon::policy::{EMBEDDED_DEFAULT, Launch, Limits, Policy, PolicyEngine};
 use cordon::sandbox::{Confine, Unavailable, Wrap};
@@ -68,6 +68,14 @@ fn deployment() -> Deployment {
     Deployment::in_dir("/srv/ws")
 }
 
+/// The spec of a decision that must be an *allow*.
+fn allowed(decision: Decision) -> ExecSpec {
+    match decision {
+        Decision::Allow(spec) => spec,
+        other => panic!("expected an allow, got {other:?}"),
+    }
+}
+
 #[test]
 fn describe_names_the_executor() {
     let info = policy().info().clone();
@@ -80,6 +88,7 @@ fn describe_names_the_executor() {
 fn resolve_defaults_through_the_component() {
     let spec = policy()
         .resolve(&ExecRequest::new("ls"), &deployment())
+        .map(allowed)
         .unwrap();
     assert_eq!(spec.timeout_ms, 120_000);
     assert_eq!(spec.workdir, std::path::Path::new("/srv/ws"));
@@ -88,6 +97,7 @@ fn resolve_defaults_through_the_component() {
 
     let err = policy()
         .resolve(&ExecRequest::new("ls").with_timeout_ms(0), &deployment())
+        .map(allowed)
         .unwrap_err();
     assert!(matches!(err, RunError::InvalidRequest(m) if m.contains("timeout-ms")));
 }
@@ -97,6 +107,7 @@ fn plan_confines_through_the_import_and_returns_the_hosts_wrap() {
     let policy = policy();
     let spec = policy
         .resolve(&ExecRequest::new("echo 'hi'"), &deployment())
+        .map(allowed)
         .unwrap();
     let fake = FakeConfine::new(true);
     let launch = policy.plan(&spec, fake.clone()).unwrap();
@@ -118,6 +129,7 @@ fn plan_fails_closed_when_the_import_is_unavailable() {
     let policy = policy();
     let spec = policy
         .resolve(&ExecRequest::new("true"), &deployment())
+        .map(allowed)
         .unwrap();
     let err = policy.plan(&spec, FakeConfine::new(false)).unwrap_err();
     assert!(matches!(
@@ -131,6 +143,7 @@ fn settle_reads_the_wraps_own_dialect() {
     let policy = policy();
     let spec = policy
         .resolve(&ExecRequest::new("true"), &deployment())
+        .map(allowed)
         .unwrap();
     let facts = LaunchFacts {
         background: false,

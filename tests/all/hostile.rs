@@ -202,7 +202,7 @@ fn a_filesystem_import_is_refused_at_load() {
         "{err}"
     );
     assert!(
-        err.contains("cordon:sandbox/executor-policy@0.1.0"),
+        err.contains("cordon:sandbox/executor-policy@0.2.0"),
         "{err}"
     );
 }
@@ -215,13 +215,16 @@ fn an_unknown_interface_is_refused_at_load() {
 
 #[test]
 fn another_package_version_is_refused_at_load() {
-    let err = load_error(importing("cordon:sandbox/sandbox@0.2.0"));
+    let err = load_error(importing("cordon:sandbox/sandbox@0.9.0"));
     assert!(
-        err.contains("imports cordon:sandbox/sandbox@0.2.0"),
+        err.contains("imports cordon:sandbox/sandbox@0.9.0"),
         "{err}"
     );
     assert!(
-        err.contains("this host supports cordon:sandbox/executor-policy@0.1.0"),
+        err.contains(
+            "this host supports cordon:sandbox/executor-policy@0.2.0, \
+             cordon:sandbox/executor-policy@0.1.0"
+        ),
         "{err}"
     );
 }
@@ -230,7 +233,7 @@ fn another_package_version_is_refused_at_load() {
 fn a_component_without_the_executor_export_is_refused_at_load() {
     let err = load_error(wat::parse_str("(component)").unwrap());
     assert!(
-        err.contains("does not export cordon:sandbox/executor@0.1.0"),
+        err.contains("does not export cordon:sandbox/executor@0.2.0"),
         "{err}"
     );
 }

@@ -20,6 +20,10 @@ pub const SANDBOX_UNAVAILABLE: u8 = 69;
 pub const POLICY_FAILED: u8 = 70;
 /// The command could not be started.
 pub const SPAWN_FAILED: u8 = 71;
+/// `APPROVAL_REQUIRED`: the policy asks a person first; nothing ran.
+pub const APPROVAL_REQUIRED: u8 = 75;
+/// `POLICY_DENIED`: the policy denied the command; nothing ran.
+pub const POLICY_DENIED: u8 = 77;
 /// The configuration (file or flags) is unusable.
 pub const CONFIG: u8 = 78;
 
@@ -32,6 +36,8 @@ pub fn for_code(code: ErrorCode) -> u8 {
         ErrorCode::Workdir => WORKDIR,
         ErrorCode::SpawnFailed => SPAWN_FAILED,
         ErrorCode::Aborted => INTERRUPTED,
+        ErrorCode::ApprovalRequired => APPROVAL_REQUIRED,
+        ErrorCode::PolicyDenied => POLICY_DENIED,
     }
 }
 
@@ -74,4 +80,8 @@ Exit codes:
   69   SANDBOX_UNAVAILABLE: no usable sandbox backend; the command did not run
   70   the policy component failed
   71   the command could not be started
+  75   APPROVAL_REQUIRED: the policy asks a person first; nothing ran (the
+       reason and the proposed grant are printed; to approve, run again
+       with --grant GRANT_JSON)
+  77   POLICY_DENIED: the policy denied the command; nothing ran
   78   the configuration (cordon.toml or flags) is unusable";

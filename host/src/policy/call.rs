@@ -30,6 +30,10 @@ pub(super) struct StoreState {
     pub(super) confiner: Option<Arc<dyn Confine>>,
     /// What this call's `confine`s have cost so far.
     confined: ConfineBudget,
+    /// During `plan`: the spec's whole policy, which a binding layer of an
+    /// older version (whose components cannot name the newer grant fields)
+    /// confines with when the component names its mode and root.
+    pub(super) planned: Option<crate::model::SandboxPolicy>,
 }
 
 /// `sandbox.confine` calls one `plan` may make: each wrap lives in host
@@ -159,6 +163,7 @@ pub(super) fn bounded<R: Send + 'static>(
             },
             confiner,
             confined: ConfineBudget::default(),
+            planned: None,
         };
         let mut store = Store::new(&engine, state);
         store.limiter(|state| &mut state.limiter);
@@ -276,6 +281,7 @@ mod tests {
             },
             confiner: None,
             confined: ConfineBudget::default(),
+            planned: None,
         };
         let small = vec!["true".to_owned()];
         for _ in 0..MAX_CONFINES_PER_PLAN {

@@ -11,7 +11,7 @@
 //! This module names no interface version. A component is checked against
 //! the worlds this host supports (`world.rs`), and [`Policy`] holds the
 //! binding layer of the one it was built against — one module per version
-//! (`v0_1_0` today, each with its WIT frozen in `wit/<version>/`), each
+//! (`v0_1_0`, `v0_2_0`, each with its WIT frozen in `wit/<version>/`), each
 //! owning its generated bindings and the conversions to the neutral
 //! [`model`](crate::model). Adding a version adds a module and a variant of
 //! the dispatch enum; the compiler then names every place that must call it.
@@ -24,6 +24,7 @@ pub mod cache;
 mod call;
 mod engine;
 mod v0_1_0;
+mod v0_2_0;
 mod world;
 
 use std::fmt;
@@ -36,7 +37,7 @@ use wasmtime::component::Component;
 
 use crate::RunError;
 use crate::model::{
-    Deployment, ExecRequest, ExecSpec, LaunchFacts, Outcome, SandboxFacts, SandboxMode,
+    Decision, Deployment, ExecRequest, ExecSpec, LaunchFacts, Outcome, SandboxFacts, SandboxMode,
 };
 use crate::sandbox::{Confine, Wrap};
 
@@ -51,7 +52,7 @@ pub static EMBEDDED_DEFAULT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/b
 /// The worlds this host can load, newest first. A later interface version
 /// is added beside the older ones (with its own binding layer); components
 /// built against an older world keep loading.
-pub const SUPPORTED_WORLDS: &[&str] = &[v0_1_0::WORLD.name];
+pub const SUPPORTED_WORLDS: &[&str] = &[v0_2_0::WORLD.name, v0_1_0::WORLD.name];
 
 /// Limits that bound every call into a component.
 #[derive(Clone, Debug)]
@@ -69,6 +70,11 @@ impl Default for Limits {
             memory_bytes: 64 << 20,
         }
     }
+}
+
+/// A component's text (a reason) as the host passes it on: one line, bounded.
+pub fn bounded_text(text: &str) -> String {
+    call::one_line(text)
 }
 
 /// The call of a run in which a component failed.
@@ -124,6 +130,9 @@ pub enum LoadError {
     /// Its `describe` failed.
     #[error("policy component failed in load: {0}")]
     Describe(String),
+    /// Its `validate-settings` refused the operator's settings (or failed).
+    #[error("policy component failed in load: {0}")]
+    Settings(String),
 }
 
 impl LoadError {
@@ -150,7 +159,7 @@ pub struct ExecutorInfo {
 #[derive(Debug)]
 pub enum Launch {
     /// A wrap the host issued during this plan.
-    Confined(Wrap),
+    Confined(Box<Wrap>),
     /// A bare argv (the run pipeline accepts it only under
     /// `danger-full-access` within the ceiling).
     Unconfined(Vec<String>),
@@ -159,6 +168,7 @@ pub enum Launch {
 /// The binding layer of a loaded component: one variant per world version.
 #[derive(Clone)]
 enum Binding {
+    V0_2_0(v0_2_0::Binding),
     V0_1_0(v0_1_0::Binding),
 }
 
@@ -169,13 +179,37 @@ impl Binding {
         component: &Component,
     ) -> wasmtime::Result<Self> {
         Ok(match version {
+            Version::V0_2_0 => Binding::V0_2_0(v0_2_0::Binding::link(engine, component)?),
             Version::V0_1_0 => Binding::V0_1_0(v0_1_0::Binding::link(engine, component)?),
         })
     }
 
     fn describe(&self, store: &mut Store<StoreState>) -> wasmtime::Result<ExecutorInfo> {
         match self {
+            Binding::V0_2_0(binding) => binding.describe(store),
             Binding::V0_1_0(binding) => binding.describe(store),
+        }
+    }
+
+    /// `validate-settings`; a `0.1.0` component takes none, so only `{}`
+    /// (no settings) is valid for it.
+    fn validate_settings(
+        &self,
+        store: &mut Store<StoreState>,
+        settings: &str,
+    ) -> wasmtime::Result<Result<(), String>> {
+        match self {
+            Binding::V0_2_0(binding) => binding.validate_settings(store, settings),
+            Binding::V0_1_0(_) => Ok(match serde_json::from_str::<serde_json::Value>(settings) {
+                _ if settings.trim().is_empty() => Ok(()),
+                Ok(value) if value.as_object().is_some_and(|o| o.is_empty()) => Ok(()),
+                _ => Err(format!(
+                    "the component is built against {} and takes no settings; \
+                     remove [policy.settings] or rebuild it against {}",
+                    v0_1_0::WORLD.name,
+                    v0_2_0::WORLD.name
+                )),
+            }),
         }
     }
 
@@ -184,8 +218,9 @@ impl Binding {
         store: &mut Store<StoreState>,
         request: &ExecRequest,
         deployment: &Deployment,
-    ) -> wasmtime::Result<Result<ExecSpec, RunError>> {
+    ) -> wasmtime::Result<Result<Decision, RunError>> {
         match self {
+            Binding::V0_2_0(binding) => binding.resolve(store, request, deployment),
             Binding::V0_1_0(binding) => binding.resolve(store, request, deployment),
         }
     }
@@ -196,6 +231,7 @@ impl Binding {
         spec: &ExecSpec,
     ) -> wasmtime::Result<Result<Launch, RunError>> {
         match self {
+            Binding::V0_2_0(binding) => binding.plan(store, spec),
             Binding::V0_1_0(binding) => binding.plan(store, spec),
         }
     }
@@ -208,6 +244,7 @@ impl Binding {
         outcome: &Outcome,
     ) -> wasmtime::Result<Result<Option<SandboxFacts>, RunError>> {
         match self {
+            Binding::V0_2_0(binding) => binding.settle(store, spec, facts, outcome),
             Binding::V0_1_0(binding) => binding.settle(store, spec, facts, outcome),
         }
     }
@@ -275,12 +312,27 @@ impl Policy {
         &self.info
     }
 
-    /// `resolve`: default `request` against `deployment`.
+    /// `validate-settings`: whether the component accepts the operator's
+    /// `settings` (JSON text); its own message when not.
+    pub fn validate_settings(&self, settings: &str) -> Result<(), LoadError> {
+        let binding = self.binding.clone();
+        let settings = settings.to_owned();
+        call::bounded(&self.engine, &self.limits, None, move |store| {
+            binding.validate_settings(store, &settings)
+        })
+        .map_err(|failure| LoadError::Settings(failure.0))?
+        .map_err(|message| {
+            LoadError::Settings(format!("the component refused its settings: {message}"))
+        })
+    }
+
+    /// `resolve`: decide `request` against `deployment` — a spec to run,
+    /// a denial or a request for approval.
     pub fn resolve(
         &self,
         request: &ExecRequest,
         deployment: &Deployment,
-    ) -> Result<ExecSpec, RunError> {
+    ) -> Result<Decision, RunError> {
         let (request, deployment) = (request.clone(), deployment.clone());
         self.call(Phase::Resolve, None, move |store, binding| {
             binding.resolve(store, &request, &deployment)

@@ -11,7 +11,9 @@ use wasmtime::component::{Component, HasSelf, Linker, Resource};
 use wasmtime::{Engine, Store};
 
 use crate::RunError;
-use crate::model::{self, Deployment, ExecRequest, ExecSpec, LaunchFacts, Outcome, SandboxFacts};
+use crate::model::{
+    self, Decision, Deployment, ExecRequest, ExecSpec, LaunchFacts, Outcome, SandboxFacts,
+};
 use crate::sandbox::Wrap;
 
 use super::call::StoreState;
@@ -63,12 +65,15 @@ impl Binding {
 
     /// `resolve`. The outer error is the call's failure; the inner one
     /// the request's (a path that is not UTF-8) or the component's answer.
+    /// A `0.1.0` component always allows, and cannot name the grant beyond
+    /// mode and root: its spec keeps the rest of the grant it was handed.
     pub(super) fn resolve(
         &self,
         store: &mut Store<StoreState>,
         request: &ExecRequest,
         deployment: &Deployment,
-    ) -> wasmtime::Result<Result<ExecSpec, RunError>> {
+    ) -> wasmtime::Result<Result<Decision, RunError>> {
+        let handed = request.policy.as_ref().unwrap_or(&deployment.policy);
         let converted = wit::ExecRequest::try_from(request)
             .and_then(|request| Ok((request, wit::Deployment::try_from(deployment)?)));
         let (request, deployment) = match converted {
@@ -79,7 +84,17 @@ impl Binding {
         let spec = bindings
             .cordon_sandbox_executor()
             .call_resolve(store, &request, &deployment)?;
-        Ok(spec.map(Into::into).map_err(Into::into))
+        Ok(spec
+            .map(|spec| {
+                let mut spec = model::ExecSpec::from(spec);
+                spec.policy = model::SandboxPolicy {
+                    mode: spec.policy.mode,
+                    workspace_root: spec.policy.workspace_root,
+                    ..handed.clone()
+                };
+                Decision::Allow(spec)
+            })
+            .map_err(Into::into))
     }
 
     /// `plan`: a confined launch is the wrap the host issued in this store.
@@ -88,6 +103,7 @@ impl Binding {
         store: &mut Store<StoreState>,
         spec: &ExecSpec,
     ) -> wasmtime::Result<Result<Launch, RunError>> {
+        store.data_mut().planned = Some(spec.policy.clone());
         let spec = match wit::ExecSpec::try_from(spec) {
             Ok(spec) => spec,
             Err(reason) => return Ok(Err(RunError::InvalidRequest(reason))),
@@ -104,7 +120,7 @@ impl Binding {
             WitLaunch::Unconfined(argv) => Ok(Launch::Unconfined(argv)),
             // A handle this store did not issue fails here.
             WitLaunch::Confined(handle) => match store.data_mut().table.delete(handle) {
-                Ok(wrap) => Ok(Launch::Confined(wrap)),
+                Ok(wrap) => Ok(Launch::Confined(Box::new(wrap))),
                 Err(err) => Err(RunError::PolicyFailed {
                     phase: Phase::Plan,
                     reason: format!("returned a confinement the host did not issue: {err}"),
@@ -146,7 +162,14 @@ impl self::cordon::sandbox::sandbox::Host for StoreState {
         policy: wit::SandboxPolicy,
     ) -> wasmtime::Result<Result<Resource<Wrap>, wit::Unavailable>> {
         self.admit_confine(&argv)?;
-        let policy = model::SandboxPolicy::from(policy);
+        let mut policy = model::SandboxPolicy::from(policy);
+        // The spec's grant, which this version cannot name, rides along
+        // when the component confines for the spec's mode and root.
+        if let Some(planned) = &self.planned
+            && (planned.mode, &planned.workspace_root) == (policy.mode, &policy.workspace_root)
+        {
+            policy = planned.clone();
+        }
         let Some(confiner) = self.confiner.clone() else {
             // Only `plan` may confine; any other phase is a policy bug.
             return Ok(Err(wit::Unavailable {

@@ -10,7 +10,7 @@
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-use super::{LoadError, v0_1_0};
+use super::{LoadError, v0_1_0, v0_2_0};
 
 /// What a binding layer says about the world it binds.
 #[derive(Debug)]
@@ -28,17 +28,20 @@ pub(super) struct World {
 /// then say how that version is called.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Version {
+    /// `cordon:sandbox@0.2.0`: the grant, settings and decisions.
+    V0_2_0,
     /// `cordon:sandbox@0.1.0`.
     V0_1_0,
 }
 
 impl Version {
     /// Every version, newest first.
-    pub const ALL: [Version; 1] = [Version::V0_1_0];
+    pub const ALL: [Version; 2] = [Version::V0_2_0, Version::V0_1_0];
 
     /// The world this version binds.
     pub fn world(self) -> &'static World {
         match self {
+            Version::V0_2_0 => &v0_2_0::WORLD,
             Version::V0_1_0 => &v0_1_0::WORLD,
         }
     }
@@ -141,6 +144,23 @@ mod tests {
         )
         .unwrap();
         assert_eq!(version, Version::V0_1_0);
+        let version = check_names(
+            &names(&["cordon:sandbox/sandbox@0.2.0"]),
+            &names(&["cordon:sandbox/executor@0.2.0"]),
+        )
+        .unwrap();
+        assert_eq!(version, Version::V0_2_0);
+    }
+
+    #[test]
+    fn a_component_mixing_versions_is_refused() {
+        let err = check_names(
+            &names(&["cordon:sandbox/sandbox@0.1.0"]),
+            &names(&["cordon:sandbox/executor@0.2.0"]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("belongs to another world"), "{err}");
     }
 
     #[test]
@@ -155,7 +175,10 @@ mod tests {
             err.contains("imports cordon:sandbox/sandbox@9.0.0"),
             "{err}"
         );
-        assert!(err.contains("this host supports cordon:sandbox/executor-policy@0.1.0"));
+        assert!(err.contains(
+            "this host supports cordon:sandbox/executor-policy@0.2.0, \
+             cordon:sandbox/executor-policy@0.1.0"
+        ));
         let err = check_names(&names(&["wasi:filesystem/preopens@0.2.6"]), &[])
             .unwrap_err()
             .to_string();
@@ -168,7 +191,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("does not export cordon:sandbox/executor@0.1.0"),
+            err.contains("does not export cordon:sandbox/executor@0.2.0"),
             "{err}"
         );
         assert!(err.contains("[other:thing/x@1.0.0]"), "{err}");

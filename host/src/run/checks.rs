@@ -23,15 +23,19 @@
 //!    pseudo or system filesystem, or an ancestor of one, after resolving
 //!    symlinks, and lies inside the operator's `allowed_roots` when there
 //!    are any ([`writable_root`]).
+//! 8. **The grant's ceiling.** Every field of the grant — extra writable
+//!    roots, lifted protections, deny-read paths, network, sockets — is
+//!    within what the operator allows ([`grant`]).
 
 use std::path::{Path, PathBuf};
 
 use crate::RunError;
 use crate::model::{
-    Deployment, ExecRequest, ExecSpec, LaunchFacts, MAX_TIMEOUT_MS, RunLimits, SandboxFacts,
-    SandboxMode, SandboxPolicy, WrapFacts,
+    Deployment, ExecRequest, ExecSpec, GrantFacts, LaunchFacts, MAX_TIMEOUT_MS, PROTECTED_DEFAULTS,
+    RunLimits, SandboxFacts, SandboxMode, SandboxPolicy, WrapFacts,
 };
 use crate::policy::{Launch, Phase};
+use crate::sandbox::grant::expand_home;
 use crate::sandbox::{EnvHandover, StatusReport, Supervision};
 
 /// Arguments a launch may have.
@@ -193,6 +197,21 @@ pub(super) fn spec_env(spec: &ExecSpec) -> Result<(), RunError> {
 pub(super) fn canonicalise(spec: &mut ExecSpec) -> Result<(), RunError> {
     spec.workdir = absolute(&spec.workdir, "workdir")?;
     spec.policy.workspace_root = canonical_root(&spec.policy.workspace_root)?;
+    for root in &mut spec.policy.writable_roots {
+        if !root.is_absolute() {
+            return Err(RunError::InvalidRequest(format!(
+                "policy.writableRoots: {} is not an absolute path",
+                root.display()
+            )));
+        }
+        *root = canonical_root(root)?;
+        if spec.policy.mode == SandboxMode::WorkspaceWrite && !root.is_dir() {
+            return Err(RunError::InvalidRequest(format!(
+                "policy.writableRoots: {} is not an existing directory; create it or drop it",
+                root.display()
+            )));
+        }
+    }
     if spec.policy.mode == SandboxMode::WorkspaceWrite && !spec.policy.workspace_root.is_dir() {
         return Err(RunError::InvalidRequest(format!(
             "workspace root {} is not an existing directory; create it or choose another",
@@ -266,9 +285,14 @@ const SYSTEM_TREES_EXCEPT: &[&str] = &["/var"];
 
 /// A root a run may write to must not make the host writable.
 pub(super) fn writable_root(root: &Path, allowed_roots: &[PathBuf]) -> Result<(), RunError> {
+    writable_root_as("workspace root", root, allowed_roots)
+}
+
+/// [`writable_root`] for a root named `label` in messages.
+fn writable_root_as(label: &str, root: &Path, allowed_roots: &[PathBuf]) -> Result<(), RunError> {
     let refuse = |why: String| {
         Err(RunError::InvalidRequest(format!(
-            "workspace root {} {why}; choose a project directory",
+            "{label} {} {why}; choose a project directory",
             root.display()
         )))
     };
@@ -293,7 +317,7 @@ pub(super) fn writable_root(root: &Path, allowed_roots: &[PathBuf]) -> Result<()
         })
     {
         return Err(RunError::InvalidRequest(format!(
-            "workspace root {} is outside the allowed roots ({}); choose a directory inside one",
+            "{label} {} is outside the allowed roots ({}); choose a directory inside one",
             root.display(),
             allowed_roots
                 .iter()
@@ -301,6 +325,97 @@ pub(super) fn writable_root(root: &Path, allowed_roots: &[PathBuf]) -> Result<()
                 .collect::<Vec<_>>()
                 .join(", ")
         )));
+    }
+    Ok(())
+}
+
+/// The grant of `policy` (canonical) is within the operator's ceiling:
+/// every writable root passes the workspace-root checks and
+/// `allowed_roots`, a lifted default is one the operator lets be lifted,
+/// a deny-read path hides no writable root, the network is no wider than
+/// `max_network`, and every socket is one the operator lets be exposed
+/// (**host invariant**). The error names the field and the ceiling.
+pub(super) fn grant(policy: &SandboxPolicy, deployment: &Deployment) -> Result<(), RunError> {
+    let list = |items: Vec<String>| match items.is_empty() {
+        true => "none".to_owned(),
+        false => items.join(", "),
+    };
+    if policy.mode == SandboxMode::WorkspaceWrite {
+        for root in &policy.writable_roots {
+            writable_root_as("writable root", root, &deployment.allowed_roots)?;
+        }
+    }
+    for name in &policy.unprotected {
+        if !PROTECTED_DEFAULTS.contains(&name.as_str()) {
+            return Err(RunError::InvalidRequest(format!(
+                "policy.unprotected: {name:?} is not a protected default (those are {})",
+                PROTECTED_DEFAULTS.join(", ")
+            )));
+        }
+        if !deployment.liftable.contains(name) {
+            return Err(RunError::GrantAboveCeiling {
+                field: "policy.unprotected",
+                granted: format!("lifting {name}"),
+                ceiling: format!("liftable: {}", list(deployment.liftable.clone())),
+            });
+        }
+    }
+    for path in &policy.protected {
+        if path
+            .components()
+            .any(|c| c == std::path::Component::ParentDir)
+        {
+            return Err(RunError::InvalidRequest(format!(
+                "policy.protected: {} has a `..`; name the path itself",
+                path.display()
+            )));
+        }
+    }
+    for path in &policy.deny_read {
+        let path = expand_home(path);
+        if !path.is_absolute() {
+            return Err(RunError::InvalidRequest(format!(
+                "policy.denyRead: {} is not an absolute path (or ~/…)",
+                path.display()
+            )));
+        }
+        let hides = policy
+            .writable()
+            .into_iter()
+            .find(|root| root.starts_with(&path));
+        if path == Path::new("/") || ["/proc", "/dev"].iter().any(|d| path.starts_with(d)) {
+            return Err(RunError::InvalidRequest(format!(
+                "policy.denyRead: {} cannot be hidden (it is / or the sandbox's own /proc or /dev)",
+                path.display()
+            )));
+        }
+        if let Some(root) = hides {
+            return Err(RunError::InvalidRequest(format!(
+                "policy.denyRead: {} contains the writable root {}; hide something inside it",
+                path.display(),
+                root.display()
+            )));
+        }
+    }
+    if !policy.network.within(&deployment.max_network) {
+        return Err(RunError::GrantAboveCeiling {
+            field: "policy.network",
+            granted: policy.network.to_string(),
+            ceiling: format!("max_network: {}", deployment.max_network),
+        });
+    }
+    let exposable: Vec<PathBuf> = deployment.sockets.iter().map(|s| expand_home(s)).collect();
+    for socket in &policy.sockets {
+        if !exposable.contains(&expand_home(socket)) {
+            return Err(RunError::GrantAboveCeiling {
+                field: "policy.sockets",
+                granted: format!("the socket {}", socket.display()),
+                ceiling: format!(
+                    "sockets: {}",
+                    list(exposable.iter().map(|s| s.display().to_string()).collect())
+                ),
+            });
+        }
     }
     Ok(())
 }
@@ -314,6 +429,10 @@ pub(super) struct Accepted {
     pub report: StatusReport,
     pub handover: EnvHandover,
     pub supervision: Supervision,
+    /// The grant the wrap enforces (confined launches only).
+    pub grant: Option<GrantFacts>,
+    /// The placeholders the run must hold.
+    pub placeholders: Vec<PathBuf>,
 }
 
 /// Accept `launch` for `spec`, or say which invariant it breaks.
@@ -325,6 +444,8 @@ pub(super) fn launch(launch: Launch, spec: &ExecSpec) -> Result<Accepted, RunErr
             report: wrap.report(),
             handover: wrap.handover(),
             supervision: wrap.supervision(),
+            grant: Some(wrap.grant().clone()),
+            placeholders: wrap.placeholders().to_vec(),
         },
         Launch::Confined(wrap) => {
             return Err(policy_failed(
@@ -344,6 +465,8 @@ pub(super) fn launch(launch: Launch, spec: &ExecSpec) -> Result<Accepted, RunErr
             report: StatusReport::None,
             handover: EnvHandover::Inherit,
             supervision: Supervision::None,
+            grant: None,
+            placeholders: vec![],
         },
         Launch::Unconfined(_) => {
             return Err(policy_failed(
@@ -473,7 +596,11 @@ mod tests {
 
     fn issued(policy: SandboxPolicy) -> Launch {
         let argv = vec!["runner".into(), "--".into(), "true".into()];
-        Launch::Confined(Wrap::new(argv, policy, wrap_facts(Enforcement::Full)))
+        Launch::Confined(Box::new(Wrap::new(
+            argv,
+            policy,
+            wrap_facts(Enforcement::Full),
+        )))
     }
 
     fn is_policy_failure(result: Result<impl std::fmt::Debug, RunError>, phase: Phase, says: &str) {

@@ -18,13 +18,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::RunError;
 use crate::model::{
-    Deployment, ExecRequest, ExecResult, ExecSpec, LaunchFacts, Outcome, RunnerStatus,
-    SandboxFacts, SandboxMode, WrapFacts,
+    Decision, Deployment, ExecRequest, ExecResult, ExecSpec, GrantFacts, LaunchFacts, Outcome,
+    RunnerStatus, SandboxFacts, SandboxMode, SandboxPolicy, WrapFacts,
 };
 use crate::model::{LimitEnforcer, LimitFacts, LimitKind, RunLimits};
 use crate::policy::Policy;
 use crate::process::spill::{DEFAULT_SPILL_LIMIT, SpillDir};
 use crate::process::{self, Cgroups, Finished, OutputSink, Process, RunCgroup, SpawnError};
+use crate::sandbox::grant::{self, Held};
 use crate::sandbox::{Confine, StatusReport, Supervision};
 use crate::tasks::{Ending, TaskHandle, TaskStatus, Tasks};
 
@@ -78,6 +79,10 @@ struct Prepared {
     spec: ExecSpec,
     launch: process::Launch,
     wrap: Option<WrapFacts>,
+    /// The grant the wrap enforces (confined runs only).
+    grant: Option<GrantFacts>,
+    /// The placeholders the run holds while it runs.
+    placeholders: Vec<std::path::PathBuf>,
     report: StatusReport,
     supervision: Supervision,
     /// The run's limits (the deployment's, tightened by the request).
@@ -114,6 +119,7 @@ pub(crate) async fn run(
         return Err(RunError::Aborted);
     }
     let (cgroup, limits) = contain(cx, &prepared)?;
+    let _held = hold(&prepared)?;
     let process =
         match process::spawn_unchecked(&prepared.launch, cgroup, Some(&cx.spill_dir), options.sink)
         {
@@ -162,6 +168,7 @@ pub(crate) async fn run(
         stderr,
         sandbox,
         limits: Some(limits.reached(finished.exceeded)),
+        grant: prepared.grant.clone(),
     })
 }
 
@@ -180,6 +187,7 @@ pub(crate) fn start(
     let prepared = prepare(cx, request)?;
     let facts = prepared.facts(true);
     let (cgroup, _limits) = contain(cx, &prepared)?;
+    let held = hold(&prepared)?;
     match process::spawn_unchecked(&prepared.launch, cgroup, Some(&cx.spill_dir), None) {
         Ok(process) => {
             let task = tasks.register(
@@ -197,6 +205,7 @@ pub(crate) fn start(
                 facts,
                 process,
                 deadline,
+                held,
             ));
             Ok(task)
         }
@@ -244,6 +253,8 @@ async fn follow(
     facts: LaunchFacts,
     process: Process,
     deadline: Option<Duration>,
+    // Released (and removed when last) once the task has ended.
+    _held: Held,
 ) {
     let stderr = process.stderr().clone();
     let kill = task.kill_token().clone();
@@ -289,7 +300,11 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
     checks::request_within_ceiling(&request, ceiling)?;
     checks::request_size(&request)?;
     let run_limits = checks::limits(request.limits.as_ref(), &cx.deployment.limits)?;
-    let mut spec = cx.policy.resolve(&request, &cx.deployment)?;
+    let mut spec = match cx.policy.resolve(&request, &cx.deployment)? {
+        Decision::Allow(spec) => spec,
+        Decision::Deny(reason) => return Err(RunError::Denied { reason }),
+        Decision::Ask { reason, policy } => return Err(approval(cx, &request, reason, policy)),
+    };
     checks::spec_size(&spec)?;
     checks::spec_env(&spec)?;
     checks::canonicalise(&mut spec)?;
@@ -302,6 +317,7 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
     if spec.policy.mode == SandboxMode::WorkspaceWrite {
         checks::writable_root(&spec.policy.workspace_root, &cx.deployment.allowed_roots)?;
     }
+    checks::grant(&spec.policy, &cx.deployment)?;
     if spec.policy.mode.is_confined() {
         // Probe (once per host) on the host's time, before the component's
         // `plan` and its deadline: a slow probe must not read as a policy
@@ -338,11 +354,49 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
         spec,
         launch,
         wrap: accepted.wrap,
+        grant: accepted.grant,
+        placeholders: accepted.placeholders,
         report: accepted.report,
         supervision: accepted.supervision,
         run_limits,
         launcher_limits,
     })
+}
+
+/// The error for a component's *ask*: the proposed grant, checked as a
+/// re-send carrying it would be (a grant no re-send could run is the
+/// ceiling's error, not a question for a person).
+fn approval(
+    cx: &RunContext,
+    request: &ExecRequest,
+    reason: String,
+    policy: SandboxPolicy,
+) -> RunError {
+    let resend = ExecRequest {
+        policy: Some(policy.clone()),
+        ..request.clone()
+    };
+    let checked = checks::request_within_ceiling(&resend, cx.deployment.max_mode).and_then(|()| {
+        let mut spec = ExecSpec {
+            command: request.command.clone(),
+            workdir: cx.deployment.workdir.clone(),
+            timeout_ms: 1,
+            env: vec![],
+            policy: policy.clone(),
+        };
+        checks::canonicalise(&mut spec)?;
+        if spec.policy.mode == SandboxMode::WorkspaceWrite {
+            checks::writable_root(&spec.policy.workspace_root, &cx.deployment.allowed_roots)?;
+        }
+        checks::grant(&spec.policy, &cx.deployment)
+    });
+    match checked {
+        Ok(()) => RunError::ApprovalRequired {
+            reason: crate::policy::bounded_text(&reason),
+            policy: Box::new(policy),
+        },
+        Err(err) => err,
+    }
 }
 
 /// The launcher variables of the `RLIMIT_*` fallback for `limits`.
@@ -356,6 +410,15 @@ fn rlimit_vars(limits: &RunLimits) -> Vec<(OsString, OsString)> {
         vars.push((LIMIT_AS_VAR.into(), bytes.to_string().into()));
     }
     vars
+}
+
+/// Hold the run's placeholders (an absent protected path that bwrap binds
+/// read-only) until the returned value is dropped, after the run.
+fn hold(prepared: &Prepared) -> Result<Held, RunError> {
+    grant::hold(&prepared.placeholders).map_err(|source| RunError::Spawn {
+        program: prepared.launch.argv[0].clone(),
+        source,
+    })
 }
 
 /// The limits a run has and what enforces them, before it starts.

@@ -17,6 +17,7 @@ use std::time::Duration;
 use crate::model::{Backend, Enforcement, SandboxMode, SandboxPolicy, Signatures, WrapFacts};
 use crate::process::{HANDOVER_FD, INIT_ENV_FD, INIT_FD, STATUS_FD};
 
+use super::grant::Layout;
 use super::launcher::{INIT_PROBE, INIT_SUBCOMMAND};
 use super::probe::{Probed, SYSTEM_BIN_DIRS, Usable, find_in_system_dirs, run_bounded, trusted};
 use super::{EnvHandover, StatusReport, Supervision, Wrap};
@@ -43,25 +44,30 @@ pub const PROC_READ_ONLY: &[&str] = &[
     "/proc/driver",
 ];
 
-/// The mount profile of `mode`, without the runner, the hardening or the
-/// argv. Writable binds come first; the mounts that shape the sandbox —
-/// `--dev`, `--proc`, `--tmpfs /tmp` and the read-only covers — come after
-/// every writable bind, so no workspace can cover them. (The one exception
-/// keeps a workspace inside `/tmp` reachable: then the tmpfs is laid first
-/// and the workspace bound onto it; such a workspace lies inside `/tmp`
-/// and cannot cover it.)
-pub fn profile(policy: &SandboxPolicy) -> Vec<String> {
+/// The mount profile of `layout` (a policy laid out on this host), without
+/// the runner, the hardening or the argv. Writable binds come first; the
+/// mounts that shape the sandbox — `--dev`, `--proc`, `--tmpfs /tmp` and
+/// the read-only covers — come after every writable bind, so no workspace
+/// can cover them. (The one exception keeps a workspace inside `/tmp`
+/// reachable: then the tmpfs is laid first and the workspace bound onto
+/// it; such a workspace lies inside `/tmp` and cannot cover it.) The
+/// grant's own mounts come last: each protected path bound read-only over
+/// itself (an absent one over its placeholder), each deny-read directory
+/// under an empty read-only tmpfs and each deny-read file under `/dev/null`.
+pub fn profile(layout: &Layout) -> Vec<String> {
     let mut args: Vec<String> = ["--ro-bind", "/", "/"].map(String::from).to_vec();
     let tmp = ["--tmpfs".to_owned(), "/tmp".to_owned()];
     let mut tmp_last = false;
-    if policy.mode == SandboxMode::WorkspaceWrite {
-        let root = policy.workspace_root.to_string_lossy().into_owned();
-        if policy.workspace_root.starts_with("/tmp") {
+    if !layout.writable.is_empty() {
+        if layout.writable.iter().any(|root| root.starts_with("/tmp")) {
             args.extend(tmp.clone());
         } else {
             tmp_last = true;
         }
-        args.extend(["--bind".into(), root.clone(), root]);
+        for root in &layout.writable {
+            let root = root.to_string_lossy().into_owned();
+            args.extend(["--bind".into(), root.clone(), root]);
+        }
     }
     args.extend(["--dev", "/dev", "--proc", "/proc"].map(String::from));
     if tmp_last {
@@ -69,6 +75,17 @@ pub fn profile(policy: &SandboxPolicy) -> Vec<String> {
     }
     for path in PROC_READ_ONLY {
         args.extend(["--ro-bind-try".into(), (*path).into(), (*path).into()]);
+    }
+    for protected in &layout.protected {
+        let path = protected.path.to_string_lossy().into_owned();
+        args.extend(["--ro-bind".into(), path.clone(), path]);
+    }
+    for hidden in &layout.hidden {
+        let path = hidden.path.to_string_lossy().into_owned();
+        match hidden.dir {
+            true => args.extend(["--tmpfs".into(), path.clone(), "--remount-ro".into(), path]),
+            false => args.extend(["--ro-bind".into(), "/dev/null".into(), path]),
+        }
     }
     args.push("--die-with-parent".into());
     args
@@ -137,7 +154,7 @@ impl Bwrap {
     /// really started the command (see [`StatusReport::BwrapJson`]); the
     /// handover fd carries the command's environment
     /// ([`EnvHandover::BwrapArgs`]), so bwrap itself runs without it.
-    pub fn wrap(&self, argv: &[String], policy: &SandboxPolicy) -> Wrap {
+    pub fn wrap(&self, argv: &[String], policy: &SandboxPolicy, layout: &Layout) -> Wrap {
         let mut full = vec![
             self.runner.to_string_lossy().into_owned(),
             "--args".into(),
@@ -145,7 +162,7 @@ impl Bwrap {
             "--json-status-fd".into(),
             STATUS_FD.to_string(),
         ];
-        full.extend(profile(policy));
+        full.extend(profile(layout));
         if let Some(init) = &self.init {
             // The fresh /tmp of workspace-write would hide an init that
             // lives there (a build tree, a test run): bind it back.
@@ -173,6 +190,8 @@ impl Bwrap {
         };
         full.extend(argv.iter().cloned());
         Wrap::new(full, policy.clone(), facts())
+            .granting(layout.facts.clone())
+            .holding(layout.absent())
             .reporting(StatusReport::BwrapJson)
             .handing_over(handover)
             .supervised(supervision)
@@ -276,10 +295,18 @@ pub fn facts() -> WrapFacts {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::grant::lay_out;
+
+    /// `policy` laid out with nothing protected (the shape tests).
+    fn bare(policy: &SandboxPolicy) -> Layout {
+        let mut layout = lay_out(policy, &[]);
+        layout.protected.clear();
+        layout
+    }
 
     fn argv_of(mode: SandboxMode) -> Vec<String> {
         let policy = SandboxPolicy::new(mode, "/home/me/ws");
-        let wrap = Bwrap::at("/usr/bin/bwrap").wrap(&["true".into()], &policy);
+        let wrap = Bwrap::at("/usr/bin/bwrap").wrap(&["true".into()], &policy, &bare(&policy));
         wrap.argv().to_vec()
     }
 
@@ -320,7 +347,7 @@ mod tests {
     #[test]
     fn a_workspace_inside_tmp_is_bound_onto_the_fresh_tmp() {
         let policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/tmp/proj");
-        let args = profile(&policy).join(" ");
+        let args = profile(&bare(&policy)).join(" ");
         assert!(
             args.starts_with("--ro-bind / / --tmpfs /tmp --bind /tmp/proj /tmp/proj --dev /dev"),
             "{args}"
@@ -331,7 +358,7 @@ mod tests {
     #[test]
     fn every_kernel_interface_is_covered_after_proc() {
         for mode in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
-            let args = profile(&SandboxPolicy::new(mode, "/w"));
+            let args = profile(&bare(&SandboxPolicy::new(mode, "/w")));
             let proc_at = args.iter().position(|a| a == "--proc").unwrap();
             let last_writable = args.iter().rposition(|a| a == "--bind").unwrap_or(0);
             assert!(last_writable < proc_at, "{args:?}");
@@ -355,7 +382,7 @@ mod tests {
     fn with_the_init_the_command_runs_under_it_and_the_init_stays_visible() {
         let init = Bwrap::at("/usr/bin/bwrap").with_init("/tmp/build/cordon");
         let policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/home/me/ws");
-        let wrap = init.wrap(&["true".into()], &policy);
+        let wrap = init.wrap(&["true".into()], &policy, &bare(&policy));
         let argv = wrap.argv().join(" ");
         assert!(
             argv.ends_with(&format!(
@@ -369,7 +396,7 @@ mod tests {
         // Read-only keeps the host's /tmp: nothing to bind back.
         let ro = SandboxPolicy::new(SandboxMode::ReadOnly, "/home/me/ws");
         assert_eq!(
-            init.wrap(&["true".into()], &ro)
+            init.wrap(&["true".into()], &ro, &bare(&ro))
                 .argv()
                 .iter()
                 .filter(|a| *a == "/tmp/build/cordon")
@@ -393,8 +420,42 @@ mod tests {
     fn argv_after_the_separator_is_untouched() {
         let policy = SandboxPolicy::new(SandboxMode::ReadOnly, "/ws");
         let odd = vec!["bash".into(), "-c".into(), "echo \"$x\" \\\n --".into()];
-        let wrap = Bwrap::at("bwrap").wrap(&odd, &policy);
+        let wrap = Bwrap::at("bwrap").wrap(&odd, &policy, &bare(&policy));
         let at = wrap.argv().iter().position(|a| a == "--").unwrap();
         assert_eq!(&wrap.argv()[at + 1..], &odd[..]);
+    }
+
+    #[test]
+    fn the_grant_mounts_come_after_everything_that_shapes_the_sandbox() {
+        let ws = tempfile::tempdir().unwrap();
+        let extra = tempfile::tempdir().unwrap();
+        let root = ws.path().to_path_buf();
+        std::fs::create_dir(root.join(".git")).unwrap();
+        std::fs::create_dir(root.join("secrets")).unwrap();
+        std::fs::write(root.join("token"), "t").unwrap();
+        let mut policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, &root);
+        policy.writable_roots.push(extra.path().to_path_buf());
+        policy.deny_read = vec![root.join("secrets"), root.join("token")];
+        let layout = lay_out(&policy, &[]);
+        let wrap = Bwrap::at("bwrap").wrap(&["true".into()], &policy, &layout);
+        let args = wrap.argv().join(" ");
+        let at = |needle: &str| {
+            args.find(needle)
+                .unwrap_or_else(|| panic!("{needle} in {args}"))
+        };
+        let (r, e) = (root.display(), extra.path().display());
+        assert!(at(&format!("--bind {e} {e}")) < at("--proc /proc"));
+        assert!(at(&format!("--ro-bind {r}/.git {r}/.git")) > at("--ro-bind-try /proc/driver"));
+        assert!(args.contains(&format!("--tmpfs {r}/secrets --remount-ro {r}/secrets")));
+        assert!(args.contains(&format!("--ro-bind /dev/null {r}/token")));
+        // The absent defaults are held by placeholders, in both roots.
+        assert!(wrap.placeholders().contains(&root.join(".bashrc")));
+        assert!(wrap.placeholders().contains(&extra.path().join(".git")));
+        assert!(!wrap.placeholders().contains(&root.join(".git")));
+        assert!(args.contains(&format!("--ro-bind {r}/.bashrc {r}/.bashrc")));
+        assert_eq!(
+            wrap.grant().writable_roots,
+            [root.clone(), extra.path().to_path_buf()]
+        );
     }
 }

@@ -15,6 +15,7 @@ use serde::Serialize;
 use crate::model::{Backend, Enforcement, SandboxPolicy};
 
 use super::bwrap::{self, Bwrap};
+use super::grant::{Layout, lay_out};
 use super::landlock::{self, Landlock};
 use super::probe::{Probed, Usable};
 use super::seatbelt::{self, Seatbelt};
@@ -70,6 +71,9 @@ pub struct SandboxConfig {
     /// The bwrap to use (default: the first in the fixed system
     /// directories; never looked up on `PATH`).
     pub bwrap: Option<PathBuf>,
+    /// The operator's own files (the deployed policy and config files),
+    /// protected in every run wherever they lie in a writable root.
+    pub protected: Vec<PathBuf>,
 }
 
 impl Default for SandboxConfig {
@@ -80,6 +84,7 @@ impl Default for SandboxConfig {
             probe_timeout: DEFAULT_PROBE_TIMEOUT,
             launcher: None,
             bwrap: None,
+            protected: vec![],
         }
     }
 }
@@ -151,12 +156,12 @@ impl Chosen {
         }
     }
 
-    fn wrap(&self, argv: &[String], policy: &SandboxPolicy) -> Wrap {
+    fn wrap(&self, argv: &[String], policy: &SandboxPolicy, layout: &Layout) -> Wrap {
         match self {
-            Chosen::Bwrap(bwrap) => bwrap.wrap(argv, policy),
-            Chosen::Landlock(landlock) => landlock.wrap(argv, policy),
-            Chosen::Seatbelt(seatbelt) => seatbelt.wrap(argv, policy),
-            Chosen::Runner(runner) => runner.wrap(argv, policy),
+            Chosen::Bwrap(bwrap) => bwrap.wrap(argv, policy, layout),
+            Chosen::Landlock(landlock) => landlock.wrap(argv, policy, layout),
+            Chosen::Seatbelt(seatbelt) => seatbelt.wrap(argv, policy, layout),
+            Chosen::Runner(runner) => runner.wrap(argv, policy, layout),
         }
     }
 }
@@ -248,7 +253,7 @@ impl Confine for Sandbox {
             });
         }
         match &self.probe().chosen {
-            Some(chosen) => Ok(chosen.wrap(argv, policy)),
+            Some(chosen) => Ok(chosen.wrap(argv, policy, &lay_out(policy, &self.config.protected))),
             None => Err(Unavailable {
                 mode: policy.mode,
                 detail: None,

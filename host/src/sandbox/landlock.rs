@@ -3,11 +3,12 @@
 //! launcher ([`super::launcher`], the code that runs inside the sandbox)
 //! and its message dialect.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use crate::model::{Backend, Enforcement, SandboxMode, SandboxPolicy, Signatures, WrapFacts};
+use crate::model::{Backend, Enforcement, SandboxPolicy, Signatures, WrapFacts};
 use crate::process::{HANDOVER_FD, STATUS_FD};
 
+use super::grant::{Hidden, Layout};
 use super::launcher::{
     self, FAILURE_EXIT, PARTIAL_NOTICE, PREFIX, PROBE_FULL, PROBE_IPC_ISOLATED, PROBE_PARTIAL,
     PROBE_SCOPES,
@@ -17,19 +18,102 @@ use super::{EnvHandover, SandboxConfig, StatusReport, Supervision, Wrap};
 
 pub use super::launcher::landlock::{kernel_abi, kernel_scopes};
 
-/// The grants of `policy` (SPEC.md §6): read-only `/`, writable
-/// `/dev/null` (the file, not `/dev`), plus `/tmp` (the host's: writes
-/// persist) and the workspace under `workspace-write`.
-pub fn grants(policy: &SandboxPolicy) -> Vec<String> {
-    let mut args: Vec<String> = ["--ro", "/", "--rw", "/dev/null"]
-        .map(String::from)
-        .to_vec();
-    if policy.mode == SandboxMode::WorkspaceWrite {
+/// The grants of `layout` (SPEC.md §6), and what Landlock enforces of the
+/// grant only in part: read-only `/`, writable `/dev/null` (the file, not
+/// `/dev`), plus `/tmp` (the host's: writes persist) and every writable
+/// root under `workspace-write`.
+///
+/// A deny-read path is hidden by granting the siblings along its path
+/// instead of `/` ([`read_grants`]). Landlock only ever adds rights beneath
+/// a path, so it cannot keep a protected path read-only inside a writable
+/// root, nor hide a path inside one: those are reported as partial.
+pub fn grants(layout: &Layout) -> (Vec<String>, Vec<String>) {
+    let mut partial = vec![];
+    let writable_here = |path: &Path| {
+        layout.writable.iter().any(|root| path.starts_with(root))
+            || (!layout.writable.is_empty() && path.starts_with("/tmp"))
+    };
+    let (outside, inside): (Vec<&Hidden>, Vec<&Hidden>) =
+        layout.hidden.iter().partition(|h| !writable_here(&h.path));
+    if !inside.is_empty() {
+        partial.push(format!(
+            "deny-read: Landlock cannot hide a path inside a writable root ({})",
+            list(inside.iter().map(|h| h.path.as_path()))
+        ));
+    }
+    let hidden: Vec<&Path> = outside.iter().map(|h| h.path.as_path()).collect();
+    let mut args = read_grants(&hidden);
+    if outside.iter().any(|h| h.dir) {
+        partial.push(
+            "deny-read: under Landlock a hidden directory's entries can still be listed              (not read)"
+                .to_owned(),
+        );
+    }
+    args.extend(["--rw".into(), "/dev/null".into()]);
+    if !layout.writable.is_empty() {
         args.extend(["--rw".into(), "/tmp".into()]);
-        args.extend([
-            "--rw".into(),
-            policy.workspace_root.to_string_lossy().into_owned(),
-        ]);
+        for root in &layout.writable {
+            args.extend(["--rw".into(), root.to_string_lossy().into_owned()]);
+        }
+    }
+    if !layout.protected.is_empty() {
+        partial.push(format!(
+            "protected: Landlock cannot keep a path inside a writable root read-only              ({} stay writable)",
+            list(layout.protected.iter().map(|p| p.path.as_path()))
+        ));
+    }
+    (args, partial)
+}
+
+/// A few paths for a message.
+fn list<'a>(paths: impl Iterator<Item = &'a Path>) -> String {
+    let paths: Vec<String> = paths.map(|p| p.display().to_string()).collect();
+    match paths.len() {
+        0..=4 => paths.join(", "),
+        n => format!("{}, … ({n} in all)", paths[..4].join(", ")),
+    }
+}
+
+/// Read grants that leave `hidden` out: `--ro /` when nothing is hidden;
+/// else `--ls` on each ancestor of a hidden path and `--ro` on each of its
+/// other entries, so the hidden path itself gets no read right at all. A
+/// symlink among them that leads into (or above) a hidden path is left
+/// out too: the kernel grants what a rule's path resolves to.
+pub fn read_grants(hidden: &[&Path]) -> Vec<String> {
+    if hidden.is_empty() {
+        return vec!["--ro".into(), "/".into()];
+    }
+    let ancestors: Vec<&Path> = hidden
+        .iter()
+        .flat_map(|path| path.ancestors().skip(1))
+        .collect();
+    let mut args = vec![];
+    let mut dirs = vec![PathBuf::from("/")];
+    while let Some(dir) = dirs.pop() {
+        args.extend(["--ls".into(), dir.to_string_lossy().into_owned()]);
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut entries: Vec<PathBuf> = entries.filter_map(|e| Some(e.ok()?.path())).collect();
+        entries.sort();
+        for entry in entries {
+            if hidden.contains(&entry.as_path()) {
+                continue;
+            }
+            if ancestors.contains(&entry.as_path()) {
+                dirs.push(entry);
+                continue;
+            }
+            let leads_to_hidden = entry.is_symlink()
+                && std::fs::canonicalize(&entry).is_ok_and(|target| {
+                    hidden
+                        .iter()
+                        .any(|h| target.starts_with(h) || h.starts_with(&target))
+                });
+            if !leads_to_hidden {
+                args.extend(["--ro".into(), entry.to_string_lossy().into_owned()]);
+            }
+        }
     }
     args
 }
@@ -61,7 +145,7 @@ impl Landlock {
     }
 
     /// `launcher __landlock --status-fd 3 --env-fd 4 --parent HOST [--unshare-ipc] GRANTS -- argv`.
-    pub fn wrap(&self, argv: &[String], policy: &SandboxPolicy) -> Wrap {
+    pub fn wrap(&self, argv: &[String], policy: &SandboxPolicy, layout: &Layout) -> Wrap {
         let mut full = vec![
             self.launcher.to_string_lossy().into_owned(),
             launcher::SUBCOMMAND.into(),
@@ -76,10 +160,14 @@ impl Landlock {
         if self.isolate_ipc {
             full.push("--unshare-ipc".into());
         }
-        full.extend(grants(policy));
+        let (grants, partial) = grants(layout);
+        full.extend(grants);
         full.push("--".into());
         full.extend(argv.iter().cloned());
+        let mut grant = layout.facts.clone();
+        grant.partial.extend(partial);
         Wrap::new(full, policy.clone(), facts(self.enforcement))
+            .granting(grant)
             .reporting(StatusReport::Launcher)
             .handing_over(EnvHandover::LauncherFd)
             .supervised(Supervision::Launcher)
@@ -206,22 +294,69 @@ pub fn parse_probe(stdout: &str) -> Option<Enforcement> {
 mod tests {
     use super::*;
 
+    use crate::model::SandboxMode;
+    use crate::sandbox::grant::lay_out;
+
+    fn layout(policy: &SandboxPolicy) -> Layout {
+        lay_out(policy, &[])
+    }
+
     #[test]
     fn grants_are_exact_per_mode() {
         let ro = SandboxPolicy::new(SandboxMode::ReadOnly, "/ws");
-        assert_eq!(grants(&ro).join(" "), "--ro / --rw /dev/null");
+        assert_eq!(grants(&layout(&ro)).0.join(" "), "--ro / --rw /dev/null");
         let ww = SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/ws");
+        let mut bare = layout(&ww);
+        bare.protected.clear();
         assert_eq!(
-            grants(&ww).join(" "),
-            "--ro / --rw /dev/null --rw /tmp --rw /ws"
+            grants(&bare),
+            (
+                "--ro / --rw /dev/null --rw /tmp --rw /ws"
+                    .split(' ')
+                    .map(String::from)
+                    .collect(),
+                vec![]
+            )
         );
+        let (_, partial) = grants(&layout(&ww));
+        assert!(
+            partial[0].starts_with("protected: Landlock cannot keep"),
+            "{partial:?}"
+        );
+    }
+
+    #[test]
+    fn a_hidden_path_gets_no_read_right_while_its_siblings_do() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        for dir in ["a/secret", "a/open", "b"] {
+            std::fs::create_dir_all(r.join(dir)).unwrap();
+        }
+        std::os::unix::fs::symlink(r.join("a/secret"), r.join("b/link")).unwrap();
+        let hidden = r.join("a/secret");
+        let args = read_grants(&[&hidden]).join(" ");
+        let (a, s) = (r.join("a").display().to_string(), hidden.display());
+        assert!(args.starts_with("--ls / "), "{args}");
+        assert!(args.contains(&format!("--ls {a} ")), "{args}");
+        assert!(args.contains(&format!("--ro {a}/open")), "{args}");
+        assert!(args.contains(&format!("--ro {}/b", r.display())), "{args}");
+        assert!(!args.contains(&format!("--ro {s}")), "{args}");
+        assert!(!args.contains(&format!("--ro {a} ")), "{args}");
+        assert!(
+            !args.contains("b/link"),
+            "a symlink into it is left out: {args}"
+        );
+        assert!(!args.contains("--ro / "), "{args}");
     }
 
     #[test]
     fn wrap_runs_the_launcher_with_a_status_fd() {
         let policy = SandboxPolicy::new(SandboxMode::ReadOnly, "/ws");
-        let wrap =
-            Landlock::at("/usr/bin/cordon", Enforcement::Partial).wrap(&["true".into()], &policy);
+        let wrap = Landlock::at("/usr/bin/cordon", Enforcement::Partial).wrap(
+            &["true".into()],
+            &policy,
+            &layout(&policy),
+        );
         assert_eq!(
             wrap.argv().join(" "),
             format!(

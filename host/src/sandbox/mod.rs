@@ -24,6 +24,7 @@
 #![warn(clippy::wildcard_enum_match_arm)]
 
 pub mod bwrap;
+pub mod grant;
 mod ladder;
 pub mod landlock;
 pub mod launcher;
@@ -36,7 +37,7 @@ pub use runner::RunnerCommand;
 
 use std::ffi::OsString;
 
-use crate::model::{RunnerStatus, SandboxMode, SandboxPolicy, WrapFacts};
+use crate::model::{Enforcement, GrantFacts, RunnerStatus, SandboxMode, SandboxPolicy, WrapFacts};
 use crate::process::{self, Finished};
 
 pub use launcher::Ended;
@@ -290,6 +291,8 @@ pub struct Wrap {
     report: StatusReport,
     handover: EnvHandover,
     supervision: Supervision,
+    grant: Box<GrantFacts>,
+    placeholders: Vec<std::path::PathBuf>,
 }
 
 impl Wrap {
@@ -302,7 +305,37 @@ impl Wrap {
             report: StatusReport::None,
             handover: EnvHandover::Inherit,
             supervision: Supervision::None,
+            grant: Box::default(),
+            placeholders: vec![],
         }
+    }
+
+    /// The same wrap, enforcing the grant `grant` says; where the backend
+    /// enforces some of it only in part (`grant.partial`), the wrap's
+    /// enforcement is partial.
+    pub fn granting(mut self, grant: GrantFacts) -> Self {
+        if !grant.partial.is_empty() {
+            self.facts.enforcement = Enforcement::Partial;
+        }
+        self.grant = Box::new(grant);
+        self
+    }
+
+    /// The grant this wrap enforces.
+    pub fn grant(&self) -> &GrantFacts {
+        &self.grant
+    }
+
+    /// The same wrap, needing a placeholder ([`grant::hold`]) at each of
+    /// `paths` while it runs.
+    pub fn holding(mut self, paths: Vec<std::path::PathBuf>) -> Self {
+        self.placeholders = paths;
+        self
+    }
+
+    /// The placeholders the run must hold.
+    pub fn placeholders(&self) -> &[std::path::PathBuf] {
+        &self.placeholders
     }
 
     /// The same wrap, with cordon's supervisor running the command.

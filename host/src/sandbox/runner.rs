@@ -8,6 +8,7 @@
 use crate::model::{Backend, Enforcement, SandboxPolicy, Signatures, WrapFacts};
 
 use super::Wrap;
+use super::grant::Layout;
 
 /// A runner command and the stderr signatures of its own failures.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -49,8 +50,10 @@ impl RunnerCommand {
         &self.argv[0]
     }
 
-    /// `runner ARGS… argv`, placeholders filled in.
-    pub fn wrap(&self, argv: &[String], policy: &SandboxPolicy) -> Wrap {
+    /// `runner ARGS… argv`, placeholders filled in. The runner is told the
+    /// mode and the workspace root only: whatever else the grant says is
+    /// reported as enforced in part.
+    pub fn wrap(&self, argv: &[String], policy: &SandboxPolicy, layout: &Layout) -> Wrap {
         let root = policy.workspace_root.to_string_lossy();
         let mut full: Vec<String> = self
             .argv
@@ -61,7 +64,18 @@ impl RunnerCommand {
             })
             .collect();
         full.extend(argv.iter().cloned());
-        Wrap::new(full, policy.clone(), self.facts())
+        let mut grant = layout.facts.clone();
+        if layout.writable.len() > 1 {
+            grant
+                .partial
+                .push("writable roots: the runner command is given the workspace root only".into());
+        }
+        if !layout.protected.is_empty() || !layout.facts.deny_read.is_empty() {
+            grant
+                .partial
+                .push("protected and deny-read paths: the runner command is not told them".into());
+        }
+        Wrap::new(full, policy.clone(), self.facts()).granting(grant)
     }
 
     /// The runner's facts.
@@ -109,7 +123,8 @@ mod tests {
         )
         .unwrap();
         let policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/w");
-        let wrap = runner.wrap(&["bash".into(), "-c".into(), "x".into()], &policy);
+        let layout = crate::sandbox::grant::lay_out(&policy, &[]);
+        let wrap = runner.wrap(&["bash".into(), "-c".into(), "x".into()], &policy, &layout);
         assert_eq!(
             wrap.argv().join(" "),
             "/opt/sb --mode=workspace-write /w bash -c x"

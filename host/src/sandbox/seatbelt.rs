@@ -7,25 +7,30 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::model::{Backend, Enforcement, SandboxMode, SandboxPolicy, Signatures, WrapFacts};
+use crate::model::{Backend, Enforcement, SandboxPolicy, Signatures, WrapFacts};
 
 use super::Wrap;
+use super::grant::Layout;
 use super::probe::{Probed, Usable, run_bounded};
 
 /// The runner's program.
 pub const PROGRAM: &str = "/usr/bin/sandbox-exec";
 
-/// The profile for `policy`. `user_temp` is the per-user temp dir
-/// (`confstr(_CS_DARWIN_USER_TEMP_DIR)`, canonical), writable under
-/// `workspace-write` together with the workspace and `/private/tmp`.
-pub fn profile(policy: &SandboxPolicy, user_temp: Option<&Path>) -> String {
+/// The profile for `layout` (a policy laid out on this host). `user_temp`
+/// is the per-user temp dir (`confstr(_CS_DARWIN_USER_TEMP_DIR)`,
+/// canonical), writable under `workspace-write` together with the writable
+/// roots and `/private/tmp`. Seatbelt matches paths, so the grant needs no
+/// placeholders: a protected path is denied writes whether or not it exists
+/// (so it cannot be created), a deny-read path is denied reads; later rules
+/// win over earlier ones.
+pub fn profile(layout: &Layout, user_temp: Option<&Path>) -> String {
     let mut profile = String::from(
         "(version 1) (allow default) (deny file-write*) \
          (allow file-write* (literal \"/dev/null\"))",
     );
-    if policy.mode == SandboxMode::WorkspaceWrite {
-        let mut writable: Vec<PathBuf> =
-            vec![policy.workspace_root.clone(), PathBuf::from("/private/tmp")];
+    if !layout.writable.is_empty() {
+        let mut writable: Vec<PathBuf> = layout.writable.clone();
+        writable.push(PathBuf::from("/private/tmp"));
         writable.extend(user_temp.map(Path::to_path_buf));
         let mut seen = Vec::new();
         writable.retain(|path| {
@@ -36,6 +41,20 @@ pub fn profile(policy: &SandboxPolicy, user_temp: Option<&Path>) -> String {
         profile.push_str(" (allow file-write*");
         for path in writable {
             profile.push_str(&format!(" (subpath \"{}\")", escape(&path)));
+        }
+        profile.push(')');
+    }
+    if !layout.protected.is_empty() {
+        profile.push_str(" (deny file-write*");
+        for protected in &layout.protected {
+            profile.push_str(&format!(" (subpath \"{}\")", escape(&protected.path)));
+        }
+        profile.push(')');
+    }
+    if !layout.facts.deny_read.is_empty() {
+        profile.push_str(" (deny file-read* file-write*");
+        for path in &layout.facts.deny_read {
+            profile.push_str(&format!(" (subpath \"{}\")", escape(path)));
         }
         profile.push(')');
     }
@@ -62,15 +81,15 @@ impl Seatbelt {
     }
 
     /// The full argv: `sandbox-exec -p PROFILE -- argv`.
-    pub fn wrap(&self, argv: &[String], policy: &SandboxPolicy) -> Wrap {
+    pub fn wrap(&self, argv: &[String], policy: &SandboxPolicy, layout: &Layout) -> Wrap {
         let mut full = vec![
             PROGRAM.to_owned(),
             "-p".to_owned(),
-            profile(policy, self.user_temp.as_deref()),
+            profile(layout, self.user_temp.as_deref()),
             "--".to_owned(),
         ];
         full.extend(argv.iter().cloned());
-        Wrap::new(full, policy.clone(), facts())
+        Wrap::new(full, policy.clone(), facts()).granting(layout.facts.clone())
     }
 }
 
@@ -117,12 +136,33 @@ pub fn facts() -> WrapFacts {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::SandboxMode;
+    use crate::sandbox::grant::lay_out;
+
+    /// `policy` laid out with nothing protected.
+    fn bare(policy: &SandboxPolicy) -> Layout {
+        let mut layout = lay_out(policy, &[]);
+        layout.protected.clear();
+        layout
+    }
+
+    #[test]
+    fn protected_and_hidden_paths_are_denied_after_the_writable_roots() {
+        let mut policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/Users/me/ws");
+        policy.deny_read.push("/Users/me/.ssh".into());
+        let profile = profile(&lay_out(&policy, &[]), None);
+        let allow = profile.find("(allow file-write* (subpath").unwrap();
+        let deny = profile.find("(deny file-write* (subpath").unwrap();
+        assert!(allow < deny, "{profile}");
+        assert!(profile[deny..].contains("(subpath \"/Users/me/ws/.git\")"));
+        assert!(profile.ends_with("(deny file-read* file-write* (subpath \"/Users/me/.ssh\"))"));
+    }
 
     #[test]
     fn read_only_profile_is_exact() {
         let policy = SandboxPolicy::new(SandboxMode::ReadOnly, "/Users/me/ws");
         assert_eq!(
-            profile(&policy, Some(Path::new("/private/var/folders/x/T"))),
+            profile(&bare(&policy), Some(Path::new("/private/var/folders/x/T"))),
             "(version 1) (allow default) (deny file-write*) (allow file-write* (literal \"/dev/null\"))"
         );
     }
@@ -131,7 +171,7 @@ mod tests {
     fn workspace_write_allows_workspace_tmp_and_user_temp() {
         let policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/Users/me/ws");
         assert_eq!(
-            profile(&policy, Some(Path::new("/private/var/folders/x/T"))),
+            profile(&bare(&policy), Some(Path::new("/private/var/folders/x/T"))),
             "(version 1) (allow default) (deny file-write*) (allow file-write* (literal \"/dev/null\")) \
              (allow file-write* (subpath \"/Users/me/ws\") (subpath \"/private/tmp\") \
              (subpath \"/private/var/folders/x/T\"))"
@@ -141,14 +181,14 @@ mod tests {
     #[test]
     fn writable_paths_are_deduplicated() {
         let policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/private/tmp");
-        let profile = profile(&policy, Some(Path::new("/private/tmp")));
+        let profile = profile(&bare(&policy), Some(Path::new("/private/tmp")));
         assert_eq!(profile.matches("(subpath \"/private/tmp\")").count(), 1);
     }
 
     #[test]
     fn quotes_and_backslashes_are_escaped() {
         let policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/Users/me/we\"ird\\ws");
-        let profile = profile(&policy, None);
+        let profile = profile(&bare(&policy), None);
         assert!(
             profile.contains("(subpath \"/Users/me/we\\\"ird\\\\ws\")"),
             "{profile}"
@@ -159,7 +199,7 @@ mod tests {
     fn wrap_puts_the_argv_after_the_separator() {
         let policy = SandboxPolicy::new(SandboxMode::ReadOnly, "/ws");
         let argv = vec!["bash".to_owned(), "-c".to_owned(), "true".to_owned()];
-        let wrap = Seatbelt::with_user_temp(None).wrap(&argv, &policy);
+        let wrap = Seatbelt::with_user_temp(None).wrap(&argv, &policy, &bare(&policy));
         assert_eq!(wrap.argv()[0], PROGRAM);
         assert_eq!(wrap.argv()[1], "-p");
         assert_eq!(&wrap.argv()[3..], ["--", "bash", "-c", "true"]);

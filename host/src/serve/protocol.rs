@@ -42,6 +42,10 @@ pub mod code {
     pub const UNKNOWN_TASK: i64 = -32005;
     /// `ABORTED`: the run was aborted before its command started.
     pub const ABORTED: i64 = -32006;
+    /// `POLICY_DENIED`: the policy component denied the command.
+    pub const POLICY_DENIED: i64 = -32007;
+    /// `APPROVAL_REQUIRED`: the policy component asks for approval first.
+    pub const APPROVAL_REQUIRED: i64 = -32008;
 }
 
 /// Every method the server answers, in documentation order.
@@ -142,6 +146,8 @@ pub fn numeric(code: ErrorCode) -> i64 {
         ErrorCode::Workdir => code::WORKDIR,
         ErrorCode::SpawnFailed => code::SPAWN_FAILED,
         ErrorCode::Aborted => code::ABORTED,
+        ErrorCode::PolicyDenied => code::POLICY_DENIED,
+        ErrorCode::ApprovalRequired => code::APPROVAL_REQUIRED,
     }
 }
 

@@ -35,7 +35,7 @@ use serde_json::{Value, json};
 
 use super::{FakeSandbox, Kit, SandboxScript};
 use crate::RunError;
-use crate::model::{Deployment, ExecRequest, Outcome, SandboxMode, SandboxPolicy};
+use crate::model::{Deployment, ExecRequest, Outcome};
 
 /// Why a case file could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -77,6 +77,10 @@ struct Defaults {
     deployment: Option<Deployment>,
     #[serde(default)]
     sandbox: Option<SandboxScript>,
+    /// The component's settings (`[policy.settings]`), unless the
+    /// deployment names its own.
+    #[serde(default)]
+    settings: Option<Value>,
 }
 
 impl Defaults {
@@ -85,6 +89,7 @@ impl Defaults {
         Defaults {
             deployment: inner.deployment.clone().or_else(|| self.deployment.clone()),
             sandbox: inner.sandbox.clone().or_else(|| self.sandbox.clone()),
+            settings: inner.settings.clone().or_else(|| self.settings.clone()),
         }
     }
 }
@@ -124,6 +129,9 @@ struct ExpectError {
     code: String,
     #[serde(default)]
     contains: Option<String>,
+    /// Fields of the error's details (`reason`, `policy`, `field`, …).
+    #[serde(default)]
+    details: Option<Value>,
 }
 
 /// One case, ready to run.
@@ -136,6 +144,21 @@ pub struct Case {
     spec: CaseSpec,
     deployment: Deployment,
     sandbox: SandboxScript,
+}
+
+impl Case {
+    /// Give the case's component `settings` (JSON text) unless the case
+    /// file gave it settings of its own.
+    pub fn with_settings(&mut self, settings: &str) {
+        if self.deployment.settings == "{}" {
+            self.deployment.settings = settings.to_owned();
+        }
+    }
+
+    /// The settings the case's component gets.
+    pub fn settings(&self) -> &str {
+        &self.deployment.settings
+    }
 }
 
 /// What one case found.
@@ -205,6 +228,12 @@ fn load_into(
             .clone()
             .or_else(|| defaults.sandbox.clone())
             .unwrap_or_default();
+        let mut deployment = deployment;
+        if let Some(settings) = &defaults.settings
+            && deployment.settings == "{}"
+        {
+            deployment.settings = settings.to_string();
+        }
         cases.push(Case {
             name: spec.name.clone(),
             file: path.to_path_buf(),
@@ -218,13 +247,7 @@ fn load_into(
 
 /// The deployment a case gets when neither it nor its file names one.
 fn default_deployment() -> Deployment {
-    Deployment {
-        policy: SandboxPolicy::new(SandboxMode::ReadOnly, "/workspace"),
-        max_mode: SandboxMode::WorkspaceWrite,
-        workdir: "/workspace".into(),
-        allowed_roots: vec![],
-        limits: Default::default(),
-    }
+    Deployment::in_dir("/workspace")
 }
 
 /// Run one case against `kit`.
@@ -273,6 +296,13 @@ pub fn run(kit: &Kit, case: &Case) -> CaseReport {
                     error.to_string()
                 ));
             }
+            let details = Value::Object(error.details());
+            compare_opt(
+                "error.details",
+                wanted.details.as_ref(),
+                Some(&details),
+                &mut failures,
+            );
         }
     }
     CaseReport {

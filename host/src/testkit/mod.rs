@@ -43,8 +43,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::RunError;
 use crate::model::{
-    Backend, Deployment, Enforcement, ExecRequest, ExecSpec, LaunchFacts, Outcome, SandboxFacts,
-    SandboxPolicy, Signatures, WrapFacts,
+    Backend, Decision, Deployment, Enforcement, ExecRequest, ExecSpec, LaunchFacts, Outcome,
+    SandboxFacts, SandboxPolicy, Signatures, WrapFacts,
 };
 use crate::policy::{ExecutorInfo, Launch, Limits, LoadError, Policy, PolicyEngine};
 use crate::sandbox::{Confine, RunnerCommand, Unavailable, Wrap, bwrap, landlock, seatbelt};
@@ -187,13 +187,37 @@ impl Kit {
         self.policy.info()
     }
 
-    /// The component's `resolve`.
+    /// The component's `validate-settings` for `settings` (JSON text), as
+    /// a host runs it when it loads the component with them.
+    pub fn validate_settings(&self, settings: &str) -> Result<(), LoadError> {
+        self.policy.validate_settings(settings)
+    }
+
+    /// The component's `resolve`: its decision.
+    pub fn decide(
+        &self,
+        request: &ExecRequest,
+        deployment: &Deployment,
+    ) -> Result<Decision, RunError> {
+        self.policy.resolve(request, deployment)
+    }
+
+    /// The component's `resolve`, as the host treats it: the spec of an
+    /// *allow*; a *deny* is [`RunError::Denied`], an *ask*
+    /// [`RunError::ApprovalRequired`] (with the proposed grant, unchecked).
     pub fn resolve(
         &self,
         request: &ExecRequest,
         deployment: &Deployment,
     ) -> Result<ExecSpec, RunError> {
-        self.policy.resolve(request, deployment)
+        match self.decide(request, deployment)? {
+            Decision::Allow(spec) => Ok(spec),
+            Decision::Deny(reason) => Err(RunError::Denied { reason }),
+            Decision::Ask { reason, policy } => Err(RunError::ApprovalRequired {
+                reason,
+                policy: Box::new(policy),
+            }),
+        }
     }
 
     /// The component's `plan`, confining through `sandbox`.

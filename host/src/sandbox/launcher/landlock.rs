@@ -1,8 +1,9 @@
 //! The Landlock half of the launcher: build a ruleset that handles every
 //! file right up to Landlock ABI 5 (truncate arrived in ABI 3, ioctl on
-//! devices in ABI 5), grant read rights beneath each `--ro` path and all
-//! rights beneath each `--rw` path, set no-new-privs and restrict this
-//! process; nested children inherit the restriction. The ruleset also
+//! devices in ABI 5), grant read rights beneath each `--ro` path, listing
+//! only beneath each `--ls` path and all rights beneath each `--rw` path,
+//! set no-new-privs and restrict this process; nested children inherit the
+//! restriction. The ruleset also
 //! scopes the command (Landlock ABI 6): it cannot signal processes outside
 //! its domain — the host's, cordon's own — nor connect to abstract unix
 //! sockets created outside it. On a kernel with an older ABI the ruleset
@@ -78,12 +79,17 @@ pub fn kernel_abi() -> i64 {
 }
 
 /// Restrict this process to the grants; the error is the launcher's detail.
-pub(super) fn restrict(read_only: &[PathBuf], writable: &[PathBuf]) -> Result<Restricted, String> {
+pub(super) fn restrict(
+    read_only: &[PathBuf],
+    listable: &[PathBuf],
+    writable: &[PathBuf],
+) -> Result<Restricted, String> {
     let all = AccessFs::from_all(TARGET_ABI);
     let mut ruleset = ruleset().map_err(|err| format!("ruleset error: {err}"))?;
     let grants = read_only
         .iter()
         .map(|path| (path, AccessFs::from_read(TARGET_ABI)))
+        .chain(listable.iter().map(|path| (path, AccessFs::ReadDir.into())))
         .chain(writable.iter().map(|path| (path, all)));
     for (path, access) in grants {
         let fd =

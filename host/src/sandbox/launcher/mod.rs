@@ -7,7 +7,7 @@
 //! a namespace runner next.
 //!
 //! ```text
-//! cordon __landlock [--status-fd N] [--env-fd N] [--parent PID] [--unshare-ipc] (--ro PATH | --rw PATH)... -- ARGV...
+//! cordon __landlock [--status-fd N] [--env-fd N] [--parent PID] [--unshare-ipc] (--ro PATH | --ls PATH | --rw PATH)... -- ARGV...
 //! cordon __landlock --probe
 //! cordon __init [--status-fd N] -- ARGV...
 //! cordon __init --probe
@@ -139,6 +139,9 @@ struct Launch {
     /// The host's pid, to die with (and to check is still there).
     parent: Option<i32>,
     read_only: Vec<PathBuf>,
+    /// Directories whose entries may be listed (not read): the ancestors
+    /// of a deny-read path, whose other entries are granted one by one.
+    listable: Vec<PathBuf>,
     writable: Vec<PathBuf>,
     argv: Vec<OsString>,
 }
@@ -187,12 +190,12 @@ fn parse(mode: Mode, args: Vec<OsString>) -> Result<Invocation, String> {
             }
             "--parent" if landlock => launch.parent = Some(number(&flag, args.next())?),
             "--unshare-ipc" if landlock => launch.unshare_ipc = true,
-            "--ro" | "--rw" if landlock => {
+            "--ro" | "--rw" | "--ls" if landlock => {
                 let path = args.next().ok_or_else(|| format!("{flag} needs a path"))?;
-                let list = if flag == "--ro" {
-                    &mut launch.read_only
-                } else {
-                    &mut launch.writable
+                let list = match flag.as_str() {
+                    "--ro" => &mut launch.read_only,
+                    "--ls" => &mut launch.listable,
+                    _ => &mut launch.writable,
                 };
                 list.push(PathBuf::from(path));
             }
@@ -270,7 +273,7 @@ fn launch(mode: Mode, request: Launch) -> ! {
         reported,
         move |mut status| -> Infallible {
             if mode == Mode::Landlock {
-                match landlock::restrict(&request.read_only, &request.writable) {
+                match landlock::restrict(&request.read_only, &request.listable, &request.writable) {
                     Ok(landlock::Restricted::Fully) => {}
                     Ok(landlock::Restricted::Partially) => eprintln!("{PREFIX}{PARTIAL_NOTICE}"),
                     Err(detail) => fail(status.as_mut(), &detail),
@@ -371,6 +374,8 @@ mod tests {
                     "3",
                     "--ro",
                     "/",
+                    "--ls",
+                    "/root",
                     "--rw",
                     "/w",
                     "--",
@@ -384,6 +389,7 @@ mod tests {
                 unshare_ipc: false,
                 parent: None,
                 read_only: vec!["/".into()],
+                listable: vec!["/root".into()],
                 writable: vec!["/w".into()],
                 argv: os(&["a", "--ro"]),
             }))

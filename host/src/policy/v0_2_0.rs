@@ -1,0 +1,485 @@
+//! The binding layer for `cordon:sandbox@0.2.0` (WIT in `wit/0.2.0/`): its
+//! world, its generated bindings, its calls, the host's implementation of
+//! its `sandbox` import, and conversions between its WIT types and the
+//! host's neutral [`model`](crate::model). This version adds the grant
+//! (writable roots, protected and deny-read paths, network, sockets), the
+//! operator's settings (`validate-settings`) and decisions (allow, deny,
+//! ask) to `0.1.0`.
+//!
+//! Everything that names this version lives here; the neutral core in
+//! [`super`] dispatches to [`Binding`] and never sees a generated type. A
+//! later version gets a sibling module shaped like this one.
+
+use wasmtime::component::{Component, HasSelf, Linker, Resource};
+use wasmtime::{Engine, Store};
+
+use crate::RunError;
+use crate::model::{
+    self, Decision, Deployment, ExecRequest, ExecSpec, LaunchFacts, Outcome, SandboxFacts,
+};
+use crate::sandbox::Wrap;
+
+use super::call::StoreState;
+use super::world::World;
+use super::{ExecutorInfo, Launch, Phase};
+
+wasmtime::component::bindgen!({
+    path: "../wit/0.2.0",
+    world: "executor-policy",
+    with: {
+        "cordon:sandbox/sandbox.confined": crate::sandbox::Wrap,
+    },
+    imports: { default: trappable },
+});
+
+use self::cordon::sandbox::types as wit;
+use self::exports::cordon::sandbox::executor::Launch as WitLaunch;
+
+/// The world this layer binds.
+pub(super) const WORLD: World = World {
+    name: "cordon:sandbox/executor-policy@0.2.0",
+    export: "cordon:sandbox/executor@0.2.0",
+    imports: &["cordon:sandbox/types@0.2.0", "cordon:sandbox/sandbox@0.2.0"],
+};
+
+/// A component of this version, linked and ready to instantiate per call.
+#[derive(Clone)]
+pub(super) struct Binding {
+    pre: ExecutorPolicyPre<StoreState>,
+}
+
+impl Binding {
+    /// Link `component` against this version's imports (and the deny-all
+    /// WASI it may import).
+    pub(super) fn link(engine: &Engine, component: &Component) -> wasmtime::Result<Self> {
+        let mut linker = Linker::<StoreState>::new(engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        ExecutorPolicy::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+        let pre = ExecutorPolicyPre::new(linker.instantiate_pre(component)?)?;
+        Ok(Binding { pre })
+    }
+
+    /// `describe`.
+    pub(super) fn describe(&self, store: &mut Store<StoreState>) -> wasmtime::Result<ExecutorInfo> {
+        let bindings = self.pre.instantiate(&mut *store)?;
+        let info = bindings.cordon_sandbox_executor().call_describe(store)?;
+        Ok(info.into())
+    }
+
+    /// `validate-settings`: the component's own message when it refuses.
+    pub(super) fn validate_settings(
+        &self,
+        store: &mut Store<StoreState>,
+        settings: &str,
+    ) -> wasmtime::Result<Result<(), String>> {
+        let bindings = self.pre.instantiate(&mut *store)?;
+        bindings
+            .cordon_sandbox_executor()
+            .call_validate_settings(store, settings)
+    }
+
+    /// `resolve`. The outer error is the call's failure; the inner one
+    /// the request's (a path that is not UTF-8) or the component's answer.
+    pub(super) fn resolve(
+        &self,
+        store: &mut Store<StoreState>,
+        request: &ExecRequest,
+        deployment: &Deployment,
+    ) -> wasmtime::Result<Result<Decision, RunError>> {
+        let converted = wit::ExecRequest::try_from(request)
+            .and_then(|request| Ok((request, wit::Deployment::try_from(deployment)?)));
+        let (request, deployment) = match converted {
+            Ok(converted) => converted,
+            Err(reason) => return Ok(Err(RunError::InvalidRequest(reason))),
+        };
+        let bindings = self.pre.instantiate(&mut *store)?;
+        let decision =
+            bindings
+                .cordon_sandbox_executor()
+                .call_resolve(store, &request, &deployment)?;
+        Ok(decision.map(Into::into).map_err(Into::into))
+    }
+
+    /// `plan`: a confined launch is the wrap the host issued in this store.
+    pub(super) fn plan(
+        &self,
+        store: &mut Store<StoreState>,
+        spec: &ExecSpec,
+    ) -> wasmtime::Result<Result<Launch, RunError>> {
+        let spec = match wit::ExecSpec::try_from(spec) {
+            Ok(spec) => spec,
+            Err(reason) => return Ok(Err(RunError::InvalidRequest(reason))),
+        };
+        let bindings = self.pre.instantiate(&mut *store)?;
+        let launch = match bindings
+            .cordon_sandbox_executor()
+            .call_plan(&mut *store, &spec)?
+        {
+            Ok(launch) => launch,
+            Err(error) => return Ok(Err(error.into())),
+        };
+        Ok(match launch {
+            WitLaunch::Unconfined(argv) => Ok(Launch::Unconfined(argv)),
+            // A handle this store did not issue fails here.
+            WitLaunch::Confined(handle) => match store.data_mut().table.delete(handle) {
+                Ok(wrap) => Ok(Launch::Confined(Box::new(wrap))),
+                Err(err) => Err(RunError::PolicyFailed {
+                    phase: Phase::Plan,
+                    reason: format!("returned a confinement the host did not issue: {err}"),
+                }),
+            },
+        })
+    }
+
+    /// `settle`.
+    pub(super) fn settle(
+        &self,
+        store: &mut Store<StoreState>,
+        spec: &ExecSpec,
+        facts: &LaunchFacts,
+        outcome: &Outcome,
+    ) -> wasmtime::Result<Result<Option<SandboxFacts>, RunError>> {
+        let spec = match wit::ExecSpec::try_from(spec) {
+            Ok(spec) => spec,
+            Err(reason) => return Ok(Err(RunError::InvalidRequest(reason))),
+        };
+        let facts: wit::LaunchFacts = facts.clone().into();
+        let outcome: wit::Outcome = outcome.clone().into();
+        let bindings = self.pre.instantiate(&mut *store)?;
+        let stamped = bindings
+            .cordon_sandbox_executor()
+            .call_settle(store, &spec, &facts, &outcome)?;
+        Ok(stamped
+            .map(|facts| facts.map(Into::into))
+            .map_err(Into::into))
+    }
+}
+
+impl wit::Host for StoreState {}
+
+impl self::cordon::sandbox::sandbox::Host for StoreState {
+    fn confine(
+        &mut self,
+        argv: Vec<String>,
+        policy: wit::SandboxPolicy,
+    ) -> wasmtime::Result<Result<Resource<Wrap>, wit::Unavailable>> {
+        self.admit_confine(&argv)?;
+        let policy = model::SandboxPolicy::from(policy);
+        let Some(confiner) = self.confiner.clone() else {
+            // Only `plan` may confine; any other phase is a policy bug.
+            return Ok(Err(wit::Unavailable {
+                mode: policy.mode.into(),
+                detail: Some("sandbox.confine may only be called during plan".into()),
+            }));
+        };
+        match confiner.confine(&argv, &policy) {
+            Ok(wrap) => Ok(Ok(self.table.push(wrap)?)),
+            Err(unavailable) => Ok(Err(wit::Unavailable {
+                mode: unavailable.mode.into(),
+                detail: unavailable.detail,
+            })),
+        }
+    }
+}
+
+impl self::cordon::sandbox::sandbox::HostConfined for StoreState {
+    fn argv(&mut self, wrap: Resource<Wrap>) -> wasmtime::Result<Vec<String>> {
+        Ok(self.table.get(&wrap)?.argv().to_vec())
+    }
+
+    fn facts(&mut self, wrap: Resource<Wrap>) -> wasmtime::Result<wit::WrapFacts> {
+        Ok(self.table.get(&wrap)?.facts().clone().into())
+    }
+
+    fn drop(&mut self, wrap: Resource<Wrap>) -> wasmtime::Result<()> {
+        self.table.delete(wrap)?;
+        Ok(())
+    }
+}
+
+// ---- conversions: model -> WIT -------------------------------------------
+
+impl From<model::SandboxMode> for wit::SandboxMode {
+    fn from(mode: model::SandboxMode) -> Self {
+        match mode {
+            model::SandboxMode::ReadOnly => wit::SandboxMode::ReadOnly,
+            model::SandboxMode::WorkspaceWrite => wit::SandboxMode::WorkspaceWrite,
+            model::SandboxMode::DangerFullAccess => wit::SandboxMode::DangerFullAccess,
+        }
+    }
+}
+
+impl From<model::Enforcement> for wit::Enforcement {
+    fn from(enforcement: model::Enforcement) -> Self {
+        match enforcement {
+            model::Enforcement::Full => wit::Enforcement::Full,
+            model::Enforcement::Partial => wit::Enforcement::Partial,
+        }
+    }
+}
+
+impl From<model::Backend> for wit::Backend {
+    fn from(backend: model::Backend) -> Self {
+        match backend {
+            model::Backend::Bwrap => wit::Backend::Bwrap,
+            model::Backend::Landlock => wit::Backend::Landlock,
+            model::Backend::Seatbelt => wit::Backend::Seatbelt,
+            model::Backend::RunnerCommand => wit::Backend::RunnerCommand,
+        }
+    }
+}
+
+impl From<model::WrapFacts> for wit::WrapFacts {
+    fn from(facts: model::WrapFacts) -> Self {
+        wit::WrapFacts {
+            backend: facts.backend.into(),
+            enforcement: facts.enforcement.into(),
+            signatures: wit::Signatures {
+                runner_failure: facts.signatures.runner_failure,
+                runner_failure_exit: facts.signatures.runner_failure_exit,
+                runner_notices: facts.signatures.runner_notices,
+                denial: facts.signatures.denial,
+            },
+        }
+    }
+}
+
+impl From<model::LaunchFacts> for wit::LaunchFacts {
+    fn from(facts: model::LaunchFacts) -> Self {
+        wit::LaunchFacts {
+            background: facts.background,
+            wrap: facts.wrap.map(Into::into),
+        }
+    }
+}
+
+impl From<model::Outcome> for wit::Outcome {
+    fn from(outcome: model::Outcome) -> Self {
+        wit::Outcome {
+            exit_code: outcome.exit_code,
+            signal: outcome.signal,
+            timed_out: outcome.timed_out,
+            aborted: outcome.aborted,
+            stderr_tail: outcome.stderr_tail,
+            runner_status: match outcome.runner_status {
+                model::RunnerStatus::Launched => wit::RunnerStatus::Launched,
+                model::RunnerStatus::Failed(detail) => wit::RunnerStatus::Failed(detail),
+                model::RunnerStatus::Unknown => wit::RunnerStatus::Unknown,
+            },
+        }
+    }
+}
+
+/// A path handed to a component; components speak UTF-8 only.
+fn path_text(path: &std::path::Path, field: &str) -> Result<String, String> {
+    path.to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{field} {} is not valid UTF-8", path.display()))
+}
+
+/// Paths handed to a component.
+fn paths_text(paths: &[std::path::PathBuf], field: &str) -> Result<Vec<String>, String> {
+    paths.iter().map(|path| path_text(path, field)).collect()
+}
+
+impl From<&model::Network> for wit::Network {
+    fn from(network: &model::Network) -> Self {
+        match network {
+            model::Network::None => wit::Network::None,
+            model::Network::Full => wit::Network::Full,
+            model::Network::Allow(endpoints) => wit::Network::Allow(
+                endpoints
+                    .iter()
+                    .map(|e| wit::Endpoint {
+                        host: e.host.clone(),
+                        port: e.port,
+                    })
+                    .collect(),
+            ),
+        }
+    }
+}
+
+impl TryFrom<&model::SandboxPolicy> for wit::SandboxPolicy {
+    type Error = String;
+
+    fn try_from(policy: &model::SandboxPolicy) -> Result<Self, String> {
+        Ok(wit::SandboxPolicy {
+            mode: policy.mode.into(),
+            workspace_root: path_text(&policy.workspace_root, "workspace root")?,
+            writable_roots: paths_text(&policy.writable_roots, "writable root")?,
+            protected: paths_text(&policy.protected, "protected path")?,
+            unprotected: policy.unprotected.clone(),
+            deny_read: paths_text(&policy.deny_read, "deny-read path")?,
+            network: (&policy.network).into(),
+            sockets: paths_text(&policy.sockets, "socket")?,
+        })
+    }
+}
+
+impl TryFrom<&model::ExecRequest> for wit::ExecRequest {
+    type Error = String;
+
+    fn try_from(request: &model::ExecRequest) -> Result<Self, String> {
+        Ok(wit::ExecRequest {
+            command: request.command.clone(),
+            workdir: request
+                .workdir
+                .as_deref()
+                .map(|dir| path_text(dir, "workdir"))
+                .transpose()?,
+            timeout_ms: request.timeout_ms,
+            env: request.env.clone(),
+            policy: request.policy.as_ref().map(TryInto::try_into).transpose()?,
+        })
+    }
+}
+
+impl TryFrom<&model::Deployment> for wit::Deployment {
+    type Error = String;
+
+    fn try_from(deployment: &model::Deployment) -> Result<Self, String> {
+        Ok(wit::Deployment {
+            policy: (&deployment.policy).try_into()?,
+            ceiling: wit::Ceiling {
+                max_mode: deployment.max_mode.into(),
+                allowed_roots: paths_text(&deployment.allowed_roots, "allowed root")?,
+                max_network: (&deployment.max_network).into(),
+                sockets: paths_text(&deployment.sockets, "socket")?,
+                liftable: deployment.liftable.clone(),
+            },
+            workdir: path_text(&deployment.workdir, "deployment workdir")?,
+            settings: deployment.settings.clone(),
+        })
+    }
+}
+
+impl TryFrom<&model::ExecSpec> for wit::ExecSpec {
+    type Error = String;
+
+    fn try_from(spec: &model::ExecSpec) -> Result<Self, String> {
+        Ok(wit::ExecSpec {
+            command: spec.command.clone(),
+            workdir: path_text(&spec.workdir, "workdir")?,
+            timeout_ms: spec.timeout_ms,
+            env: spec.env.clone(),
+            policy: (&spec.policy).try_into()?,
+        })
+    }
+}
+
+// ---- conversions: WIT -> model -------------------------------------------
+
+impl From<wit::SandboxMode> for model::SandboxMode {
+    fn from(mode: wit::SandboxMode) -> Self {
+        match mode {
+            wit::SandboxMode::ReadOnly => model::SandboxMode::ReadOnly,
+            wit::SandboxMode::WorkspaceWrite => model::SandboxMode::WorkspaceWrite,
+            wit::SandboxMode::DangerFullAccess => model::SandboxMode::DangerFullAccess,
+        }
+    }
+}
+
+impl From<wit::Enforcement> for model::Enforcement {
+    fn from(enforcement: wit::Enforcement) -> Self {
+        match enforcement {
+            wit::Enforcement::Full => model::Enforcement::Full,
+            wit::Enforcement::Partial => model::Enforcement::Partial,
+        }
+    }
+}
+
+impl From<wit::Network> for model::Network {
+    fn from(network: wit::Network) -> Self {
+        match network {
+            wit::Network::None => model::Network::None,
+            wit::Network::Full => model::Network::Full,
+            wit::Network::Allow(endpoints) => model::Network::Allow(
+                endpoints
+                    .into_iter()
+                    .map(|e| model::Endpoint {
+                        host: e.host,
+                        port: e.port,
+                    })
+                    .collect(),
+            ),
+        }
+    }
+}
+
+impl From<wit::SandboxPolicy> for model::SandboxPolicy {
+    fn from(policy: wit::SandboxPolicy) -> Self {
+        let paths = |list: Vec<String>| list.into_iter().map(Into::into).collect();
+        model::SandboxPolicy {
+            mode: policy.mode.into(),
+            workspace_root: policy.workspace_root.into(),
+            writable_roots: paths(policy.writable_roots),
+            protected: paths(policy.protected),
+            unprotected: policy.unprotected,
+            deny_read: paths(policy.deny_read),
+            network: policy.network.into(),
+            sockets: paths(policy.sockets),
+        }
+    }
+}
+
+impl From<wit::Decision> for Decision {
+    fn from(decision: wit::Decision) -> Self {
+        match decision {
+            wit::Decision::Allow(spec) => Decision::Allow(spec.into()),
+            wit::Decision::Deny(reason) => Decision::Deny(reason),
+            wit::Decision::Ask(approval) => Decision::Ask {
+                reason: approval.reason,
+                policy: approval.policy.into(),
+            },
+        }
+    }
+}
+
+impl From<wit::ExecSpec> for model::ExecSpec {
+    fn from(spec: wit::ExecSpec) -> Self {
+        model::ExecSpec {
+            command: spec.command,
+            workdir: spec.workdir.into(),
+            timeout_ms: spec.timeout_ms,
+            env: spec.env,
+            policy: spec.policy.into(),
+        }
+    }
+}
+
+impl From<wit::SandboxFacts> for model::SandboxFacts {
+    fn from(facts: wit::SandboxFacts) -> Self {
+        model::SandboxFacts {
+            mode: facts.mode.into(),
+            denied: facts.denied,
+            enforcement: facts.enforcement.map(Into::into),
+            runner_failed: facts.runner_failed,
+        }
+    }
+}
+
+impl From<wit::ExecError> for crate::RunError {
+    fn from(error: wit::ExecError) -> Self {
+        match error {
+            wit::ExecError::SandboxUnavailable(unavailable) => {
+                crate::RunError::SandboxUnavailable {
+                    mode: unavailable.mode.into(),
+                    detail: unavailable.detail,
+                }
+            }
+            wit::ExecError::InvalidRequest(message) => crate::RunError::InvalidRequest(message),
+        }
+    }
+}
+
+impl From<wit::ExecutorInfo> for ExecutorInfo {
+    fn from(info: wit::ExecutorInfo) -> Self {
+        ExecutorInfo {
+            name: info.name,
+            version: info.version,
+            shell: info.shell,
+            default_mode: info.default_mode.into(),
+        }
+    }
+}

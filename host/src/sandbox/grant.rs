@@ -1,0 +1,434 @@
+//! The grant as the backends enforce it: a [`SandboxPolicy`] laid out on
+//! this host's file tree ([`Layout`]), and the placeholders that keep an
+//! absent protected path from being created ([`hold`]).
+//!
+//! A policy names paths; a backend needs facts about them: which writable
+//! roots there are, which protected paths exist inside them (read-only
+//! binds) and which are absent (they must not be creatable), which
+//! deny-read paths exist and whether each is a directory. [`lay_out`]
+//! answers once per wrap, with the host's defaults
+//! ([`PROTECTED_DEFAULTS`]) and the operator's own protected files added,
+//! and with a worktree's `.git` file followed to the gitdir it names.
+//!
+//! bubblewrap can only mount over something that exists, so an absent
+//! protected path gets a *placeholder*: an empty directory the host makes
+//! before the spawn and bwrap binds read-only over itself; a directory is
+//! not a file, so a command can create neither `.git/hooks` nor `.bashrc`
+//! there. The host removes the placeholder after the run when no other run
+//! still holds it (a shared `flock` on it says who does: removing a
+//! directory another namespace has mounted over would detach that mount).
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::{Component, Path, PathBuf};
+
+use crate::model::{GrantFacts, Network, PROTECTED_DEFAULTS, SandboxMode, SandboxPolicy};
+
+/// A protected path inside a writable root.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Protected {
+    /// Where it is.
+    pub path: PathBuf,
+    /// Whether it exists (else the backend must keep it from being made;
+    /// a placeholder counts as absent: it is held like a new one).
+    pub present: bool,
+}
+
+/// A deny-read path that exists.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hidden {
+    /// Where it is.
+    pub path: PathBuf,
+    /// A directory (hidden under an empty one) rather than a file.
+    pub dir: bool,
+}
+
+/// A policy laid out on this host's file tree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Every directory the run may write to (workspace root first).
+    pub writable: Vec<PathBuf>,
+    /// Protected paths inside them, shallowest first.
+    pub protected: Vec<Protected>,
+    /// Deny-read paths that exist, shallowest first.
+    pub hidden: Vec<Hidden>,
+    /// What the result reports (each backend adds what it enforces only
+    /// in part).
+    pub facts: GrantFacts,
+}
+
+impl Layout {
+    /// The absent protected paths, which a placeholder must hold.
+    pub fn absent(&self) -> Vec<PathBuf> {
+        self.protected
+            .iter()
+            .filter(|p| !p.present)
+            .map(|p| p.path.clone())
+            .collect()
+    }
+}
+
+/// `~/x` as the host user's home joined with `x`; anything else as is.
+pub fn expand_home(path: &Path) -> PathBuf {
+    match (path.strip_prefix("~"), std::env::var_os("HOME")) {
+        (Ok(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => path.to_path_buf(),
+    }
+}
+
+/// Whether `path` names something on disk (a dangling symlink counts).
+fn exists(path: &Path) -> bool {
+    path.symlink_metadata().is_ok()
+}
+
+/// The mode of a placeholder directory: what tells one from a user's own
+/// empty directory (which is never removed).
+const PLACEHOLDER_MODE: u32 = 0o500;
+
+/// Whether `path` is a placeholder (another run's, or a crashed host's).
+fn is_placeholder(path: &Path) -> bool {
+    path.symlink_metadata().is_ok_and(|meta| {
+        meta.is_dir() && meta.mode() & 0o7777 == PLACEHOLDER_MODE && meta.nlink() <= 2
+    }) && std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_none())
+}
+
+/// The first component of `path` below `root` that does not exist, when
+/// `path` lies inside `root`; `path` itself when it exists.
+fn first_missing(root: &Path, path: &Path) -> PathBuf {
+    let mut at = root.to_path_buf();
+    for component in path.strip_prefix(root).unwrap_or(path).components() {
+        at.push(component);
+        if !exists(&at) {
+            return at;
+        }
+    }
+    at
+}
+
+/// The gitdir a `.git` *file* names (`gitdir: PATH`, a worktree's or a
+/// submodule's), and that gitdir's common dir (`commondir`), absolute.
+fn gitdirs(dot_git: &Path) -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string(dot_git) else {
+        return vec![];
+    };
+    let Some(named) = text.lines().find_map(|l| l.strip_prefix("gitdir:")) else {
+        return vec![];
+    };
+    let base = dot_git.parent().unwrap_or(Path::new("/"));
+    let gitdir = normalize(&base.join(named.trim()));
+    let mut dirs = vec![gitdir.clone()];
+    if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir")) {
+        dirs.push(normalize(&gitdir.join(common.trim())));
+    }
+    dirs
+}
+
+/// `path` with `.` and `..` resolved lexically.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other @ (Component::Prefix(_) | Component::RootDir | Component::Normal(_)) => {
+                out.push(other)
+            }
+        }
+    }
+    out
+}
+
+/// Lay `policy` out on this host. `host_protected` are the operator's own
+/// files (the deployed policy and config), protected wherever they lie in
+/// a writable root.
+pub fn lay_out(policy: &SandboxPolicy, host_protected: &[PathBuf]) -> Layout {
+    let writable: Vec<PathBuf> = policy
+        .writable()
+        .into_iter()
+        .map(Path::to_path_buf)
+        .collect();
+    let inside_writable = |path: &Path| writable.iter().any(|root| path.starts_with(root));
+    let mut wanted: Vec<(PathBuf, PathBuf)> = vec![];
+    let names = PROTECTED_DEFAULTS
+        .iter()
+        .filter(|name| !policy.unprotected.iter().any(|lifted| lifted == *name))
+        .map(PathBuf::from)
+        .chain(policy.protected.iter().filter(|p| p.is_relative()).cloned());
+    for name in names {
+        for root in &writable {
+            wanted.push((root.clone(), root.join(&name)));
+        }
+    }
+    let absolute = policy
+        .protected
+        .iter()
+        .filter(|p| p.is_absolute())
+        .chain(host_protected)
+        .map(|p| normalize(p));
+    for path in absolute {
+        if let Some(root) = writable.iter().find(|root| path.starts_with(root)) {
+            wanted.push((root.clone(), path));
+        }
+    }
+    // A worktree's `.git` is a file naming its gitdir: protect that too.
+    let lifted_git = policy.unprotected.iter().any(|n| n == ".git");
+    if !lifted_git {
+        for root in &writable {
+            let dot_git = root.join(".git");
+            if dot_git.is_file() {
+                for dir in gitdirs(&dot_git) {
+                    if let Some(root) = writable.iter().find(|root| dir.starts_with(root)) {
+                        wanted.push((root.clone(), dir));
+                    }
+                }
+            }
+        }
+    }
+    let mut protected: Vec<Protected> = vec![];
+    for (root, path) in wanted {
+        // An absent path is kept from being made where its first missing
+        // component would be: `.git/hooks` needs no placeholder of its own
+        // when `.git` is absent (the `.git` placeholder holds it).
+        let path = first_missing(&root, &path);
+        if path == root || !inside_writable(&path) {
+            continue;
+        }
+        let present = exists(&path) && !is_placeholder(&path);
+        if !protected.iter().any(|p| p.path == path) {
+            protected.push(Protected { path, present });
+        }
+    }
+    protected.sort_by_key(|p| (p.path.components().count(), p.path.clone()));
+
+    let deny_read: Vec<PathBuf> = policy
+        .deny_read
+        .iter()
+        .map(|p| normalize(&expand_home(p)))
+        .collect();
+    let mut hidden: Vec<Hidden> = deny_read
+        .iter()
+        .filter_map(|path| {
+            let meta = std::fs::metadata(path).ok()?;
+            Some(Hidden {
+                path: path.clone(),
+                dir: meta.is_dir(),
+            })
+        })
+        .collect();
+    hidden.sort_by_key(|h| (h.path.components().count(), h.path.clone()));
+    hidden.dedup();
+
+    let mut unenforced = vec![];
+    if policy.network != Network::Full {
+        unenforced.push("network".to_owned());
+    }
+    if policy.mode != SandboxMode::DangerFullAccess {
+        // Host sockets are not closed to confined runs yet: exposing
+        // some says nothing about the others.
+        unenforced.push("sockets".to_owned());
+    }
+    let facts = GrantFacts {
+        writable_roots: writable.clone(),
+        protected: protected.iter().map(|p| p.path.clone()).collect(),
+        deny_read,
+        network: policy.network.clone(),
+        sockets: policy.sockets.iter().map(|p| expand_home(p)).collect(),
+        unenforced,
+        partial: vec![],
+    };
+    Layout {
+        writable,
+        protected,
+        hidden,
+        facts,
+    }
+}
+
+/// The placeholders of one run, held until it is dropped.
+#[derive(Debug, Default)]
+pub struct Held {
+    held: Vec<(PathBuf, File)>,
+}
+
+/// Make (or join) a placeholder at each of `paths` — an empty directory,
+/// locked shared for the run's life — so that bwrap can bind it read-only.
+/// A path that exists by now is someone's real file: it is held but never
+/// removed (bwrap binds it as it is).
+pub fn hold(paths: &[PathBuf]) -> io::Result<Held> {
+    let mut held = Held::default();
+    for path in paths {
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let made = std::fs::DirBuilder::new()
+                .mode(PLACEHOLDER_MODE)
+                .create(path);
+            match made {
+                Ok(()) => {}
+                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(err) => {
+                    return Err(io::Error::new(
+                        err.kind(),
+                        format!(
+                            "cannot make the placeholder that keeps {} from being created: {err}",
+                            path.display()
+                        ),
+                    ));
+                }
+            }
+            let dir = File::open(path)?;
+            lock(&dir, nix::libc::LOCK_SH)?;
+            // Between the mkdir and the lock, another run may have removed
+            // it: hold it only if the path is still this directory.
+            let same = std::fs::symlink_metadata(path).ok().is_some_and(|meta| {
+                dir.metadata()
+                    .is_ok_and(|ours| ours.ino() == meta.ino() && ours.dev() == meta.dev())
+            });
+            if same || attempts > 8 {
+                held.held.push((path.clone(), dir));
+                break;
+            }
+        }
+    }
+    Ok(held)
+}
+
+fn lock(file: &File, how: nix::libc::c_int) -> io::Result<()> {
+    // SAFETY: flock on an fd this function's caller owns.
+    match unsafe { nix::libc::flock(file.as_raw_fd(), how) } {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        for (path, dir) in self.held.drain(..) {
+            // Removed only when no other run holds it (an exclusive lock
+            // is then free), and only a placeholder (rmdir refuses a
+            // directory that is not empty).
+            if lock(&dir, nix::libc::LOCK_EX | nix::libc::LOCK_NB).is_ok() && is_placeholder(&path)
+            {
+                let _ = std::fs::remove_dir(&path);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ws() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
+    }
+
+    #[test]
+    fn host_defaults_are_protected_in_every_writable_root() {
+        let (a, b) = (ws(), ws());
+        std::fs::create_dir(a.path().join(".git")).unwrap();
+        std::fs::write(a.path().join(".bashrc"), "").unwrap();
+        let mut policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, a.path());
+        policy.writable_roots.push(b.path().to_path_buf());
+        let layout = lay_out(&policy, &[]);
+        let find = |p: PathBuf| layout.protected.iter().find(|x| x.path == p).cloned();
+        assert!(find(a.path().join(".git")).unwrap().present);
+        assert!(find(a.path().join(".git/hooks")).is_some_and(|p| !p.present));
+        assert!(find(a.path().join(".bashrc")).unwrap().present);
+        assert!(find(b.path().join(".git")).is_some_and(|p| !p.present));
+        assert!(
+            find(b.path().join(".git/hooks")).is_none(),
+            "the .git placeholder holds it"
+        );
+        assert_eq!(layout.writable, [a.path(), b.path()]);
+    }
+
+    #[test]
+    fn a_lifted_default_is_not_protected_and_read_only_protects_nothing() {
+        let a = ws();
+        let mut policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, a.path());
+        policy.unprotected.push(".bashrc".into());
+        let layout = lay_out(&policy, &[]);
+        assert!(!layout.facts.protected.contains(&a.path().join(".bashrc")));
+        assert!(layout.facts.protected.contains(&a.path().join(".profile")));
+        let ro = SandboxPolicy::new(SandboxMode::ReadOnly, a.path());
+        assert!(lay_out(&ro, &[]).protected.is_empty());
+    }
+
+    #[test]
+    fn a_worktree_gitdir_is_followed_and_host_files_count_inside_roots_only() {
+        let a = ws();
+        let gitdir = a.path().join("main/.git/worktrees/wt");
+        std::fs::create_dir_all(&gitdir).unwrap();
+        std::fs::write(gitdir.join("commondir"), "../..\n").unwrap();
+        std::fs::create_dir(a.path().join("wt")).unwrap();
+        std::fs::write(
+            a.path().join("wt/.git"),
+            format!("gitdir: {}\n", gitdir.display()),
+        )
+        .unwrap();
+        let mut policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, a.path().join("wt"));
+        policy.writable_roots.push(a.path().join("main"));
+        let layout = lay_out(
+            &policy,
+            &[a.path().join("main/cordon.toml"), "/etc/cordon.toml".into()],
+        );
+        let paths = &layout.facts.protected;
+        assert!(paths.contains(&gitdir), "{paths:?}");
+        assert!(paths.contains(&a.path().join("main/.git")), "{paths:?}");
+        assert!(paths.contains(&a.path().join("main/cordon.toml")));
+        assert!(!paths.contains(&PathBuf::from("/etc/cordon.toml")));
+    }
+
+    #[test]
+    fn deny_read_expands_home_and_keeps_what_exists() {
+        let a = ws();
+        std::fs::create_dir(a.path().join("secret")).unwrap();
+        std::fs::write(a.path().join("key"), "k").unwrap();
+        let mut policy = SandboxPolicy::new(SandboxMode::ReadOnly, a.path());
+        policy.deny_read = vec![
+            a.path().join("secret"),
+            a.path().join("key"),
+            a.path().join("absent"),
+        ];
+        let layout = lay_out(&policy, &[]);
+        assert_eq!(layout.hidden.len(), 2);
+        assert!(
+            layout
+                .hidden
+                .iter()
+                .any(|h| h.dir && h.path.ends_with("secret"))
+        );
+        assert_eq!(layout.facts.deny_read.len(), 3);
+        let home = PathBuf::from(std::env::var_os("HOME").unwrap());
+        assert_eq!(expand_home(Path::new("~/.ssh")), home.join(".ssh"));
+        assert_eq!(expand_home(Path::new("/x/~")), PathBuf::from("/x/~"));
+    }
+
+    #[test]
+    fn a_placeholder_is_removed_by_the_last_run_that_holds_it() {
+        let a = ws();
+        let path = a.path().join(".git");
+        let first = hold(std::slice::from_ref(&path)).unwrap();
+        let second = hold(std::slice::from_ref(&path)).unwrap();
+        assert!(path.is_dir());
+        drop(first);
+        assert!(path.is_dir(), "another run still holds it");
+        drop(second);
+        assert!(!path.exists());
+        // Something real that appeared in it is never removed, nor is a
+        // user's own empty directory.
+        let held = hold(std::slice::from_ref(&path)).unwrap();
+        std::fs::write(path.join("HEAD"), "x").unwrap();
+        drop(held);
+        assert!(path.join("HEAD").exists());
+        let own = a.path().join(".cordon");
+        std::fs::create_dir(&own).unwrap();
+        drop(hold(std::slice::from_ref(&own)).unwrap());
+        assert!(own.is_dir());
+    }
+}

@@ -17,6 +17,7 @@ use crate::model::{
 use crate::sandbox::Wrap;
 
 use super::call::StoreState;
+use super::shared::path_text;
 use super::world::World;
 use super::{ExecutorInfo, Launch, Phase};
 
@@ -202,85 +203,11 @@ impl self::cordon::sandbox::sandbox::HostConfined for StoreState {
     }
 }
 
-// ---- conversions: model -> WIT -------------------------------------------
+// ---- conversions ---------------------------------------------------------
 
-impl From<model::SandboxMode> for wit::SandboxMode {
-    fn from(mode: model::SandboxMode) -> Self {
-        match mode {
-            model::SandboxMode::ReadOnly => wit::SandboxMode::ReadOnly,
-            model::SandboxMode::WorkspaceWrite => wit::SandboxMode::WorkspaceWrite,
-            model::SandboxMode::DangerFullAccess => wit::SandboxMode::DangerFullAccess,
-        }
-    }
-}
+super::shared::conversions!();
 
-impl From<model::Enforcement> for wit::Enforcement {
-    fn from(enforcement: model::Enforcement) -> Self {
-        match enforcement {
-            model::Enforcement::Full => wit::Enforcement::Full,
-            model::Enforcement::Partial => wit::Enforcement::Partial,
-        }
-    }
-}
-
-impl From<model::Backend> for wit::Backend {
-    fn from(backend: model::Backend) -> Self {
-        match backend {
-            model::Backend::Bwrap => wit::Backend::Bwrap,
-            model::Backend::Landlock => wit::Backend::Landlock,
-            model::Backend::Seatbelt => wit::Backend::Seatbelt,
-            model::Backend::RunnerCommand => wit::Backend::RunnerCommand,
-        }
-    }
-}
-
-impl From<model::WrapFacts> for wit::WrapFacts {
-    fn from(facts: model::WrapFacts) -> Self {
-        wit::WrapFacts {
-            backend: facts.backend.into(),
-            enforcement: facts.enforcement.into(),
-            signatures: wit::Signatures {
-                runner_failure: facts.signatures.runner_failure,
-                runner_failure_exit: facts.signatures.runner_failure_exit,
-                runner_notices: facts.signatures.runner_notices,
-                denial: facts.signatures.denial,
-            },
-        }
-    }
-}
-
-impl From<model::LaunchFacts> for wit::LaunchFacts {
-    fn from(facts: model::LaunchFacts) -> Self {
-        wit::LaunchFacts {
-            background: facts.background,
-            wrap: facts.wrap.map(Into::into),
-        }
-    }
-}
-
-impl From<model::Outcome> for wit::Outcome {
-    fn from(outcome: model::Outcome) -> Self {
-        wit::Outcome {
-            exit_code: outcome.exit_code,
-            signal: outcome.signal,
-            timed_out: outcome.timed_out,
-            aborted: outcome.aborted,
-            stderr_tail: outcome.stderr_tail,
-            runner_status: match outcome.runner_status {
-                model::RunnerStatus::Launched => wit::RunnerStatus::Launched,
-                model::RunnerStatus::Failed(detail) => wit::RunnerStatus::Failed(detail),
-                model::RunnerStatus::Unknown => wit::RunnerStatus::Unknown,
-            },
-        }
-    }
-}
-
-/// A path handed to a component; components speak UTF-8 only.
-fn path_text(path: &std::path::Path, field: &str) -> Result<String, String> {
-    path.to_str()
-        .map(str::to_owned)
-        .ok_or_else(|| format!("{field} {} is not valid UTF-8", path.display()))
-}
+// ---- conversions: model -> WIT (this version's own) -----------------------
 
 impl TryFrom<&model::SandboxPolicy> for wit::SandboxPolicy {
     type Error = String;
@@ -289,24 +216,6 @@ impl TryFrom<&model::SandboxPolicy> for wit::SandboxPolicy {
         Ok(wit::SandboxPolicy {
             mode: policy.mode.into(),
             workspace_root: path_text(&policy.workspace_root, "workspace root")?,
-        })
-    }
-}
-
-impl TryFrom<&model::ExecRequest> for wit::ExecRequest {
-    type Error = String;
-
-    fn try_from(request: &model::ExecRequest) -> Result<Self, String> {
-        Ok(wit::ExecRequest {
-            command: request.command.clone(),
-            workdir: request
-                .workdir
-                .as_deref()
-                .map(|dir| path_text(dir, "workdir"))
-                .transpose()?,
-            timeout_ms: request.timeout_ms,
-            env: request.env.clone(),
-            policy: request.policy.as_ref().map(TryInto::try_into).transpose()?,
         })
     }
 }
@@ -323,91 +232,10 @@ impl TryFrom<&model::Deployment> for wit::Deployment {
     }
 }
 
-impl TryFrom<&model::ExecSpec> for wit::ExecSpec {
-    type Error = String;
-
-    fn try_from(spec: &model::ExecSpec) -> Result<Self, String> {
-        Ok(wit::ExecSpec {
-            command: spec.command.clone(),
-            workdir: path_text(&spec.workdir, "workdir")?,
-            timeout_ms: spec.timeout_ms,
-            env: spec.env.clone(),
-            policy: (&spec.policy).try_into()?,
-        })
-    }
-}
-
-// ---- conversions: WIT -> model -------------------------------------------
-
-impl From<wit::SandboxMode> for model::SandboxMode {
-    fn from(mode: wit::SandboxMode) -> Self {
-        match mode {
-            wit::SandboxMode::ReadOnly => model::SandboxMode::ReadOnly,
-            wit::SandboxMode::WorkspaceWrite => model::SandboxMode::WorkspaceWrite,
-            wit::SandboxMode::DangerFullAccess => model::SandboxMode::DangerFullAccess,
-        }
-    }
-}
-
-impl From<wit::Enforcement> for model::Enforcement {
-    fn from(enforcement: wit::Enforcement) -> Self {
-        match enforcement {
-            wit::Enforcement::Full => model::Enforcement::Full,
-            wit::Enforcement::Partial => model::Enforcement::Partial,
-        }
-    }
-}
+// ---- conversions: WIT -> model (this version's own) -----------------------
 
 impl From<wit::SandboxPolicy> for model::SandboxPolicy {
     fn from(policy: wit::SandboxPolicy) -> Self {
         model::SandboxPolicy::new(policy.mode.into(), policy.workspace_root)
-    }
-}
-
-impl From<wit::ExecSpec> for model::ExecSpec {
-    fn from(spec: wit::ExecSpec) -> Self {
-        model::ExecSpec {
-            command: spec.command,
-            workdir: spec.workdir.into(),
-            timeout_ms: spec.timeout_ms,
-            env: spec.env,
-            policy: spec.policy.into(),
-        }
-    }
-}
-
-impl From<wit::SandboxFacts> for model::SandboxFacts {
-    fn from(facts: wit::SandboxFacts) -> Self {
-        model::SandboxFacts {
-            mode: facts.mode.into(),
-            denied: facts.denied,
-            enforcement: facts.enforcement.map(Into::into),
-            runner_failed: facts.runner_failed,
-        }
-    }
-}
-
-impl From<wit::ExecError> for crate::RunError {
-    fn from(error: wit::ExecError) -> Self {
-        match error {
-            wit::ExecError::SandboxUnavailable(unavailable) => {
-                crate::RunError::SandboxUnavailable {
-                    mode: unavailable.mode.into(),
-                    detail: unavailable.detail,
-                }
-            }
-            wit::ExecError::InvalidRequest(message) => crate::RunError::InvalidRequest(message),
-        }
-    }
-}
-
-impl From<wit::ExecutorInfo> for ExecutorInfo {
-    fn from(info: wit::ExecutorInfo) -> Self {
-        ExecutorInfo {
-            name: info.name,
-            version: info.version,
-            shell: info.shell,
-            default_mode: info.default_mode.into(),
-        }
     }
 }

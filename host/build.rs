@@ -1,7 +1,7 @@
 //! Builds the policy components from source for `wasm32-wasip2` and puts
 //! them in `OUT_DIR`: `bash-sandbox.wasm` (embedded in the binary as the
 //! default policy), the other shipped executors (`pwsh-sandbox.wasm`,
-//! `bash-local.wasm`) and the test fixtures the e2e suites load with
+//! `bash-local.wasm`, `rules-policy.wasm`) and the test fixtures the e2e suites load with
 //! `--policy`.
 //!
 //! The inner cargo gets its own target directory (the outer build holds the
@@ -36,8 +36,13 @@ const GUESTS: &[(&str, &str, &str)] = &[
         "hostile-policy.wasm",
     ),
     (
-        "cordon-fixture-rules-policy",
-        "cordon_fixture_rules_policy",
+        "cordon-fixture-legacy-policy",
+        "cordon_fixture_legacy_policy",
+        "legacy-policy.wasm",
+    ),
+    (
+        "cordon-rules-policy",
+        "cordon_rules_policy",
         "rules-policy.wasm",
     ),
 ];

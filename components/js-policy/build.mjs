@@ -15,7 +15,7 @@ if (!out) {
 }
 const { component, imports } = await componentize({
   sourcePath: here('./src/policy.js'),
-  witPath: here('../../wit/0.1.0'),
+  witPath: here('../../wit/0.2.0'),
   worldName: 'executor-policy',
   disableFeatures: ['stdio', 'random', 'clocks', 'http', 'fetch-event'],
 });

@@ -102,10 +102,26 @@ fn main() {
     };
     let rules_line = {
         let bytes = std::fs::read(std::path::Path::new(env!("OUT_DIR")).join("rules-policy.wasm"))
-            .expect("the rules fixture is built");
+            .expect("rules-policy is built");
         let policy =
             cordon::policy::Policy::load(&engine, &bytes, cordon::policy::Limits::default())
                 .expect("rules-policy loads");
+        let mut deployment = policy_deployment.clone();
+        deployment.settings = include_str!("../../components/rules-policy/bench-rules.json").into();
+        policy
+            .validate_settings(&deployment.settings)
+            .expect("the 100-rule file is valid");
+        let confiner = confiner.clone();
+        move || policy_round_trip(&policy, &deployment, &confiner, line)
+    };
+    // A component built against world 0.1.0 (the legacy fixture), through
+    // the 0.1.0 binding layer, beside the 0.2.0 ones.
+    let legacy_line = {
+        let bytes = std::fs::read(std::path::Path::new(env!("OUT_DIR")).join("legacy-policy.wasm"))
+            .expect("the legacy fixture is built");
+        let policy =
+            cordon::policy::Policy::load(&engine, &bytes, cordon::policy::Limits::default())
+                .expect("legacy-policy loads");
         let (deployment, confiner) = (policy_deployment.clone(), confiner.clone());
         move || policy_round_trip(&policy, &deployment, &confiner, line)
     };
@@ -133,8 +149,13 @@ fn main() {
             rounds,
         ),
         (
-            "policy round trip, rules fixture (shell reader + 100 rules), the same line",
+            "policy round trip, rules-policy (shell reader + 100-rule settings), the same line",
             Box::new(rules_line),
+            rounds,
+        ),
+        (
+            "policy round trip, a world-0.1.0 component (legacy fixture), the same line",
+            Box::new(legacy_line),
             rounds,
         ),
         (
@@ -492,23 +513,17 @@ fn policy_round_trip(
 /// The component's logic, called natively: what the Wasm boundary costs.
 fn native_round_trip(dir: &str) {
     use cordon_policy::{
-        Backend, Deployment, Enforcement, ExecRequest, LaunchFacts, Outcome, RunnerStatus,
-        SandboxMode, SandboxPolicy, Signatures, WrapFacts,
+        Backend, Enforcement, ExecRequest, LaunchFacts, Outcome, RunnerStatus, Signatures,
+        WrapFacts,
     };
-    let deployment = Deployment {
-        policy: SandboxPolicy {
-            mode: SandboxMode::ReadOnly,
-            workspace_root: dir.to_owned(),
-        },
-        max_mode: SandboxMode::WorkspaceWrite,
-        workdir: dir.to_owned(),
-    };
+    let deployment = cordon_policy::deployment_in(dir);
     let request = ExecRequest {
         command: "true".into(),
         workdir: None,
         timeout_ms: None,
         env: vec![],
         policy: None,
+        approved: false,
     };
     let spec =
         cordon_policy::resolve::resolve(request, &deployment, cordon_policy::resolve::DEFAULT_ENV)

@@ -199,18 +199,7 @@ pub struct Config {
 impl Config {
     /// Read and validate `path`.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let read_error = |reason| ConfigError::Read {
-            path: path.to_path_buf(),
-            reason,
-        };
-        let bytes =
-            crate::files::read_regular(path, crate::files::MAX_CONFIG_BYTES).map_err(read_error)?;
-        let text = String::from_utf8(bytes).map_err(|_| {
-            read_error(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                "not UTF-8 text",
-            ))
-        })?;
+        let text = read_text(path)?;
         let mut config = Self::parse(&text, path)?;
         config.path = Some(std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()));
         Ok(config)
@@ -477,6 +466,43 @@ impl Config {
         deployment.protected.extend(self.path.clone());
         deployment
     }
+}
+
+/// An operator's file as text: a bounded regular file, UTF-8.
+fn read_text(path: &Path) -> Result<String, ConfigError> {
+    let read_error = |reason| ConfigError::Read {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let bytes =
+        crate::files::read_regular(path, crate::files::MAX_CONFIG_BYTES).map_err(read_error)?;
+    String::from_utf8(bytes).map_err(|_| {
+        read_error(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "not UTF-8 text",
+        ))
+    })
+}
+
+/// A settings file for the policy component (`--settings FILE`): TOML, or
+/// JSON when the name ends in `.json`; the component gets it as JSON text.
+pub fn read_settings(path: &Path) -> Result<String, ConfigError> {
+    let text = read_text(path)?;
+    let parse = |message: String| ConfigError::Parse {
+        path: path.to_path_buf(),
+        message,
+    };
+    let value: serde_json::Value = if path.extension().is_some_and(|e| e == "json") {
+        serde_json::from_str(&text).map_err(|e| parse(e.to_string()))?
+    } else {
+        let table: toml::Table =
+            toml::from_str(&text).map_err(|e| parse(e.to_string().trim().to_owned()))?;
+        serde_json::to_value(table).map_err(|e| parse(e.to_string()))?
+    };
+    if !value.is_object() {
+        return Err(parse("settings must be a table (a JSON object)".into()));
+    }
+    Ok(value.to_string())
 }
 
 /// A network ceiling as written: `"none"`, `"full"` or a list of endpoints.

@@ -216,7 +216,7 @@ impl fmt::Display for Network {
 /// root, a policy component decides per command the fields below; the host
 /// checks each against the operator's ceiling and enforces it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SandboxPolicy {
     /// The file-effect mode.
     pub mode: SandboxMode,
@@ -361,6 +361,11 @@ pub struct ExecRequest {
     pub env: Vec<(String, String)>,
     /// The request's own sandbox policy; the deployment's when absent.
     pub policy: Option<SandboxPolicy>,
+    /// A person approved what the policy component asked for this request
+    /// (an *ask*): `policy` is the grant it proposed. The host still checks
+    /// it against every ceiling.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub approved: bool,
     /// Bytes for the command's stdin; `/dev/null` when absent. They stay
     /// in the host: the policy component never sees them.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -383,6 +388,14 @@ impl ExecRequest {
     /// The same request with its own sandbox policy.
     pub fn with_policy(mut self, policy: SandboxPolicy) -> Self {
         self.policy = Some(policy);
+        self
+    }
+
+    /// The same request, approved by a person with `policy` as the grant
+    /// (the one an `APPROVAL_REQUIRED` error proposed).
+    pub fn approved_with(mut self, policy: SandboxPolicy) -> Self {
+        self.policy = Some(policy);
+        self.approved = true;
         self
     }
 

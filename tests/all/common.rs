@@ -247,6 +247,17 @@ pub fn assert_workspace_write_allows_its_root_only(backend: &[&str], enforcement
     assert!(!outside.exists(), "the sibling write landed on the host");
 }
 
+/// `cordon ARGS` in `dir`: its exit code and stdout.
+pub fn cordon_out(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let output = cordon()
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("spawn cordon");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    (output.status.code(), stdout)
+}
+
 /// `cordon ARGS` in `dir`: its exit code and stderr.
 pub fn cordon_in(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
     let output = cordon()

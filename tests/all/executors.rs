@@ -111,17 +111,25 @@ fn the_javascript_policy_runs_under_the_unchanged_binary() {
     assert_eq!(sandbox(&result)["denied"], true, "{result}");
     assert_eq!(sandbox(&result)["enforcement"], "full");
 
-    // Its own rule: git push needs workspace-write.
+    // Its own rule: git push under read-only asks for workspace-write.
     let (code, result) = run_json(ws.path(), &flags, "git push origin main");
-    assert_eq!(code, 64, "{result}");
-    assert_eq!(result["error"]["code"], "INVALID_REQUEST");
+    assert_eq!(code, 75, "{result}");
+    assert_eq!(result["error"]["code"], "APPROVAL_REQUIRED");
     assert!(
-        result["error"]["message"]
+        result["error"]["reason"]
             .as_str()
             .unwrap()
             .contains("git push needs workspace-write"),
         "{result}"
     );
+    assert_eq!(result["error"]["policy"]["mode"], "workspace-write");
+    // The approved re-send with that policy runs (the command is harmless).
+    let grant = result["error"]["policy"].to_string();
+    let mut approved = flags.to_vec();
+    approved.extend(["--approved", "--grant", &grant]);
+    let (code, result) = run_json(ws.path(), &approved, "echo 'git push' approved");
+    assert_eq!(code, 0, "{result}");
+    assert_eq!(sandbox(&result)["mode"], "workspace-write");
 }
 
 fn which(program: &str) -> Option<std::path::PathBuf> {

@@ -60,17 +60,24 @@ fn a_missing_policy_file_is_named() {
     );
 }
 
+/// The shipped example rule file of `rules-policy`.
+fn rule_file() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../components/rules-policy/rules.toml")
+}
+
 #[test]
 fn a_rule_file_read_through_the_shell_reader_cannot_be_dodged() {
     let ws = workspace();
     let rules = component("rules-policy.wasm");
-    let rules = rules.to_str().unwrap();
+    let settings = rule_file();
     let marker = ws.path().join("ran");
     let touch = format!("touch {}", marker.display());
     // Unconfined, so the test needs no runner: the rules decide before any.
     let args = [
         "--policy",
-        rules,
+        rules.to_str().unwrap(),
+        "--settings",
+        settings.to_str().unwrap(),
         "--max-mode",
         "danger-full-access",
         "--mode",
@@ -88,18 +95,86 @@ fn a_rule_file_read_through_the_shell_reader_cannot_be_dodged() {
     ] {
         let line = format!("{touch}; {dodge}");
         let (code, result) = run_json(ws.path(), &args, &line);
-        assert_eq!(code, 64, "{dodge}: {result}");
-        assert_eq!(result["error"]["code"], "INVALID_REQUEST", "{dodge}");
-        let message = result["error"]["message"].as_str().unwrap_or_default();
+        assert_eq!(code, 77, "{dodge}: {result}");
+        assert_eq!(result["error"]["code"], "POLICY_DENIED", "{dodge}");
+        let reason = result["error"]["reason"].as_str().unwrap_or_default();
         assert!(
-            message.contains("refused: no downloads") || message.contains("known at run time"),
-            "{dodge}: {message}"
+            reason.contains("no downloads") || reason.contains("known at run time"),
+            "{dodge}: {reason}"
         );
         assert!(!marker.exists(), "{dodge}: the line ran");
     }
-    // Positive control: what no rule refuses runs.
+    // Positive controls: what no rule refuses runs, `git status` included.
     let (code, result) = run_json(ws.path(), &args, &format!("{touch} && echo curl"));
     assert_eq!(code, 0, "{result}");
     assert_eq!(result["stdout"]["text"], "curl\n");
     assert!(marker.exists());
+    let (code, result) = run_json(ws.path(), &args, "git init -q . && git status --short");
+    assert_eq!(code, 0, "{result}");
+}
+
+#[test]
+fn the_rule_files_own_examples_pass_under_policy_test_and_a_wrong_one_fails_the_load() {
+    let ws = workspace();
+    let rules = component("rules-policy.wasm");
+    let rules = rules.to_str().unwrap();
+    let settings = rule_file();
+    let settings = settings.to_str().unwrap();
+    let (code, out) = common::cordon_out(
+        ws.path(),
+        &["policy", "test", rules, "--settings", settings],
+    );
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("ok   settings"), "{out}");
+    let (code, out) = common::cordon_out(
+        ws.path(),
+        &["policy", "check", rules, "--settings", settings],
+    );
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("cordon:sandbox/executor-policy@0.2.0"),
+        "{out}"
+    );
+
+    // A rule whose example says otherwise: the load fails with the
+    // component's own words, in every command that loads it.
+    let wrong = ws.path().join("wrong.toml");
+    std::fs::write(
+        &wrong,
+        "[[rules]]\nprogram = \"curl\"\ndecision = \"deny\"\nmatch = [\"wget x\"]\n",
+    )
+    .unwrap();
+    let wrong = wrong.to_str().unwrap();
+    let (code, out) =
+        common::cordon_out(ws.path(), &["policy", "test", rules, "--settings", wrong]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("\"wget x\" should match but does not"),
+        "{out}"
+    );
+    let (code, stderr) = common::cordon_in(
+        ws.path(),
+        &["run", "--policy", rules, "--settings", wrong, "--", "true"],
+    );
+    assert_eq!(code, Some(70), "{stderr}");
+    assert!(
+        stderr.contains("the component refused its settings: 1 rule example(s) fail"),
+        "{stderr}"
+    );
+    // A component that takes no settings refuses some.
+    let (code, stderr) =
+        common::cordon_in(ws.path(), &["run", "--settings", settings, "--", "true"]);
+    assert_eq!(code, Some(70), "{stderr}");
+    assert!(
+        stderr.contains("this component takes no settings"),
+        "{stderr}"
+    );
+    // A malformed settings file is the configuration's error.
+    let bad = ws.path().join("bad.toml");
+    std::fs::write(&bad, "rules = [").unwrap();
+    let (code, stderr) = common::cordon_in(
+        ws.path(),
+        &["run", "--settings", bad.to_str().unwrap(), "--", "true"],
+    );
+    assert_eq!(code, Some(78), "{stderr}");
 }

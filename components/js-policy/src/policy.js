@@ -1,16 +1,17 @@
 // js-policy: a cordon policy component written in JavaScript, built with
 // componentize-js (StarlingMonkey) against the same world as the Rust
-// components: cordon:sandbox/executor-policy@0.1.0.
+// components: cordon:sandbox/executor-policy@0.2.0.
 //
 // It keeps cordon's contract (components/cases/*.toml) and adds one rule of
 // its own: `git push` needs workspace-write, so a read-only request to push
-// is refused up front with a message that says what to ask for.
+// is an *ask* proposing workspace-write on the same root; a caller that
+// approves re-sends it marked approved with that policy, and it runs.
 //
 // WIT to JS: records are objects with camelCase fields, enums are strings,
 // option<T> is T or undefined, u64 is a BigInt, a variant is {tag, val}, and
 // a result's err is returned by throwing the payload (not an Error).
 
-import { confine } from 'cordon:sandbox/sandbox@0.1.0';
+import { confine } from 'cordon:sandbox/sandbox@0.2.0';
 
 const DEFAULT_TIMEOUT_MS = 120000n;
 const MAX_TIMEOUT_MS = 600000n;
@@ -51,10 +52,24 @@ function resolve(request, deployment) {
   if (policy.mode === 'workspace-write' && policy.workspaceRoot === '') {
     throw invalid('workspace-write needs a workspace root; set policy.workspace-root');
   }
+  const spec = { command, workdir, timeoutMs, env: [...DEFAULT_ENV, ...request.env], policy };
   if (policy.mode === 'read-only' && GIT_PUSH.test(command)) {
-    throw invalid('git push needs workspace-write (it writes the repository\'s refs); ask for mode workspace-write on this workspace');
+    return {
+      tag: 'ask',
+      val: {
+        reason: 'git push needs workspace-write (it writes the repository\'s refs)',
+        policy: { ...policy, mode: 'workspace-write' },
+      },
+    };
   }
-  return { command, workdir, timeoutMs, env: [...DEFAULT_ENV, ...request.env], policy };
+  return { tag: 'allow', val: spec };
+}
+
+// This component takes no settings: anything but {} is a mistake.
+function validateSettings(settings) {
+  if (settings.replace(/\s/g, '') !== '{}' && settings.trim() !== '') {
+    throw `js-policy takes no settings, got ${settings.slice(0, 80)}`;
+  }
 }
 
 function plan(spec) {
@@ -119,7 +134,8 @@ function settle(spec, facts, outcome) {
 }
 
 export const executor = {
-  describe: () => ({ name: 'js-policy', version: '0.1.0', shell: 'bash', defaultMode: 'read-only' }),
+  describe: () => ({ name: 'js-policy', version: '0.2.0', shell: 'bash', defaultMode: 'read-only' }),
+  validateSettings,
   resolve,
   plan,
   settle,

@@ -124,7 +124,7 @@ fn contains_any(line: &str, needles: &[String]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Backend, Enforcement, SandboxMode, SandboxPolicy, WrapFacts};
+    use crate::{Backend, Enforcement, SandboxMode, WrapFacts};
 
     fn bwrap() -> Signatures {
         Signatures {
@@ -150,10 +150,7 @@ mod tests {
             workdir: "/".into(),
             timeout_ms: 1000,
             env: vec![],
-            policy: SandboxPolicy {
-                mode,
-                workspace_root: "/ws".into(),
-            },
+            policy: crate::sandbox_policy(mode, "/ws"),
         }
     }
 

@@ -23,31 +23,36 @@ pub mod plan;
 pub mod resolve;
 #[cfg(feature = "rules")]
 pub mod rules;
+pub mod settings;
 #[cfg(feature = "shell")]
 pub mod shell;
 
-/// Bindings generated from the `cordon:sandbox@0.1.0` WIT package.
+/// Bindings generated from the `cordon:sandbox@0.2.0` WIT package.
 #[allow(missing_docs, clippy::all)]
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../../wit/0.1.0",
+        path: "../../wit/0.2.0",
         world: "executor-policy",
         pub_export_macro: true,
         default_bindings_module: "cordon_policy::bindings",
         additional_type_attributes: {
-            "cordon:sandbox/types@0.1.0/sandbox-policy": [#[derive(PartialEq, Eq)]],
-            "cordon:sandbox/types@0.1.0/exec-spec": [#[derive(PartialEq, Eq)]],
-            "cordon:sandbox/types@0.1.0/sandbox-facts": [#[derive(PartialEq, Eq)]],
-            "cordon:sandbox/types@0.1.0/unavailable": [#[derive(PartialEq, Eq)]],
-            "cordon:sandbox/types@0.1.0/exec-error": [#[derive(PartialEq, Eq)]],
+            "cordon:sandbox/types@0.2.0/endpoint": [#[derive(PartialEq, Eq)]],
+            "cordon:sandbox/types@0.2.0/network": [#[derive(PartialEq, Eq)]],
+            "cordon:sandbox/types@0.2.0/sandbox-policy": [#[derive(PartialEq, Eq)]],
+            "cordon:sandbox/types@0.2.0/exec-spec": [#[derive(PartialEq, Eq)]],
+            "cordon:sandbox/types@0.2.0/sandbox-facts": [#[derive(PartialEq, Eq)]],
+            "cordon:sandbox/types@0.2.0/unavailable": [#[derive(PartialEq, Eq)]],
+            "cordon:sandbox/types@0.2.0/exec-error": [#[derive(PartialEq, Eq)]],
+            "cordon:sandbox/types@0.2.0/approval": [#[derive(PartialEq, Eq)]],
+            "cordon:sandbox/types@0.2.0/decision": [#[derive(PartialEq, Eq)]],
         },
     });
 }
 
 pub use bindings::cordon::sandbox::types::{
-    Backend, Deployment, Enforcement, ExecError, ExecRequest, ExecSpec, ExecutorInfo, LaunchFacts,
-    Outcome, RunnerStatus, SandboxFacts, SandboxMode, SandboxPolicy, Signatures, Unavailable,
-    WrapFacts,
+    Approval, Backend, Ceiling, Decision, Deployment, Endpoint, Enforcement, ExecError,
+    ExecRequest, ExecSpec, ExecutorInfo, LaunchFacts, Network, Outcome, RunnerStatus, SandboxFacts,
+    SandboxMode, SandboxPolicy, Signatures, Unavailable, WrapFacts,
 };
 pub use bindings::exports::cordon::sandbox::executor::Launch;
 
@@ -66,9 +71,22 @@ pub trait Executor {
         resolve::DEFAULT_ENV
     }
 
+    /// Check the operator's settings (JSON text) at load. The default
+    /// takes none: anything but `{}` is refused, so a setting meant for
+    /// another component is not silently ignored.
+    fn validate_settings(settings: &str) -> Result<(), String> {
+        settings::expect_none(settings)
+    }
+
     /// Turn a request into a fully-defaulted spec.
     fn resolve(request: ExecRequest, deployment: Deployment) -> Result<ExecSpec, ExecError> {
         resolve::resolve(request, &deployment, Self::default_env())
+    }
+
+    /// Decide a request: the default allows what [`Executor::resolve`]
+    /// makes of it.
+    fn decide(request: ExecRequest, deployment: Deployment) -> Result<Decision, ExecError> {
+        Self::resolve(request, deployment).map(Decision::Allow)
     }
 
     /// Build and confine the argv.
@@ -91,8 +109,12 @@ impl<T: Executor> bindings::exports::cordon::sandbox::executor::Guest for T {
         T::info()
     }
 
-    fn resolve(request: ExecRequest, deployment: Deployment) -> Result<ExecSpec, ExecError> {
-        T::resolve(request, deployment)
+    fn validate_settings(settings: String) -> Result<(), String> {
+        T::validate_settings(&settings)
+    }
+
+    fn resolve(request: ExecRequest, deployment: Deployment) -> Result<Decision, ExecError> {
+        T::decide(request, deployment)
     }
 
     fn plan(spec: ExecSpec) -> Result<Launch, ExecError> {
@@ -132,6 +154,39 @@ pub fn pwsh_argv(command: &str) -> Vec<String> {
     .map(str::to_owned)
     .chain([format!("{PWSH_PREAMBLE}{command}")])
     .collect()
+}
+
+/// A policy of `mode` at `root` granting nothing more (the network as the
+/// host has it).
+pub fn sandbox_policy(mode: SandboxMode, root: &str) -> SandboxPolicy {
+    SandboxPolicy {
+        mode,
+        workspace_root: root.to_owned(),
+        writable_roots: vec![],
+        protected: vec![],
+        unprotected: vec![],
+        deny_read: vec![],
+        network: Network::Full,
+        sockets: vec![],
+    }
+}
+
+/// The deployment a host hands over when its operator configured nothing:
+/// read-only at `dir`, ceiling `workspace-write`, any root, the network as
+/// the host has it, no settings. For a component's own unit tests.
+pub fn deployment_in(dir: &str) -> Deployment {
+    Deployment {
+        policy: sandbox_policy(SandboxMode::ReadOnly, dir),
+        ceiling: Ceiling {
+            max_mode: SandboxMode::WorkspaceWrite,
+            allowed_roots: vec![],
+            max_network: Network::Full,
+            sockets: vec![],
+            liftable: vec![],
+        },
+        workdir: dir.to_owned(),
+        settings: "{}".to_owned(),
+    }
 }
 
 /// The mode's name as it appears in messages and JSON (`read-only`, …).

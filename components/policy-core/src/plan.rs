@@ -35,10 +35,7 @@ mod tests {
             workdir: "/".into(),
             timeout_ms: 1,
             env: vec![],
-            policy: SandboxPolicy {
-                mode,
-                workspace_root: "/ws".into(),
-            },
+            policy: crate::sandbox_policy(mode, "/ws"),
         }
     }
 

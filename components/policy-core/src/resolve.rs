@@ -90,17 +90,11 @@ fn invalid(message: &str) -> ExecError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::SandboxPolicy;
+
+    use crate::sandbox_policy;
 
     fn deployment() -> Deployment {
-        Deployment {
-            policy: SandboxPolicy {
-                mode: SandboxMode::ReadOnly,
-                workspace_root: "/srv/ws".into(),
-            },
-            max_mode: SandboxMode::WorkspaceWrite,
-            workdir: "/srv/ws".into(),
-        }
+        crate::deployment_in("/srv/ws")
     }
 
     fn request(command: &str) -> ExecRequest {
@@ -110,6 +104,7 @@ mod tests {
             timeout_ms: None,
             env: vec![],
             policy: None,
+            approved: false,
         }
     }
 
@@ -149,10 +144,8 @@ mod tests {
     #[test]
     fn request_policy_wins_over_deployment() {
         let mut r = request("ls");
-        let own = SandboxPolicy {
-            mode: SandboxMode::WorkspaceWrite,
-            workspace_root: "/home/me/proj".into(),
-        };
+        let mut own = sandbox_policy(SandboxMode::WorkspaceWrite, "/home/me/proj");
+        own.deny_read.push("/home/me/.ssh".into());
         r.policy = Some(own.clone());
         assert_eq!(resolve_ok(r).policy, own);
     }
@@ -160,10 +153,7 @@ mod tests {
     #[test]
     fn workspace_write_without_root_is_invalid() {
         let mut r = request("ls");
-        r.policy = Some(SandboxPolicy {
-            mode: SandboxMode::WorkspaceWrite,
-            workspace_root: String::new(),
-        });
+        r.policy = Some(sandbox_policy(SandboxMode::WorkspaceWrite, ""));
         assert!(resolve_err(r).contains("workspace root"));
     }
 

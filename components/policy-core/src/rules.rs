@@ -58,12 +58,107 @@ pub struct Rule {
     /// Why, in words for the model and the person.
     #[serde(default)]
     pub reason: Option<String>,
-    /// Lines this rule must match.
-    #[serde(default)]
+    /// Lines this rule must match (`match` in a rule file too).
+    #[serde(default, alias = "match")]
     pub matches: Vec<String>,
-    /// Lines this rule must not match.
-    #[serde(default)]
+    /// Lines this rule must not match (`not_match` in a rule file too).
+    #[serde(default, alias = "not_match", alias = "not_matches")]
     pub not_matches: Vec<String>,
+    /// What the sandbox grants a command this rule matches.
+    #[serde(default)]
+    pub grant: Grant,
+}
+
+/// What a rule grants the commands it matches, on top of the policy the
+/// request was handed (the host still checks it against the operator's
+/// ceilings). The grants of every rule a line matches add up.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Grant {
+    /// Endpoints (`host:port`, `*.domain:port`, `host` for any port): the
+    /// run's network becomes the allow-list of every matched rule's.
+    #[serde(default)]
+    pub network: Vec<String>,
+    /// More writable roots (absolute, or `~/…`).
+    #[serde(default, alias = "writable_roots")]
+    pub writable_roots: Vec<String>,
+    /// Host sockets to expose (absolute, or `~/…`).
+    #[serde(default)]
+    pub sockets: Vec<String>,
+}
+
+impl Grant {
+    /// Add `other`'s entries that `self` lacks.
+    fn add(&mut self, other: &Grant) {
+        for (mine, theirs) in [
+            (&mut self.network, &other.network),
+            (&mut self.writable_roots, &other.writable_roots),
+            (&mut self.sockets, &other.sockets),
+        ] {
+            for entry in theirs {
+                if !mine.contains(entry) {
+                    mine.push(entry.clone());
+                }
+            }
+        }
+    }
+
+    /// Whether it grants nothing.
+    pub fn is_empty(&self) -> bool {
+        self.network.is_empty() && self.writable_roots.is_empty() && self.sockets.is_empty()
+    }
+
+    /// Lay this grant over `policy`; applying it twice changes nothing, so
+    /// a proposed policy that already carries it is recognised on re-send.
+    pub fn apply(&self, policy: &mut crate::SandboxPolicy) {
+        let add = |list: &mut Vec<String>, entries: &[String]| {
+            for entry in entries {
+                if !list.contains(entry) {
+                    list.push(entry.clone());
+                }
+            }
+        };
+        add(&mut policy.writable_roots, &self.writable_roots);
+        add(&mut policy.sockets, &self.sockets);
+        if !self.network.is_empty() {
+            let mut endpoints = match &policy.network {
+                crate::Network::Allow(endpoints) => endpoints.clone(),
+                crate::Network::None | crate::Network::Full => vec![],
+            };
+            for text in &self.network {
+                let endpoint = endpoint(text).expect("checked when the rules were read");
+                if !endpoints.contains(&endpoint) {
+                    endpoints.push(endpoint);
+                }
+            }
+            policy.network = crate::Network::Allow(endpoints);
+        }
+    }
+}
+
+/// `host:port`, `host:*` or `host` as an endpoint.
+pub fn endpoint(text: &str) -> Result<crate::Endpoint, String> {
+    let (host, port) = match text.rsplit_once(':') {
+        Some((host, "*")) => (host, None),
+        Some((host, port)) => (
+            host,
+            Some(
+                port.parse::<u16>()
+                    .map_err(|_| format!("{text:?}: the port is not a number 0–65535 (or *)"))?,
+            ),
+        ),
+        None => (text, None),
+    };
+    let bare = host.strip_prefix("*.").unwrap_or(host);
+    if bare.is_empty() || bare.contains(['*', '/', ' ']) {
+        return Err(format!(
+            "{text:?} is not an endpoint; write host:port, *.domain:port or host"
+        ));
+    }
+    Ok(crate::Endpoint {
+        host: host.to_ascii_lowercase(),
+        port,
+    })
 }
 
 /// An operator's rules and fallbacks.
@@ -106,6 +201,8 @@ pub struct Verdict {
     pub reason: String,
     /// The index of the deciding rule, when a rule decided.
     pub rule: Option<usize>,
+    /// What the matched rules grant, together.
+    pub grant: Grant,
 }
 
 impl RuleSet {
@@ -120,6 +217,16 @@ impl RuleSet {
             if rule.args.iter().any(String::is_empty) {
                 return Err(format!("rules[{at}].args has an empty word"));
             }
+            for text in &rule.grant.network {
+                endpoint(text).map_err(|err| format!("rules[{at}].grant.network: {err}"))?;
+            }
+            for path in rule.grant.writable_roots.iter().chain(&rule.grant.sockets) {
+                if !path.starts_with('/') && !path.starts_with("~/") {
+                    return Err(format!(
+                        "rules[{at}].grant: {path:?} is not an absolute path (or ~/…)"
+                    ));
+                }
+            }
         }
         Ok(rules)
     }
@@ -133,6 +240,7 @@ impl RuleSet {
                     decision: self.unparsable,
                     reason: format!("{err} (the operator's decision for such lines)"),
                     rule: None,
+                    grant: Grant::default(),
                 };
             }
         };
@@ -145,9 +253,12 @@ impl RuleSet {
                 decision: self.default,
                 reason: "no rule matches (the operator's default)".into(),
                 rule: None,
+                grant: Grant::default(),
             };
         };
         for next in verdicts {
+            let mut grant = std::mem::take(&mut verdict.grant);
+            grant.add(&next.grant);
             if next.decision > verdict.decision
                 || (next.decision == verdict.decision
                     && verdict.rule.is_none()
@@ -155,6 +266,7 @@ impl RuleSet {
             {
                 verdict = next;
             }
+            verdict.grant = grant;
         }
         verdict
     }
@@ -167,18 +279,22 @@ impl RuleSet {
                     "what this runs is only known at run time: {why} (the operator's decision)"
                 ),
                 rule: None,
+                grant: Grant::default(),
             };
         }
         let mut verdict = Verdict {
             decision: self.default,
             reason: "no rule matches (the operator's default)".into(),
             rule: None,
+            grant: Grant::default(),
         };
         let mut matched = false;
+        let mut grant = Grant::default();
         for (at, rule) in self.rules.iter().enumerate() {
             if !rule.matches_command(command) {
                 continue;
             }
+            grant.add(&rule.grant);
             if !matched || rule.decision > verdict.decision {
                 verdict = Verdict {
                     decision: rule.decision,
@@ -187,10 +303,12 @@ impl RuleSet {
                         .clone()
                         .unwrap_or_else(|| format!("rule {at} ({})", rule.program)),
                     rule: Some(at),
+                    grant: Grant::default(),
                 };
                 matched = true;
             }
         }
+        verdict.grant = grant;
         verdict
     }
 
@@ -365,6 +483,45 @@ mod tests {
                 "rules[0] (curl): \"curl y\" matches but should not",
             ]
         );
+    }
+
+    #[test]
+    fn the_grants_of_every_matched_rule_add_up_and_apply_once() {
+        let rules = RuleSet::from_json(
+            r#"{"rules": [
+                {"program": "git", "args": ["push"], "decision": "allow",
+                 "grant": {"network": ["github.com:22"], "sockets": ["~/.ssh/agent.sock"]}},
+                {"program": "npm", "decision": "ask",
+                 "grant": {"network": ["*.npmjs.org:443"], "writableRoots": ["~/.npm"]}}
+            ]}"#,
+        )
+        .unwrap();
+        let verdict = rules.decide("git push && npm install");
+        assert_eq!(verdict.decision, Decision::Ask);
+        assert_eq!(verdict.grant.network, ["github.com:22", "*.npmjs.org:443"]);
+        assert_eq!(verdict.grant.writable_roots, ["~/.npm"]);
+        let mut policy = crate::sandbox_policy(crate::SandboxMode::WorkspaceWrite, "/ws");
+        verdict.grant.apply(&mut policy);
+        let once = policy.clone();
+        verdict.grant.apply(&mut policy);
+        assert_eq!(policy, once, "applying twice changes nothing");
+        assert!(matches!(&policy.network, crate::Network::Allow(e) if e.len() == 2));
+        assert!(rules.decide("ls").grant.is_empty());
+        for bad in [
+            r#"{"rules": [{"program": "x", "decision": "allow", "grant": {"network": ["a:b"]}}]}"#,
+            r#"{"rules": [{"program": "x", "decision": "allow", "grant": {"sockets": ["rel"]}}]}"#,
+        ] {
+            assert!(RuleSet::from_json(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn examples_may_be_written_match_and_not_match() {
+        let rules = RuleSet::from_json(
+            r#"{"rules": [{"program": "curl", "decision": "deny", "match": ["curl x"], "not_match": ["ls"]}]}"#,
+        )
+        .unwrap();
+        assert_eq!(rules.check_examples(), Ok(2));
     }
 
     #[test]

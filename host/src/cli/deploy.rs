@@ -37,6 +37,12 @@ pub struct DeployArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     probe_timeout_ms: Option<u64>,
 
+    /// Settings for the policy component, TOML (or JSON for a `.json`
+    /// file); replaces [policy.settings] of the config file. The component
+    /// checks them when it loads.
+    #[arg(long, value_name = "FILE")]
+    settings: Option<PathBuf>,
+
     #[command(flatten)]
     cache: CacheArgs,
 }
@@ -102,6 +108,9 @@ impl DeployArgs {
         }
         if let Some(ms) = self.probe_timeout_ms {
             config.sandbox.probe_timeout = Duration::from_millis(ms);
+        }
+        if let Some(path) = &self.settings {
+            config.settings = cordon::config::read_settings(path)?;
         }
         Ok(config)
     }

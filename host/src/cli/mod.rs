@@ -25,7 +25,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run one shell command in the foreground under the sandbox.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Show which sandbox backend confines runs here, and why.
     Probe(probe::ProbeArgs),
     /// Work with policy components.
@@ -55,7 +55,7 @@ fn interrupted() -> impl std::future::Future<Output = ()> {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Run(args) => run::main(args),
+        Command::Run(args) => run::main(*args),
         Command::Policy(args) => policy::main(args),
         Command::Probe(args) => probe::main(args).unwrap_or_else(|error| {
             eprintln!("cordon: {error:#}");

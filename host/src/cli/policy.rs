@@ -1,6 +1,7 @@
-//! `cordon policy check FILE`: validate a component exactly as a host
-//! loading it would. `cordon policy test FILE CASES`: run table-driven
-//! cases against it with the test kit (nothing is spawned).
+//! `cordon policy check FILE [--settings F]`: validate a component (and its
+//! settings) exactly as a host loading it would. `cordon policy test FILE
+//! [CASES] [--settings F]`: check the settings, then run table-driven cases
+//! against it with the test kit (nothing is spawned).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -26,6 +27,10 @@ enum PolicyCommand {
     Check {
         /// The component (.wasm).
         file: PathBuf,
+        /// Settings to check it with (TOML, or JSON for `.json`), as a host
+        /// with them in [policy.settings] would at load.
+        #[arg(long, value_name = "FILE")]
+        settings: Option<PathBuf>,
         /// Print the result as JSON.
         #[arg(long)]
         json: bool,
@@ -33,13 +38,20 @@ enum PolicyCommand {
         cache: CacheArgs,
     },
     /// Run a case file (request in; expected spec, launch, facts or error
-    /// out) against a component with a fake sandbox; prints a diff for each
-    /// failing case and exits 1 when any fails.
+    /// out) against a component with a fake sandbox, and check its settings
+    /// (a rule file's own examples); prints a diff for each failing case and
+    /// exits 1 when any fails.
     Test {
         /// The component (.wasm).
         file: PathBuf,
         /// The case file (.toml); see components/cases/ for the shipped contract.
-        cases: PathBuf,
+        #[arg(required_unless_present = "settings")]
+        cases: Option<PathBuf>,
+        /// Settings for the component (TOML, or JSON for `.json`): checked
+        /// first (`validate-settings`, which runs a rule file's examples),
+        /// then given to every case that names none.
+        #[arg(long, value_name = "FILE")]
+        settings: Option<PathBuf>,
         /// Print one JSON report per case instead.
         #[arg(long)]
         json: bool,
@@ -51,13 +63,19 @@ enum PolicyCommand {
 /// Run the subcommand.
 pub fn main(args: PolicyArgs) -> ExitCode {
     match args.command {
-        PolicyCommand::Check { file, json, cache } => check(file, json, cache),
+        PolicyCommand::Check {
+            file,
+            settings,
+            json,
+            cache,
+        } => check(file, settings, json, cache),
         PolicyCommand::Test {
             file,
             cases,
+            settings,
             json,
             cache,
-        } => test(file, cases, json, cache),
+        } => test(file, cases, settings, json, cache),
     }
 }
 
@@ -74,11 +92,32 @@ fn read(file: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(file).map_err(|err| format!("cannot read {}: {err}", file.display()))
 }
 
-/// Exit 0 when the cases all pass, 1 when one fails, 70 when the component
-/// does not load, 78 when the case file is unusable.
-fn test(file: PathBuf, cases: PathBuf, json: bool, cache: CacheArgs) -> ExitCode {
-    let cases = match testkit::cases::load(&cases) {
-        Ok(cases) => cases,
+/// Read `--settings`, or say why not (exit 78).
+fn settings(path: Option<&Path>) -> Result<Option<String>, ExitCode> {
+    path.map(cordon::config::read_settings)
+        .transpose()
+        .map_err(|err| {
+            eprintln!("cordon: {err}");
+            ExitCode::from(exit::CONFIG)
+        })
+}
+
+/// Exit 0 when the settings are accepted and the cases all pass, 1 when
+/// the component refuses the settings or a case fails, 70 when the
+/// component does not load, 78 when the case or settings file is unusable.
+fn test(
+    file: PathBuf,
+    cases: Option<PathBuf>,
+    settings_file: Option<PathBuf>,
+    json: bool,
+    cache: CacheArgs,
+) -> ExitCode {
+    let settings = match settings(settings_file.as_deref()) {
+        Ok(settings) => settings,
+        Err(code) => return code,
+    };
+    let mut cases = match cases.as_deref().map(testkit::cases::load).transpose() {
+        Ok(cases) => cases.unwrap_or_default(),
         Err(err) => {
             eprintln!("cordon: {err}");
             return ExitCode::from(exit::CONFIG);
@@ -93,6 +132,28 @@ fn test(file: PathBuf, cases: PathBuf, json: bool, cache: CacheArgs) -> ExitCode
             return ExitCode::from(exit::POLICY_FAILED);
         }
     };
+    if let Some(settings) = &settings {
+        let checked = kit.validate_settings(settings);
+        let name = settings_file.as_deref().unwrap_or(Path::new("")).display();
+        match (&checked, json) {
+            (Ok(()), false) => println!("ok   settings {name} (the component accepts them)"),
+            (Err(err), false) => println!("FAIL settings {name}\n       {err}"),
+            (_, true) => println!(
+                "{}",
+                serde_json::json!({
+                    "settings": name.to_string(),
+                    "passed": checked.is_ok(),
+                    "failures": checked.as_ref().err().map(|e| vec![e.to_string()]).unwrap_or_default(),
+                })
+            ),
+        }
+        if checked.is_err() {
+            return ExitCode::FAILURE;
+        }
+        for case in &mut cases {
+            case.with_settings(settings);
+        }
+    }
     let reports: Vec<_> = cases
         .iter()
         .map(|case| testkit::cases::run(&kit, case))
@@ -119,10 +180,20 @@ fn test(file: PathBuf, cases: PathBuf, json: bool, cache: CacheArgs) -> ExitCode
     }
 }
 
-/// Exit 0 when the component loads, 70 when not.
-fn check(file: PathBuf, json: bool, cache: CacheArgs) -> ExitCode {
+/// Exit 0 when the component loads (and accepts the settings), 70 when
+/// not, 78 when the settings file is unusable.
+fn check(file: PathBuf, settings_file: Option<PathBuf>, json: bool, cache: CacheArgs) -> ExitCode {
+    let settings = match settings(settings_file.as_deref()) {
+        Ok(settings) => settings,
+        Err(code) => return code,
+    };
     let loaded = read(&file).and_then(|bytes| {
-        Policy::load(&engine(&cache)?, &bytes, Limits::default()).map_err(|e| e.to_string())
+        let policy =
+            Policy::load(&engine(&cache)?, &bytes, Limits::default()).map_err(|e| e.to_string())?;
+        policy
+            .validate_settings(settings.as_deref().unwrap_or("{}"))
+            .map_err(|e| e.to_string())?;
+        Ok(policy)
     });
     match (loaded, json) {
         (Ok(policy), false) => {

@@ -61,6 +61,17 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000))]
     cpu_weight: Option<u64>,
 
+    /// The request's own grant, as JSON: `{"mode": …, "workspaceRoot": …}`
+    /// plus any of `writableRoots`, `protected`, `unprotected`, `denyRead`,
+    /// `network`, `sockets` (replaces --mode and --workspace).
+    #[arg(long, value_name = "GRANT_JSON", conflicts_with_all = ["mode", "workspace"], value_parser = parse_grant)]
+    grant: Option<SandboxPolicy>,
+
+    /// A person approved what the policy asked (exit 75): --grant is the
+    /// grant it proposed.
+    #[arg(long, requires = "grant")]
+    approved: bool,
+
     /// Policy component to use instead of the embedded bash-sandbox.
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
@@ -87,6 +98,14 @@ pub fn main(args: RunArgs) -> ExitCode {
                 println!("{}", error_json(&error));
             } else {
                 eprintln!("cordon: {}: {error}", error.code());
+                if let RunError::ApprovalRequired { policy, .. } = &error {
+                    let grant = serde_json::to_string(policy).unwrap_or_default();
+                    eprintln!("cordon: proposed grant: {grant}");
+                    eprintln!(
+                        "cordon: to approve, run again with: --approved --grant '{}'",
+                        grant.replace('\'', "'\\''")
+                    );
+                }
             }
             ExitCode::from(exit::for_code(error.code()))
         }
@@ -109,7 +128,8 @@ fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
         None => PolicySource::Embedded,
     };
     let mut builder = builder.policy(source);
-    if args.mode != Some(SandboxMode::DangerFullAccess) {
+    let mode = args.grant.as_ref().map(|g| g.mode).or(args.mode);
+    if mode != Some(SandboxMode::DangerFullAccess) {
         // A confined run follows at once: probe while the component loads.
         builder = builder.probe_early();
     }
@@ -132,7 +152,10 @@ fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
                 .with_context(|| format!("cannot read --stdin-file {}", path.display()))?,
         );
     }
-    if args.mode.is_some() || args.workspace.is_some() {
+    if let Some(grant) = args.grant {
+        request.policy = Some(grant);
+        request.approved = args.approved;
+    } else if args.mode.is_some() || args.workspace.is_some() {
         request.policy = Some(SandboxPolicy::new(
             args.mode.unwrap_or(SandboxMode::ReadOnly),
             args.workspace.unwrap_or(cwd),
@@ -189,6 +212,11 @@ impl OutputSink for Terminal {
             Stream::Stderr => std::io::stderr().lock().write_all(bytes),
         };
     }
+}
+
+/// A `--grant` value: a sandbox policy as JSON.
+fn parse_grant(text: &str) -> Result<SandboxPolicy, String> {
+    serde_json::from_str(text).map_err(|err| format!("not a grant: {err}"))
 }
 
 /// `{"error": {"code", "message", …details}}` for `--json`.

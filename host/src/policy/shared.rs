@@ -88,24 +88,6 @@ macro_rules! conversions {
             }
         }
 
-        impl TryFrom<&model::ExecRequest> for wit::ExecRequest {
-            type Error = String;
-
-            fn try_from(request: &model::ExecRequest) -> Result<Self, String> {
-                Ok(wit::ExecRequest {
-                    command: request.command.clone(),
-                    workdir: request
-                        .workdir
-                        .as_deref()
-                        .map(|dir| path_text(dir, "workdir"))
-                        .transpose()?,
-                    timeout_ms: request.timeout_ms,
-                    env: request.env.clone(),
-                    policy: request.policy.as_ref().map(TryInto::try_into).transpose()?,
-                })
-            }
-        }
-
         impl TryFrom<&model::ExecSpec> for wit::ExecSpec {
             type Error = String;
 

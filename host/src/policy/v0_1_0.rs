@@ -232,6 +232,24 @@ impl TryFrom<&model::Deployment> for wit::Deployment {
     }
 }
 
+impl TryFrom<&model::ExecRequest> for wit::ExecRequest {
+    type Error = String;
+
+    fn try_from(request: &model::ExecRequest) -> Result<Self, String> {
+        Ok(wit::ExecRequest {
+            command: request.command.clone(),
+            workdir: request
+                .workdir
+                .as_deref()
+                .map(|dir| path_text(dir, "workdir"))
+                .transpose()?,
+            timeout_ms: request.timeout_ms,
+            env: request.env.clone(),
+            policy: request.policy.as_ref().map(TryInto::try_into).transpose()?,
+        })
+    }
+}
+
 // ---- conversions: WIT -> model (this version's own) -----------------------
 
 impl From<wit::SandboxPolicy> for model::SandboxPolicy {

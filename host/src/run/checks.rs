@@ -198,9 +198,10 @@ pub(super) fn canonicalise(spec: &mut ExecSpec) -> Result<(), RunError> {
     spec.workdir = absolute(&spec.workdir, "workdir")?;
     spec.policy.workspace_root = canonical_root(&spec.policy.workspace_root)?;
     for root in &mut spec.policy.writable_roots {
+        *root = expand_home(root);
         if !root.is_absolute() {
             return Err(RunError::InvalidRequest(format!(
-                "policy.writableRoots: {} is not an absolute path",
+                "policy.writableRoots: {} is not an absolute path (or ~/…)",
                 root.display()
             )));
         }

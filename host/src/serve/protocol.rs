@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::error::{ErrorCode, RunError};
 use crate::host::BuildError;
-use crate::model::{ExecRequest, RunLimits, SandboxMode, SandboxPolicy};
+use crate::model::{ExecRequest, RunLimits, SandboxPolicy};
 use crate::tasks::TaskId;
 
 /// JSON-RPC's own error codes.
@@ -216,23 +216,19 @@ pub struct RunParams {
     /// Text for the command's stdin (default: `/dev/null`).
     #[serde(default)]
     pub stdin: Option<String>,
-    /// This request's sandbox policy (default: the deployment's).
+    /// This request's sandbox policy — the grant: `mode`, `workspaceRoot`,
+    /// and optionally `writableRoots`, `protected`, `unprotected`,
+    /// `denyRead`, `network`, `sockets` (default: the deployment's).
     #[serde(default)]
-    pub policy: Option<PolicyParams>,
+    pub policy: Option<SandboxPolicy>,
+    /// A person approved what the policy asked (`APPROVAL_REQUIRED`):
+    /// `policy` is the grant it proposed.
+    #[serde(default)]
+    pub approved: bool,
     /// Tighter resource limits than the host's (`pids`, `memoryBytes`,
     /// `cpuWeight`; never more than the host's).
     #[serde(default)]
     pub limits: Option<RunLimits>,
-}
-
-/// A request's own sandbox policy.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PolicyParams {
-    /// The sandbox mode.
-    pub mode: SandboxMode,
-    /// The workspace root `workspace-write` may write to.
-    pub workspace_root: PathBuf,
 }
 
 impl From<RunParams> for ExecRequest {
@@ -242,9 +238,8 @@ impl From<RunParams> for ExecRequest {
             workdir: params.workdir,
             timeout_ms: params.timeout_ms,
             env: params.env.into_iter().collect(),
-            policy: params
-                .policy
-                .map(|p| SandboxPolicy::new(p.mode, p.workspace_root)),
+            policy: params.policy,
+            approved: params.approved,
             stdin: params.stdin.map(String::into_bytes),
             limits: params.limits,
         }
@@ -343,14 +338,17 @@ mod tests {
         assert_eq!(request.stdin.as_deref(), Some(&b"hi"[..]));
         assert_eq!(
             request.policy,
-            Some(SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/w"))
+            Some(SandboxPolicy::new(
+                crate::model::SandboxMode::WorkspaceWrite,
+                "/w"
+            ))
         );
     }
 
     #[test]
     fn run_errors_keep_their_stable_names() {
         let rpc: RpcError = RunError::SandboxUnavailable {
-            mode: SandboxMode::ReadOnly,
+            mode: crate::model::SandboxMode::ReadOnly,
             detail: None,
         }
         .into();

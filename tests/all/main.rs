@@ -16,6 +16,7 @@ mod component;
 mod containment;
 mod executors;
 mod fail_closed;
+mod grant;
 mod hostile;
 mod landlock;
 mod launcher;

@@ -627,3 +627,49 @@ fn reload_under_load_keeps_old_tasks_on_the_old_policy() {
         "the previous component stays active"
     );
 }
+
+#[test]
+fn an_ask_is_a_structured_error_whose_approved_resend_runs_and_a_deny_is_final() {
+    let ws = workspace();
+    let rules = common::component("rules-policy.wasm");
+    let settings =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../components/rules-policy/rules.toml");
+    let mut args = DANGER.to_vec();
+    args.extend([
+        "--policy",
+        rules.to_str().unwrap(),
+        "--settings",
+        settings.to_str().unwrap(),
+    ]);
+    let mut server = Server::start(ws.path(), ws.path(), &args);
+    let asked = policy("danger-full-access", ws.path());
+    let error = server.call_err(
+        "run",
+        json!({"command": "rm -rf nothing && echo removed", "policy": asked}),
+    );
+    assert_eq!(error["code"], -32008, "{error}");
+    assert_eq!(error["data"]["code"], "APPROVAL_REQUIRED");
+    assert_eq!(
+        error["data"]["reason"],
+        "a recursive delete cannot be undone"
+    );
+    let proposed = error["data"]["policy"].clone();
+    assert_eq!(proposed["mode"], "danger-full-access");
+    let run = server.call(
+        "run",
+        json!({"command": "rm -rf nothing && echo removed", "policy": proposed, "approved": true}),
+    );
+    assert_eq!(run["stdout"]["text"], "removed\n", "{run}");
+    let denied = server.call_err(
+        "run",
+        json!({"command": "curl x", "policy": asked, "approved": true}),
+    );
+    assert_eq!(denied["code"], -32007, "{denied}");
+    assert_eq!(denied["data"]["code"], "POLICY_DENIED");
+    assert!(
+        denied["data"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no downloads")
+    );
+}

@@ -193,8 +193,18 @@ pub fn lay_out(policy: &SandboxPolicy, host_protected: &[PathBuf]) -> Layout {
         // An absent path is kept from being made where its first missing
         // component would be: `.git/hooks` needs no placeholder of its own
         // when `.git` is absent (the `.git` placeholder holds it).
-        let path = first_missing(&root, &path);
+        let wanted = path;
+        let path = first_missing(&root, &wanted);
         if path == root || !inside_writable(&path) {
+            continue;
+        }
+        // A lifted default is never held, not even for a path beneath it
+        // (with `.git` lifted and absent, `git init` may make it; its hooks
+        // are protected once it exists).
+        let lifted = path
+            .strip_prefix(&root)
+            .is_ok_and(|rel| policy.unprotected.iter().any(|n| Path::new(n) == rel));
+        if path != wanted && lifted {
             continue;
         }
         let present = exists(&path) && !is_placeholder(&path);
@@ -357,6 +367,23 @@ mod tests {
         assert!(layout.facts.protected.contains(&a.path().join(".profile")));
         let ro = SandboxPolicy::new(SandboxMode::ReadOnly, a.path());
         assert!(lay_out(&ro, &[]).protected.is_empty());
+    }
+
+    #[test]
+    fn a_lifted_absent_git_is_not_held_for_its_hooks() {
+        let a = ws();
+        let mut policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, a.path());
+        policy.unprotected.push(".git".into());
+        let layout = lay_out(&policy, &[]);
+        assert!(!layout.facts.protected.contains(&a.path().join(".git")));
+        std::fs::create_dir(a.path().join(".git")).unwrap();
+        let layout = lay_out(&policy, &[]);
+        assert!(
+            layout
+                .facts
+                .protected
+                .contains(&a.path().join(".git/hooks"))
+        );
     }
 
     #[test]

@@ -45,7 +45,8 @@ pub fn grants(layout: &Layout) -> (Vec<String>, Vec<String>) {
     let mut args = read_grants(&hidden);
     if outside.iter().any(|h| h.dir) {
         partial.push(
-            "deny-read: under Landlock a hidden directory's entries can still be listed              (not read)"
+            "deny-read: under Landlock a hidden directory's entries can still be listed \
+             (not read)"
                 .to_owned(),
         );
     }
@@ -57,9 +58,24 @@ pub fn grants(layout: &Layout) -> (Vec<String>, Vec<String>) {
         }
     }
     if !layout.protected.is_empty() {
+        // By name: the same defaults repeat in every writable root.
+        let mut names: Vec<String> = vec![];
+        for protected in &layout.protected {
+            let name = layout
+                .writable
+                .iter()
+                .find_map(|root| protected.path.strip_prefix(root).ok())
+                .unwrap_or(&protected.path)
+                .display()
+                .to_string();
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
         partial.push(format!(
-            "protected: Landlock cannot keep a path inside a writable root read-only              ({} stay writable)",
-            list(layout.protected.iter().map(|p| p.path.as_path()))
+            "protected: Landlock cannot keep a path inside a writable root read-only \
+             ({} stay writable)",
+            names.join(", ")
         ));
     }
     (args, partial)

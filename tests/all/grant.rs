@@ -476,3 +476,74 @@ fn a_world_0_1_0_component_still_runs_and_keeps_the_grant_it_was_handed() {
     assert_eq!(code, Some(70), "{stderr}");
     assert!(stderr.contains("takes no settings"), "{stderr}");
 }
+
+#[test]
+fn the_deployed_config_and_policy_files_are_protected_where_a_run_may_write() {
+    if !common::bwrap_usable("the_deployed_config_and_policy_files_are_protected") {
+        return;
+    }
+    let ws = workspace();
+    let root = ws.path();
+    let config = root.join("cordon.toml");
+    std::fs::write(&config, "max_mode = \"workspace-write\"\n").unwrap();
+    let policy = root.join("policy.wasm");
+    std::fs::copy(component("bash-sandbox.wasm"), &policy).unwrap();
+    let before = std::fs::read(&policy).unwrap();
+    let mut args = vec![
+        "--config",
+        config.to_str().unwrap(),
+        "--policy",
+        policy.to_str().unwrap(),
+    ];
+    args.extend(workspace_write(
+        &["--backend", "bwrap"],
+        root.to_str().unwrap(),
+    ));
+    for attack in [
+        "echo 'max_mode = \"danger-full-access\"' >> cordon.toml",
+        "echo x > policy.wasm",
+        "mv cordon.toml old.toml",
+    ] {
+        let (code, result) = run_json(root, &args, attack);
+        assert_ne!(code, 0, "{attack}: {result}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(&config).unwrap(),
+        "max_mode = \"workspace-write\"\n"
+    );
+    assert_eq!(std::fs::read(&policy).unwrap(), before);
+    let (code, result) = run_json(root, &args, "echo ok > beside.txt");
+    assert_eq!(code, 0, "{result}");
+    let protected = result["grant"]["protected"].to_string();
+    assert!(
+        protected.contains("cordon.toml") && protected.contains("policy.wasm"),
+        "{protected}"
+    );
+}
+
+#[tokio::test]
+async fn a_background_task_reports_the_grant_it_runs_under() {
+    if !common::bwrap_usable("a_background_task_reports_the_grant") {
+        return;
+    }
+    let ws = workspace();
+    let host = cordon::Host::builder()
+        .deployment(cordon::Deployment::in_dir(ws.path()))
+        .sandbox(cordon::sandbox::SandboxConfig {
+            backend: cordon::sandbox::BackendChoice::Bwrap,
+            ..Default::default()
+        })
+        .build()
+        .unwrap();
+    let mut policy = cordon::SandboxPolicy::new(cordon::SandboxMode::WorkspaceWrite, ws.path());
+    policy.deny_read.push(ws.path().join("secret"));
+    let task = host
+        .start(cordon::ExecRequest::new("true").with_policy(policy))
+        .unwrap();
+    let done = task.wait(Some(std::time::Duration::from_secs(10))).await;
+    assert_eq!(done.exit_code, Some(0), "{done:?}");
+    let grant = done.grant.expect("a confined task reports its grant");
+    assert_eq!(grant.writable_roots, [ws.path().canonicalize().unwrap()]);
+    assert!(grant.protected.iter().any(|p| p.ends_with(".git")));
+    assert!(grant.deny_read.iter().any(|p| p.ends_with("secret")));
+}

@@ -35,7 +35,7 @@ fn policy_test(wasm: &Path, case_file: &Path) -> (i32, String) {
 
 #[test]
 fn every_shipped_component_passes_its_case_file() {
-    for name in ["bash-sandbox", "pwsh-sandbox", "bash-local"] {
+    for name in ["bash-sandbox", "pwsh-sandbox", "bash-local", "rules-policy"] {
         let (code, out) = policy_test(
             &component(&format!("{name}.wasm")),
             &cases(&format!("components/{name}/cases.toml")),

@@ -192,6 +192,7 @@ pub(crate) fn start(
         Ok(process) => {
             let task = tasks.register(
                 prepared.spec.command.clone(),
+                prepared.grant.clone(),
                 process.stdout().clone(),
                 process.stderr().clone(),
             );
@@ -218,7 +219,12 @@ pub(crate) fn start(
                     0,
                 )))
             };
-            let task = tasks.register(prepared.spec.command.clone(), empty(), empty());
+            let task = tasks.register(
+                prepared.spec.command.clone(),
+                prepared.grant.clone(),
+                empty(),
+                empty(),
+            );
             // A missing runner is named in the notice, as the foreground
             // error names it; any other failure of a confined task still
             // carries the sandbox facts (`{mode, denied: false, enforcement}`).

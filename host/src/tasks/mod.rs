@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::model::SandboxFacts;
+use crate::model::{GrantFacts, SandboxFacts};
 use crate::process::{self, Capture};
 
 /// A task's id, unique across the sessions of its host.
@@ -92,6 +92,9 @@ pub struct TaskSnapshot {
     /// unconfined task, and while running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxFacts>,
+    /// The grant a confined task runs under, as the host enforces it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<GrantFacts>,
 }
 
 /// How a task ended, as recorded by its follower.
@@ -119,6 +122,7 @@ struct State {
 struct Task {
     id: TaskId,
     command: String,
+    grant: Option<GrantFacts>,
     stdout: Arc<Mutex<Capture>>,
     stderr: Arc<Mutex<Capture>>,
     state: Mutex<State>,
@@ -232,6 +236,7 @@ impl TaskHandle {
             signal: state.ending.signal,
             timed_out: state.ending.timed_out,
             sandbox: state.ending.sandbox.clone(),
+            grant: self.0.grant.clone(),
         }
     }
 
@@ -304,6 +309,7 @@ impl Tasks {
     pub(crate) fn register(
         &self,
         command: String,
+        grant: Option<GrantFacts>,
         stdout: Arc<Mutex<Capture>>,
         stderr: Arc<Mutex<Capture>>,
     ) -> TaskHandle {
@@ -311,6 +317,7 @@ impl Tasks {
         let handle = TaskHandle(Arc::new(Task {
             id,
             command,
+            grant,
             stdout,
             stderr,
             state: Mutex::new(State {

@@ -81,6 +81,10 @@ struct Defaults {
     /// deployment names its own.
     #[serde(default)]
     settings: Option<Value>,
+    /// A settings file (TOML, or JSON for `.json`), relative to the case
+    /// file: the settings when `settings` names none.
+    #[serde(default)]
+    settings_file: Option<PathBuf>,
 }
 
 impl Defaults {
@@ -90,6 +94,10 @@ impl Defaults {
             deployment: inner.deployment.clone().or_else(|| self.deployment.clone()),
             sandbox: inner.sandbox.clone().or_else(|| self.sandbox.clone()),
             settings: inner.settings.clone().or_else(|| self.settings.clone()),
+            settings_file: inner
+                .settings_file
+                .clone()
+                .or_else(|| self.settings_file.clone()),
         }
     }
 }
@@ -209,10 +217,16 @@ fn load_into(
         path: path.to_path_buf(),
         source,
     })?;
-    let file: CaseFile = toml::from_str(&text).map_err(|err| invalid(err.to_string()))?;
+    let mut file: CaseFile = toml::from_str(&text).map_err(|err| invalid(err.to_string()))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    if let Some(settings) = file.defaults.settings_file.take() {
+        let read = crate::config::read_settings(&dir.join(settings))
+            .map_err(|err| invalid(format!("defaults.settingsFile: {err}")))?;
+        file.defaults.settings =
+            Some(serde_json::from_str(&read).map_err(|err| invalid(err.to_string()))?);
+    }
     let defaults = outer.overlaid(&file.defaults);
     seen.push(canonical);
-    let dir = path.parent().unwrap_or(Path::new("."));
     for include in &file.include {
         load_into(&dir.join(include), &defaults, seen, cases)?;
     }

@@ -169,7 +169,9 @@ class CordonClient:
 
 def _run_params(command, options):
     """`run`/`start` params from keyword options: workdir, timeout_ms, env,
-    stdin, and mode + workspace_root for the request's own policy."""
+    stdin; mode + workspace_root for the request's own policy, or `grant`
+    (the whole policy as a dict, e.g. an APPROVAL_REQUIRED error's
+    `data["policy"]`) with `approved=True` when a person approved it."""
     params = {"command": command}
     names = {"workdir": "workdir", "timeout_ms": "timeoutMs", "env": "env", "stdin": "stdin"}
     for option, field in names.items():
@@ -177,11 +179,20 @@ def _run_params(command, options):
             value = options[option]
             params[field] = str(value) if option == "workdir" else value
     mode, root = options.get("mode"), options.get("workspace_root")
-    if mode is not None or root is not None:
+    grant = options.get("grant")
+    if grant is not None:
+        if mode is not None or root is not None:
+            raise ValueError("grant replaces mode and workspace_root")
+        params["policy"] = grant
+    elif mode is not None or root is not None:
         if mode is None or root is None:
             raise ValueError("mode and workspace_root go together")
         params["policy"] = {"mode": mode, "workspaceRoot": str(root)}
-    unknown = set(options) - set(names) - {"mode", "workspace_root"}
+    if options.get("approved"):
+        if grant is None:
+            raise ValueError("approved needs the grant that was approved")
+        params["approved"] = True
+    unknown = set(options) - set(names) - {"mode", "workspace_root", "grant", "approved"}
     if unknown:
         raise TypeError(f"unknown options: {', '.join(sorted(unknown))}")
     return params

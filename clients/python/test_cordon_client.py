@@ -5,6 +5,7 @@ Run by tests/all/python.rs (so `cargo test` and CI run it), which sets:
   CORDON_TEST_DIR       a scratch directory outside /tmp (bwrap replaces /tmp)
   CORDON_TEST_CONFINED  "1" when bwrap confines runs here, else "0"
   CORDON_STRICT_POLICY  a second policy component to reload
+  CORDON_RULES_POLICY   rules-policy, with CORDON_RULES_SETTINGS its rule file
 
 By hand: CORDON_BIN=target/debug/cordon CORDON_TEST_DIR=$(mktemp -d -p /var/tmp) \
   CORDON_TEST_CONFINED=1 CORDON_STRICT_POLICY=... python3 -m unittest -v test_cordon_client
@@ -122,6 +123,37 @@ class ServeFromPython(unittest.TestCase):
         with self.assertRaises(CordonError) as caught:
             self.cordon.read(12345)
         self.assertEqual(caught.exception.name, "UNKNOWN_TASK")
+
+
+
+class ApprovalFromPython(unittest.TestCase):
+    """An *ask* reaches Python as a CordonError carrying the proposed grant,
+    and the approved re-send runs."""
+
+    def test_an_ask_is_approved_by_resending_its_grant(self):
+        base = pathlib.Path(os.environ["CORDON_TEST_DIR"])
+        args = [
+            "--max-mode", "danger-full-access",
+            "--policy", os.environ["CORDON_RULES_POLICY"],
+            "--settings", os.environ["CORDON_RULES_SETTINGS"],
+        ]
+        cordon = CordonClient(args=args, cwd=base)
+        try:
+            command = "rm -rf nothing-here && echo removed"
+            with self.assertRaises(CordonError) as caught:
+                cordon.run(command, mode="danger-full-access", workspace_root=base)
+            ask = caught.exception
+            self.assertEqual(ask.name, "APPROVAL_REQUIRED")
+            self.assertEqual(ask.data["reason"], "a recursive delete cannot be undone")
+            result = cordon.run(command, grant=ask.data["policy"], approved=True)
+            self.assertEqual(result["stdout"]["text"], "removed\n")
+            with self.assertRaises(CordonError) as caught:
+                cordon.run("curl x", grant=ask.data["policy"], approved=True)
+            self.assertEqual(caught.exception.name, "POLICY_DENIED")
+            with self.assertRaises(ValueError):
+                cordon.run("true", grant=ask.data["policy"], mode="read-only")
+        finally:
+            self.assertEqual(cordon.close(), 0)
 
 
 if __name__ == "__main__":

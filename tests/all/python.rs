@@ -31,6 +31,12 @@ fn the_python_client_drives_cordon_serve() {
         .env("CORDON_TEST_DIR", scratch.path())
         .env("CORDON_TEST_CONFINED", if confined { "1" } else { "0" })
         .env("CORDON_STRICT_POLICY", component("strict-policy.wasm"))
+        .env("CORDON_RULES_POLICY", component("rules-policy.wasm"))
+        .env(
+            "CORDON_RULES_SETTINGS",
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../components/rules-policy/rules.toml"),
+        )
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()
         .expect("run python3");
@@ -40,5 +46,5 @@ fn the_python_client_drives_cordon_serve() {
         output.status.success(),
         "the Python client's tests failed:\n{report}"
     );
-    assert!(report.contains("Ran 4 tests"), "{report}");
+    assert!(report.contains("Ran 5 tests"), "{report}");
 }

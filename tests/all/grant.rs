@@ -547,3 +547,32 @@ async fn a_background_task_reports_the_grant_it_runs_under() {
     assert!(grant.protected.iter().any(|p| p.ends_with(".git")));
     assert!(grant.deny_read.iter().any(|p| p.ends_with("secret")));
 }
+
+#[test]
+fn a_symlink_left_in_the_workspace_cannot_point_the_hosts_placeholders_elsewhere() {
+    if !common::bwrap_usable("a_symlink_left_in_the_workspace") {
+        return;
+    }
+    let ws = workspace();
+    let root = ws.path().join("ws");
+    let elsewhere = ws.path().join("elsewhere");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    // What a Landlock run (which cannot protect .git) could have left.
+    std::os::unix::fs::symlink(&elsewhere, root.join(".git")).unwrap();
+    let args = workspace_write(&["--backend", "bwrap"], root.to_str().unwrap());
+    let (code, result) = run_json(&root, &args, "echo ok > file; ls .git/ 2>&1; true");
+    assert_eq!(code, 0, "{result}");
+    assert!(
+        !elsewhere.join("hooks").exists(),
+        "the host made a placeholder through the link"
+    );
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    assert!(
+        result["grant"]["partial"]
+            .to_string()
+            .contains(".git is a symlink"),
+        "{result}"
+    );
+    assert_eq!(sandbox(&result)["enforcement"], "partial");
+}

@@ -76,7 +76,9 @@ pub fn profile(layout: &Layout) -> Vec<String> {
     for path in PROC_READ_ONLY {
         args.extend(["--ro-bind-try".into(), (*path).into(), (*path).into()]);
     }
-    for protected in &layout.protected {
+    // A symlink cannot be mounted over (bwrap would follow it from the new
+    // root); its target is protected in its own right where writable.
+    for protected in layout.protected.iter().filter(|p| !p.link) {
         let path = protected.path.to_string_lossy().into_owned();
         args.extend(["--ro-bind".into(), path.clone(), path]);
     }
@@ -189,8 +191,22 @@ impl Bwrap {
             None => (Supervision::None, EnvHandover::BwrapArgs),
         };
         full.extend(argv.iter().cloned());
+        let mut grant = layout.facts.clone();
+        let links: Vec<String> = layout
+            .protected
+            .iter()
+            .filter(|p| p.link)
+            .map(|p| p.path.display().to_string())
+            .collect();
+        if !links.is_empty() {
+            grant.partial.push(format!(
+                "protected: {} is a symlink; its target is read-only where a run may write \
+                 it, but the link itself can be replaced in its writable directory",
+                links.join(", ")
+            ));
+        }
         Wrap::new(full, policy.clone(), facts())
-            .granting(layout.facts.clone())
+            .granting(grant)
             .holding(layout.absent())
             .reporting(StatusReport::BwrapJson)
             .handing_over(handover)

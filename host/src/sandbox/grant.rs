@@ -18,11 +18,15 @@
 //! still holds it (a shared `flock` on it says who does: removing a
 //! directory another namespace has mounted over would detach that mount).
 
+use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
+
+use nix::libc;
 
 use crate::model::{GrantFacts, Network, PROTECTED_DEFAULTS, SandboxMode, SandboxPolicy};
 
@@ -34,6 +38,9 @@ pub struct Protected {
     /// Whether it exists (else the backend must keep it from being made;
     /// a placeholder counts as absent: it is held like a new one).
     pub present: bool,
+    /// It is a symlink: a mount lands on its target, and the link itself
+    /// stays replaceable where its directory is writable.
+    pub link: bool,
 }
 
 /// A deny-read path that exists.
@@ -105,6 +112,23 @@ fn first_missing(root: &Path, path: &Path) -> PathBuf {
         }
     }
     at
+}
+
+/// Whether a component of `path` strictly between `root` and `path` is a
+/// symlink.
+fn beneath_link(root: &Path, path: &Path) -> bool {
+    let Ok(rest) = path.strip_prefix(root) else {
+        return false;
+    };
+    let mut at = root.to_path_buf();
+    let mut components = rest.components().peekable();
+    while let Some(component) = components.next() {
+        at.push(component);
+        if components.peek().is_some() && at.is_symlink() {
+            return true;
+        }
+    }
+    false
 }
 
 /// The gitdir a `.git` *file* names (`gitdir: PATH`, a worktree's or a
@@ -194,6 +218,12 @@ pub fn lay_out(policy: &SandboxPolicy, host_protected: &[PathBuf]) -> Layout {
         // component would be: `.git/hooks` needs no placeholder of its own
         // when `.git` is absent (the `.git` placeholder holds it).
         let wanted = path;
+        // Beneath a symlink the path is the link's target's business: the
+        // link itself is protected (and reported), nothing is made or
+        // bound through it.
+        if beneath_link(&root, &wanted) {
+            continue;
+        }
         let path = first_missing(&root, &wanted);
         if path == root || !inside_writable(&path) {
             continue;
@@ -208,8 +238,30 @@ pub fn lay_out(policy: &SandboxPolicy, host_protected: &[PathBuf]) -> Layout {
             continue;
         }
         let present = exists(&path) && !is_placeholder(&path);
+        let link = path.is_symlink();
         if !protected.iter().any(|p| p.path == path) {
-            protected.push(Protected { path, present });
+            protected.push(Protected {
+                path,
+                present,
+                link,
+            });
+        }
+    }
+    // A protected symlink: its target is protected where a run may write
+    // it (the link itself cannot be mounted over, and is reported).
+    let targets: Vec<PathBuf> = protected
+        .iter()
+        .filter(|p| p.link)
+        .filter_map(|p| std::fs::canonicalize(&p.path).ok())
+        .filter(|target| inside_writable(target))
+        .collect();
+    for target in targets {
+        if !protected.iter().any(|p| p.path == target) {
+            protected.push(Protected {
+                path: target,
+                present: true,
+                link: false,
+            });
         }
     }
     protected.sort_by_key(|p| (p.path.components().count(), p.path.clone()));
@@ -258,58 +310,122 @@ pub fn lay_out(policy: &SandboxPolicy, host_protected: &[PathBuf]) -> Layout {
     }
 }
 
-/// The placeholders of one run, held until it is dropped.
+/// The placeholders of one run, held until it is dropped: each one's
+/// parent directory, its name there, and the placeholder itself (locked
+/// shared).
 #[derive(Debug, Default)]
 pub struct Held {
-    held: Vec<(PathBuf, File)>,
+    held: Vec<(OwnedFd, CString, OwnedFd)>,
 }
 
-/// Make (or join) a placeholder at each of `paths` — an empty directory,
-/// locked shared for the run's life — so that bwrap can bind it read-only.
-/// A path that exists by now is someone's real file: it is held but never
-/// removed (bwrap binds it as it is).
+/// `openat(dir, name)` as a directory, never following a symlink.
+fn open_dir_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<OwnedFd> {
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: a valid directory fd and a NUL-terminated name.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags) };
+    match fd {
+        -1 => Err(io::Error::last_os_error()),
+        // SAFETY: openat returned a new fd that nothing else owns.
+        fd => Ok(unsafe { OwnedFd::from_raw_fd(fd) }),
+    }
+}
+
+/// Open the directory `path` (absolute) component by component, never
+/// following a symlink: a placeholder is made in the directory the path
+/// names, not wherever a link a command left there points.
+fn open_dir_nofollow(path: &Path) -> io::Result<OwnedFd> {
+    let mut dir: OwnedFd = File::open("/")?.into();
+    for component in path.components() {
+        match component {
+            Component::RootDir => {}
+            Component::Normal(name) => {
+                let name = CString::new(name.as_bytes())
+                    .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+                dir = open_dir_at(dir.as_fd(), &name)?;
+            }
+            Component::Prefix(_) | Component::CurDir | Component::ParentDir => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{} is not a normalized absolute path", path.display()),
+                ));
+            }
+        }
+    }
+    Ok(dir)
+}
+
+/// Whether the open directory `dir` is a placeholder: mode 0500, empty.
+fn fd_is_placeholder(dir: &OwnedFd) -> bool {
+    let file = File::from(dir.try_clone().expect("dup a directory fd"));
+    file.metadata()
+        .is_ok_and(|meta| meta.mode() & 0o7777 == PLACEHOLDER_MODE && meta.nlink() <= 2)
+}
+
+/// Make (or join) a placeholder at each of `paths` — an empty directory of
+/// mode 0500, locked shared for the run's life — so that bwrap can bind it
+/// read-only. Every directory on the way is opened without following a
+/// symlink, so a link a command left in a workspace cannot point the host's
+/// `mkdir` elsewhere (such a path is skipped: it is the command's own
+/// state, and bwrap binds it read-only as it is). A path that exists by now
+/// as something else than a directory is left alone too.
 pub fn hold(paths: &[PathBuf]) -> io::Result<Held> {
     let mut held = Held::default();
     for path in paths {
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            let made = std::fs::DirBuilder::new()
-                .mode(PLACEHOLDER_MODE)
-                .create(path);
-            match made {
-                Ok(()) => {}
-                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
-                Err(err) => {
-                    return Err(io::Error::new(
-                        err.kind(),
-                        format!(
-                            "cannot make the placeholder that keeps {} from being created: {err}",
-                            path.display()
-                        ),
-                    ));
+        let cannot = |err: io::Error| {
+            io::Error::new(
+                err.kind(),
+                format!(
+                    "cannot make the placeholder that keeps {} from being created: {err}",
+                    path.display()
+                ),
+            )
+        };
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            continue;
+        };
+        let parent = match open_dir_nofollow(parent) {
+            Ok(parent) => parent,
+            Err(err) if err.raw_os_error() == Some(libc::ELOOP) => continue,
+            Err(err) if err.raw_os_error() == Some(libc::ENOTDIR) => continue,
+            Err(err) => return Err(cannot(err)),
+        };
+        let name = CString::new(name.as_bytes())
+            .map_err(|_| cannot(io::ErrorKind::InvalidInput.into()))?;
+        for attempt in 0.. {
+            // SAFETY: a valid directory fd and a NUL-terminated name.
+            let made =
+                unsafe { libc::mkdirat(parent.as_raw_fd(), name.as_ptr(), PLACEHOLDER_MODE) };
+            if made == -1 {
+                let err = io::Error::last_os_error();
+                if err.kind() != io::ErrorKind::AlreadyExists {
+                    return Err(cannot(err));
                 }
             }
-            let dir = File::open(path)?;
-            lock(&dir, nix::libc::LOCK_SH)?;
-            // Between the mkdir and the lock, another run may have removed
-            // it: hold it only if the path is still this directory.
-            let same = std::fs::symlink_metadata(path).ok().is_some_and(|meta| {
-                dir.metadata()
-                    .is_ok_and(|ours| ours.ino() == meta.ino() && ours.dev() == meta.dev())
-            });
-            if same || attempts > 8 {
-                held.held.push((path.clone(), dir));
-                break;
+            match open_dir_at(parent.as_fd(), &name) {
+                Ok(dir) => {
+                    lock(&dir, libc::LOCK_SH).map_err(cannot)?;
+                    held.held.push((parent, name, dir));
+                    break;
+                }
+                // Removed by the run that held it last, between our mkdir
+                // and our open: make it again.
+                Err(err) if err.kind() == io::ErrorKind::NotFound && attempt < 8 => continue,
+                // A symlink or a file: someone's own, not a placeholder.
+                Err(err)
+                    if matches!(err.raw_os_error(), Some(libc::ELOOP) | Some(libc::ENOTDIR)) =>
+                {
+                    break;
+                }
+                Err(err) => return Err(cannot(err)),
             }
         }
     }
     Ok(held)
 }
 
-fn lock(file: &File, how: nix::libc::c_int) -> io::Result<()> {
+fn lock(dir: &OwnedFd, how: libc::c_int) -> io::Result<()> {
     // SAFETY: flock on an fd this function's caller owns.
-    match unsafe { nix::libc::flock(file.as_raw_fd(), how) } {
+    match unsafe { libc::flock(dir.as_raw_fd(), how) } {
         0 => Ok(()),
         _ => Err(io::Error::last_os_error()),
     }
@@ -317,13 +433,13 @@ fn lock(file: &File, how: nix::libc::c_int) -> io::Result<()> {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        for (path, dir) in self.held.drain(..) {
+        for (parent, name, dir) in self.held.drain(..) {
             // Removed only when no other run holds it (an exclusive lock
             // is then free), and only a placeholder (rmdir refuses a
-            // directory that is not empty).
-            if lock(&dir, nix::libc::LOCK_EX | nix::libc::LOCK_NB).is_ok() && is_placeholder(&path)
-            {
-                let _ = std::fs::remove_dir(&path);
+            // directory that is not empty), by name in its parent.
+            if lock(&dir, libc::LOCK_EX | libc::LOCK_NB).is_ok() && fd_is_placeholder(&dir) {
+                // SAFETY: a valid directory fd and a NUL-terminated name.
+                unsafe { libc::unlinkat(parent.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) };
             }
         }
     }
@@ -457,5 +573,15 @@ mod tests {
         std::fs::create_dir(&own).unwrap();
         drop(hold(std::slice::from_ref(&own)).unwrap());
         assert!(own.is_dir());
+        // A symlink a command left on the way is never followed.
+        let outside = ws();
+        std::os::unix::fs::symlink(outside.path(), a.path().join("link")).unwrap();
+        drop(hold(&[a.path().join("link/.git")]).unwrap());
+        assert!(
+            !outside.path().join(".git").exists(),
+            "the host made a dir through a link"
+        );
+        let held = hold(&[a.path().join("link")]).unwrap();
+        assert!(held.held.is_empty(), "a symlink is not a placeholder");
     }
 }

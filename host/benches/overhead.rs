@@ -246,6 +246,26 @@ fn main() {
             Box::new(|| run(SandboxMode::ReadOnly, "true")),
             rounds,
         ));
+        // The grant's cost under bwrap: the protected defaults (held by
+        // placeholders when absent) bound read-only over the workspace.
+        let ws_dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("bench-ws");
+        std::fs::create_dir_all(&ws_dir).expect("bench workspace");
+        let run_in_ws = {
+            let request = ExecRequest::new("true")
+                .with_policy(SandboxPolicy::new(SandboxMode::WorkspaceWrite, &ws_dir));
+            let (host, runtime) = (&host, &runtime);
+            move || {
+                let result = runtime
+                    .block_on(host.run(request.clone()))
+                    .expect("cordon run");
+                assert_eq!(result.exit_code, Some(0), "{result:?}");
+            }
+        };
+        cases.push((
+            "cordon library, workspace-write (bwrap, protected defaults), `true`",
+            Box::new(run_in_ws),
+            rounds,
+        ));
         let warm = warm_cache.clone();
         cases.push((
             "`cordon run -- true` (CLI, cold process, cached component)",

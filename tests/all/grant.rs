@@ -258,8 +258,8 @@ fn a_grant_wider_than_the_operators_ceilings_is_refused_naming_the_field() {
         (
             allowed.clone(),
             with("writableRoots", json!([outside])),
-            None,
-            "writable root",
+            Some("policy.writableRoots"),
+            "allowed_roots: ",
         ),
         (
             "max_network = \"none\"\n".to_owned(),

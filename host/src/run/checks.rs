@@ -342,8 +342,23 @@ pub(super) fn grant(policy: &SandboxPolicy, deployment: &Deployment) -> Result<(
         false => items.join(", "),
     };
     if policy.mode == SandboxMode::WorkspaceWrite {
+        let allowed = &deployment.allowed_roots;
         for root in &policy.writable_roots {
-            writable_root_as("writable root", root, &deployment.allowed_roots)?;
+            writable_root_as("writable root", root, &[])?;
+            if !allowed.is_empty()
+                && !allowed
+                    .iter()
+                    .any(|a| root.starts_with(canonical_root(a).unwrap_or_else(|_| a.clone())))
+            {
+                return Err(RunError::GrantAboveCeiling {
+                    field: "policy.writableRoots",
+                    granted: format!("the writable root {}", root.display()),
+                    ceiling: format!(
+                        "allowed_roots: {}",
+                        list(allowed.iter().map(|a| a.display().to_string()).collect())
+                    ),
+                });
+            }
         }
     }
     for name in &policy.unprotected {
@@ -968,5 +983,110 @@ mod tests {
             Phase::Settle,
             "unconfined run",
         );
+    }
+
+    #[test]
+    fn every_field_of_the_grant_is_held_to_its_ceiling() {
+        use crate::model::{Endpoint, Network};
+        let dir = tempfile::tempdir().unwrap();
+        let ws = canonical_root(dir.path()).unwrap();
+        let mut deployment = Deployment::in_dir(&ws);
+        let base = SandboxPolicy::new(SandboxMode::WorkspaceWrite, &ws);
+        assert!(grant(&base, &deployment).is_ok());
+        let field_of = |err: RunError| match err {
+            RunError::GrantAboveCeiling { field, ceiling, .. } => (field, ceiling),
+            other => panic!("expected a ceiling error, got {other}"),
+        };
+
+        let github = Network::Allow(vec![Endpoint {
+            host: "github.com".into(),
+            port: Some(22),
+        }]);
+        let wants_github = SandboxPolicy {
+            network: github.clone(),
+            ..base.clone()
+        };
+        deployment.max_network = Network::None;
+        let (field, ceiling) = field_of(grant(&wants_github, &deployment).unwrap_err());
+        assert_eq!(
+            (field, ceiling.as_str()),
+            ("policy.network", "max_network: none")
+        );
+        deployment.max_network = github;
+        assert!(grant(&wants_github, &deployment).is_ok());
+        assert!(
+            grant(&base, &deployment).is_err(),
+            "full is wider than an allow-list"
+        );
+        deployment.max_network = Network::Full;
+
+        let wants_socket = SandboxPolicy {
+            sockets: vec!["~/.ssh/agent.sock".into()],
+            ..base.clone()
+        };
+        let (field, ceiling) = field_of(grant(&wants_socket, &deployment).unwrap_err());
+        assert_eq!(
+            (field, ceiling.as_str()),
+            ("policy.sockets", "sockets: none")
+        );
+        deployment.sockets = vec!["~/.ssh/agent.sock".into()];
+        assert!(
+            grant(&wants_socket, &deployment).is_ok(),
+            "matched after ~ expansion"
+        );
+
+        let lifts_git = SandboxPolicy {
+            unprotected: vec![".git".into()],
+            ..base.clone()
+        };
+        let (field, _) = field_of(grant(&lifts_git, &deployment).unwrap_err());
+        assert_eq!(field, "policy.unprotected");
+        deployment.liftable = vec![".git".into()];
+        assert!(grant(&lifts_git, &deployment).is_ok());
+        let lifts_other = SandboxPolicy {
+            unprotected: vec!["src".into()],
+            ..base.clone()
+        };
+        assert!(matches!(
+            grant(&lifts_other, &deployment),
+            Err(RunError::InvalidRequest(m)) if m.contains("not a protected default")
+        ));
+
+        for (deny, says) in [
+            ("/", "cannot be hidden"),
+            ("/proc/self", "cannot be hidden"),
+            (
+                ws.parent().unwrap().to_str().unwrap(),
+                "contains the writable root",
+            ),
+            ("relative/path", "not an absolute path"),
+        ] {
+            let hides = SandboxPolicy {
+                deny_read: vec![deny.into()],
+                ..base.clone()
+            };
+            assert!(
+                matches!(grant(&hides, &deployment), Err(RunError::InvalidRequest(m)) if m.contains(says)),
+                "{deny}"
+            );
+        }
+
+        let other = tempfile::tempdir().unwrap();
+        let extra = SandboxPolicy {
+            writable_roots: vec![canonical_root(other.path()).unwrap()],
+            ..base.clone()
+        };
+        deployment.allowed_roots = vec![ws.clone()];
+        let (field, ceiling) = field_of(grant(&extra, &deployment).unwrap_err());
+        assert_eq!(field, "policy.writableRoots");
+        assert!(ceiling.starts_with("allowed_roots: "), "{ceiling}");
+        let system = SandboxPolicy {
+            writable_roots: vec!["/etc".into()],
+            ..base
+        };
+        assert!(matches!(
+            grant(&system, &deployment),
+            Err(RunError::InvalidRequest(m)) if m.contains("system directory")
+        ));
     }
 }

@@ -576,3 +576,48 @@ fn a_symlink_left_in_the_workspace_cannot_point_the_hosts_placeholders_elsewhere
     );
     assert_eq!(sandbox(&result)["enforcement"], "partial");
 }
+
+#[test]
+fn rules_policys_own_grant_hides_the_credentials_of_every_run() {
+    let backends = confined_backends("rules_policys_own_grant_hides_the_credentials");
+    for (backend, _) in backends {
+        let ws = workspace();
+        let home = ws.path().join("home");
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        std::fs::write(home.join(".ssh/id_ed25519"), "TOPSECRET\n").unwrap();
+        std::fs::write(home.join("notes"), "visible\n").unwrap();
+        let rules = component("rules-policy.wasm");
+        let settings =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../components/rules-policy/rules.toml");
+        let output = common::cordon()
+            .current_dir(ws.path())
+            .env("HOME", &home)
+            .args([
+                "run",
+                "--json",
+                "--policy",
+                rules.to_str().unwrap(),
+                "--settings",
+            ])
+            .arg(&settings)
+            .args(backend)
+            .arg("--")
+            .arg(format!(
+                "cat {0}/notes; cat {0}/.ssh/id_ed25519; true",
+                home.display()
+            ))
+            .output()
+            .unwrap();
+        let result = common::parse(&output);
+        assert_eq!(output.status.code(), Some(0), "{backend:?}: {result}");
+        assert_eq!(
+            result["stdout"]["text"], "visible\n",
+            "{backend:?}: {result}"
+        );
+        let hidden = result["grant"]["denyRead"].to_string();
+        assert!(
+            hidden.contains(&format!("{}/.ssh", home.display())),
+            "{hidden}"
+        );
+    }
+}

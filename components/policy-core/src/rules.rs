@@ -85,6 +85,13 @@ pub struct Grant {
     /// Host sockets to expose (absolute, or `~/…`).
     #[serde(default)]
     pub sockets: Vec<String>,
+    /// Paths to hide from the command (absolute, or `~/…`).
+    #[serde(default, alias = "deny_read")]
+    pub deny_read: Vec<String>,
+    /// More paths to keep read-only inside the writable roots (relative:
+    /// in each root).
+    #[serde(default)]
+    pub protected: Vec<String>,
 }
 
 impl Grant {
@@ -94,6 +101,8 @@ impl Grant {
             (&mut self.network, &other.network),
             (&mut self.writable_roots, &other.writable_roots),
             (&mut self.sockets, &other.sockets),
+            (&mut self.deny_read, &other.deny_read),
+            (&mut self.protected, &other.protected),
         ] {
             for entry in theirs {
                 if !mine.contains(entry) {
@@ -105,7 +114,11 @@ impl Grant {
 
     /// Whether it grants nothing.
     pub fn is_empty(&self) -> bool {
-        self.network.is_empty() && self.writable_roots.is_empty() && self.sockets.is_empty()
+        self.network.is_empty()
+            && self.writable_roots.is_empty()
+            && self.sockets.is_empty()
+            && self.deny_read.is_empty()
+            && self.protected.is_empty()
     }
 
     /// Lay this grant over `policy`; applying it twice changes nothing, so
@@ -120,6 +133,8 @@ impl Grant {
         };
         add(&mut policy.writable_roots, &self.writable_roots);
         add(&mut policy.sockets, &self.sockets);
+        add(&mut policy.deny_read, &self.deny_read);
+        add(&mut policy.protected, &self.protected);
         if !self.network.is_empty() {
             let mut endpoints = match &policy.network {
                 crate::Network::Allow(endpoints) => endpoints.clone(),
@@ -134,6 +149,24 @@ impl Grant {
             policy.network = crate::Network::Allow(endpoints);
         }
     }
+}
+
+/// Every entry of `grant` is one the host can take.
+fn check_grant(grant: &Grant) -> Result<(), String> {
+    for text in &grant.network {
+        endpoint(text).map_err(|err| format!("network: {err}"))?;
+    }
+    let absolute = grant
+        .writable_roots
+        .iter()
+        .chain(&grant.sockets)
+        .chain(&grant.deny_read);
+    for path in absolute {
+        if !path.starts_with('/') && !path.starts_with("~/") {
+            return Err(format!("{path:?} is not an absolute path (or ~/…)"));
+        }
+    }
+    Ok(())
 }
 
 /// `host:port`, `host:*` or `host` as an endpoint.
@@ -178,6 +211,9 @@ pub struct RuleSet {
     /// The rules, in any order (the most restrictive match wins).
     #[serde(default)]
     pub rules: Vec<Rule>,
+    /// What every run gets, whatever matches (`deny_read = ["~/.ssh"]`).
+    #[serde(default)]
+    pub grant: Grant,
 }
 
 fn allow() -> Decision {
@@ -210,6 +246,7 @@ impl RuleSet {
     /// names a program, and an argument prefix has no empty word.
     pub fn from_json(json: &str) -> Result<RuleSet, String> {
         let rules: RuleSet = serde_json::from_str(json).map_err(|err| format!("rules: {err}"))?;
+        check_grant(&rules.grant).map_err(|err| format!("grant: {err}"))?;
         for (at, rule) in rules.rules.iter().enumerate() {
             if rule.program.trim().is_empty() {
                 return Err(format!("rules[{at}].program is empty"));
@@ -217,22 +254,22 @@ impl RuleSet {
             if rule.args.iter().any(String::is_empty) {
                 return Err(format!("rules[{at}].args has an empty word"));
             }
-            for text in &rule.grant.network {
-                endpoint(text).map_err(|err| format!("rules[{at}].grant.network: {err}"))?;
-            }
-            for path in rule.grant.writable_roots.iter().chain(&rule.grant.sockets) {
-                if !path.starts_with('/') && !path.starts_with("~/") {
-                    return Err(format!(
-                        "rules[{at}].grant: {path:?} is not an absolute path (or ~/…)"
-                    ));
-                }
-            }
+            check_grant(&rule.grant).map_err(|err| format!("rules[{at}].grant: {err}"))?;
         }
         Ok(rules)
     }
 
-    /// The decision for `line`.
+    /// The decision for `line`, with the grant of every rule it matches
+    /// and the rule set's own.
     pub fn decide(&self, line: &str) -> Verdict {
+        let mut verdict = self.decide_line(line);
+        let mut grant = self.grant.clone();
+        grant.add(&verdict.grant);
+        verdict.grant = grant;
+        verdict
+    }
+
+    fn decide_line(&self, line: &str) -> Verdict {
         let commands = match shell::commands(line) {
             Ok(commands) => commands,
             Err(err) => {
@@ -507,6 +544,20 @@ mod tests {
         assert_eq!(policy, once, "applying twice changes nothing");
         assert!(matches!(&policy.network, crate::Network::Allow(e) if e.len() == 2));
         assert!(rules.decide("ls").grant.is_empty());
+        let everywhere = RuleSet::from_json(
+            r#"{"grant": {"denyRead": ["~/.ssh"], "protected": ["secrets"]},
+                "rules": [{"program": "aws", "decision": "allow", "grant": {"denyRead": ["~/.aws"]}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(everywhere.decide("ls").grant.deny_read, ["~/.ssh"]);
+        assert_eq!(
+            everywhere.decide("aws s3 ls").grant.deny_read,
+            ["~/.ssh", "~/.aws"]
+        );
+        let mut policy = crate::sandbox_policy(crate::SandboxMode::ReadOnly, "/ws");
+        everywhere.decide("ls").grant.apply(&mut policy);
+        assert_eq!((policy.deny_read.len(), policy.protected.len()), (1, 1));
+        assert!(RuleSet::from_json(r#"{"grant": {"denyRead": ["rel"]}}"#).is_err());
         for bad in [
             r#"{"rules": [{"program": "x", "decision": "allow", "grant": {"network": ["a:b"]}}]}"#,
             r#"{"rules": [{"program": "x", "decision": "allow", "grant": {"sockets": ["rel"]}}]}"#,

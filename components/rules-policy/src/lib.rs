@@ -8,7 +8,9 @@
 //! restrictive decision wins; a command whose program is only known at run
 //! time (`${CURL}l`, `eval`, `source`) gets the operator's `opaque`
 //! decision. A matched rule's grant (network endpoints, writable roots,
-//! sockets) is laid over the policy the request was handed.
+//! sockets, deny-read and protected paths) and the rule file's own
+//! (`[grant]`, for every run) are laid over the policy the request was
+//! handed.
 //!
 //! *Ask* proposes that policy; the host returns `APPROVAL_REQUIRED` and a
 //! caller that approves re-sends the request marked approved with the

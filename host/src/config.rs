@@ -12,6 +12,7 @@
 //! runner_command = ["/opt/sb", "--mode", "{mode}", "--root", "{workspace}", "--"]
 //! runner_failure_signatures = ["sb: "]         # both runner keys or neither
 //! max_network = "full"                # none | full | ["github.com:22", "*.npmjs.org:443"]
+//! default_network = "none"            # within max_network; a grant may widen it per command
 //! exposable_sockets = ["~/.ssh/agent.sock"]  # host sockets a grant may expose
 //! liftable_protected = [".git"]       # protected defaults a grant may lift
 //!
@@ -110,6 +111,8 @@ pub struct ConfigFile {
     /// The widest network a grant may have: `"none"`, `"full"` or a list
     /// of endpoints (`"github.com:22"`, `"*.npmjs.org:443"`).
     pub max_network: Option<toml::Value>,
+    /// The network of requests that bring no policy (default `"none"`).
+    pub default_network: Option<toml::Value>,
     /// Host unix sockets a grant may expose.
     pub exposable_sockets: Option<Vec<PathBuf>>,
     /// Protected defaults a grant may lift (`".git"`).
@@ -184,8 +187,10 @@ pub struct Config {
     pub limits: RunLimits,
     /// Whether runs get their own cgroup.
     pub cgroups: CgroupChoice,
-    /// The widest network a grant may have.
-    pub max_network: Network,
+    /// The widest network a grant may have (default `full`).
+    pub max_network: Option<Network>,
+    /// The network of the deployment's default policy.
+    pub default_network: Network,
     /// Host sockets a grant may expose.
     pub exposable_sockets: Vec<PathBuf>,
     /// Protected defaults a grant may lift.
@@ -371,10 +376,22 @@ impl Config {
                 ));
             }
         }
-        let max_network = match file.max_network {
-            None => Network::Full,
-            Some(value) => network(&value).map_err(|e| invalid("max_network", e))?,
+        let max_network = file
+            .max_network
+            .map(|value| network(&value).map_err(|e| invalid("max_network", e)))
+            .transpose()?;
+        let default_network = match file.default_network {
+            None => Network::None,
+            Some(value) => network(&value).map_err(|e| invalid("default_network", e))?,
         };
+        if let Some(max) = &max_network
+            && !default_network.within(max)
+        {
+            return Err(invalid(
+                "default_network",
+                format!("{default_network} is wider than max_network {max}"),
+            ));
+        }
         let exposable_sockets = file.exposable_sockets.unwrap_or_default();
         if let Some(bad) = exposable_sockets
             .iter()
@@ -426,6 +443,7 @@ impl Config {
             limits,
             cgroups,
             max_network,
+            default_network,
             exposable_sockets,
             liftable_protected,
             settings,
@@ -457,7 +475,10 @@ impl Config {
         }
         deployment.allowed_roots = self.allowed_roots.clone();
         deployment.limits = self.limits;
-        deployment.max_network = self.max_network.clone();
+        if let Some(max) = &self.max_network {
+            deployment.max_network = max.clone();
+        }
+        deployment.policy.network = self.default_network.clone();
         deployment.sockets = self.exposable_sockets.clone();
         deployment.liftable = self.liftable_protected.clone();
         if !self.settings.is_empty() {

@@ -175,14 +175,23 @@ impl fmt::Display for Endpoint {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Network {
-    /// No route out.
-    None,
-    /// Only these endpoints.
-    Allow(Vec<Endpoint>),
-    /// Anything the host reaches (today's default: the network is not yet
-    /// closed by the host, so a narrower grant is reported unenforced).
+    /// No route out, no host loopback, no host unix socket (pathname or
+    /// abstract) but those the grant exposes, no listening on host ports:
+    /// the default of every confined run.
     #[default]
+    None,
+    /// Only these endpoints (through the host's proxy, which is not built
+    /// yet: until it is, such a run gets `none`, and says so).
+    Allow(Vec<Endpoint>),
+    /// Anything the host reaches.
     Full,
+}
+
+impl Network {
+    /// Whether this is `none` (the default, left out of JSON).
+    pub fn is_none(&self) -> bool {
+        *self == Network::None
+    }
 }
 
 impl Network {
@@ -235,8 +244,8 @@ pub struct SandboxPolicy {
     /// Paths hidden from the command (absolute, or `~/…`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deny_read: Vec<PathBuf>,
-    /// The network the command may reach.
-    #[serde(default, skip_serializing_if = "is_full")]
+    /// The network the command may reach (default `none`).
+    #[serde(default, skip_serializing_if = "Network::is_none")]
     pub network: Network,
     /// Host unix sockets exposed to the command.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -245,6 +254,10 @@ pub struct SandboxPolicy {
 
 fn is_full(network: &Network) -> bool {
     *network == Network::Full
+}
+
+fn full_network() -> Network {
+    Network::Full
 }
 
 /// Paths protected inside every writable root unless a grant lifts them
@@ -268,7 +281,7 @@ pub const PROTECTED_DEFAULTS: &[&str] = &[
 
 impl SandboxPolicy {
     /// A policy of `mode` rooted at `workspace_root`, granting nothing
-    /// more (network as the host has it).
+    /// more (no network).
     pub fn new(mode: SandboxMode, workspace_root: impl Into<PathBuf>) -> Self {
         SandboxPolicy {
             mode,
@@ -277,7 +290,7 @@ impl SandboxPolicy {
             protected: vec![],
             unprotected: vec![],
             deny_read: vec![],
-            network: Network::Full,
+            network: Network::None,
             sockets: vec![],
         }
     }
@@ -308,7 +321,7 @@ pub struct GrantFacts {
     /// Paths hidden from the command.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deny_read: Vec<PathBuf>,
-    /// The network granted.
+    /// The network in force.
     pub network: Network,
     /// The host sockets granted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -321,6 +334,10 @@ pub struct GrantFacts {
     /// enforcement is then `partial`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub partial: Vec<String>,
+    /// What the run got less of than its grant said, and why (an
+    /// allow-list without the proxy that would carry it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub narrowed: Vec<String>,
 }
 
 /// A policy component's answer to a request.
@@ -443,8 +460,9 @@ pub struct Deployment {
     /// (**host invariant**: a request may ask for less, never more).
     #[serde(default)]
     pub limits: RunLimits,
-    /// The widest network a grant may have (**host invariant**).
-    #[serde(default, skip_serializing_if = "is_full")]
+    /// The widest network a grant may have (**host invariant**; default
+    /// `full`: the default policy's own network is `none`).
+    #[serde(default = "full_network", skip_serializing_if = "is_full")]
     pub max_network: Network,
     /// The host sockets a grant may expose (**host invariant**).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -120,6 +120,12 @@ pub fn test_host(dir: &Path, tail: usize) -> cordon::Host {
     deployment.max_mode = cordon::SandboxMode::DangerFullAccess;
     cordon::Host::builder()
         .deployment(deployment)
+        // The launcher and init are the cordon binary's modes, as an
+        // embedder configures them (this test binary has neither).
+        .sandbox(cordon::sandbox::SandboxConfig {
+            launcher: Some(env!("CARGO_BIN_EXE_cordon").into()),
+            ..Default::default()
+        })
         .process_limits(cordon::ProcessLimits {
             tail_bytes: tail,
             kill_grace: TEST_GRACE,

@@ -291,7 +291,12 @@ fn under_landlock_a_command_cannot_reach_a_host_abstract_socket() {
         )
     };
     for mode in ["read-only", "workspace-write"] {
-        let args = ["--backend", "landlock", "--mode", mode];
+        // The full network: Landlock's scope alone closes the host's
+        // abstract sockets (a closed network refuses unix sockets outright).
+        let grant =
+            serde_json::json!({"mode": mode, "workspaceRoot": ws.path(), "network": "full"})
+                .to_string();
+        let args = ["--backend", "landlock", "--grant", &grant];
         let (code, result) = run_json(ws.path(), &args, &connect(&name));
         assert_ne!(code, 0, "{mode}: connected to the host's socket: {result}");
         assert!(

@@ -156,8 +156,7 @@ pub fn pwsh_argv(command: &str) -> Vec<String> {
     .collect()
 }
 
-/// A policy of `mode` at `root` granting nothing more (the network as the
-/// host has it).
+/// A policy of `mode` at `root` granting nothing more (no network).
 pub fn sandbox_policy(mode: SandboxMode, root: &str) -> SandboxPolicy {
     SandboxPolicy {
         mode,
@@ -166,7 +165,7 @@ pub fn sandbox_policy(mode: SandboxMode, root: &str) -> SandboxPolicy {
         protected: vec![],
         unprotected: vec![],
         deny_read: vec![],
-        network: Network::Full,
+        network: Network::None,
         sockets: vec![],
     }
 }

@@ -156,10 +156,13 @@ fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
         request.policy = Some(grant);
         request.approved = args.approved;
     } else if args.mode.is_some() || args.workspace.is_some() {
-        request.policy = Some(SandboxPolicy::new(
-            args.mode.unwrap_or(SandboxMode::ReadOnly),
-            args.workspace.unwrap_or(cwd),
-        ));
+        // The deployment's default policy with another mode or root: its
+        // network (`default_network`) and the rest of its grant stay.
+        request.policy = Some(SandboxPolicy {
+            mode: args.mode.unwrap_or(SandboxMode::ReadOnly),
+            workspace_root: args.workspace.unwrap_or(cwd),
+            ..host.deployment().policy.clone()
+        });
     }
     let abort = CancellationToken::new();
     let options = RunOptions {

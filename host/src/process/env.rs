@@ -20,7 +20,8 @@
 //! An entry the request names explicitly is the caller's choice and
 //! survives; so does a host variable the operator's policy includes.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
+use std::path::PathBuf;
 
 /// Substrings (upper case) that mark a variable name as a credential.
 const CREDENTIAL_MARKERS: &[&str] = &[
@@ -161,6 +162,43 @@ fn value_is_credential(value: &str) -> bool {
     })
 }
 
+/// Variables that point a program at a host socket (an ssh or gpg agent,
+/// a container engine, a session bus, a display, a terminal multiplexer):
+/// withheld from a run whose network is closed, unless their value names a
+/// socket the grant exposes. The socket itself is closed by the sandbox;
+/// this keeps programs from trying it (and from leaking where it is).
+pub const SOCKET_VARS: &[&str] = &[
+    "SSH_AUTH_SOCK",
+    "GPG_AGENT_INFO",
+    "DOCKER_HOST",
+    "CONTAINER_HOST",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "DBUS_SYSTEM_BUS_ADDRESS",
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "PULSE_SERVER",
+    "SWAYSOCK",
+    "I3SOCK",
+    "TMUX",
+    "KITTY_LISTEN_ON",
+    "VSCODE_IPC_HOOK_CLI",
+];
+
+/// Whether host variable `name` points at a host socket that `exposed`
+/// does not name.
+pub fn points_at_a_closed_socket(name: &OsStr, value: &OsStr, exposed: &[PathBuf]) -> bool {
+    let Some(name) = name.to_str() else {
+        return false;
+    };
+    if !SOCKET_VARS.contains(&name) {
+        return false;
+    }
+    let value = value.to_string_lossy();
+    !exposed
+        .iter()
+        .any(|socket| !socket.as_os_str().is_empty() && value.contains(&*socket.to_string_lossy()))
+}
+
 /// The complete environment for a child: `host` through `policy` and the
 /// scrub, then `overlay`.
 pub fn child_env(
@@ -186,6 +224,28 @@ pub fn child_env(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn socket_variables_are_withheld_unless_their_socket_is_exposed() {
+        let agent = OsStr::new("/tmp/ssh-x/agent.1");
+        let closed = |name: &str, value: &OsStr, exposed: &[&str]| {
+            let exposed: Vec<PathBuf> = exposed.iter().map(PathBuf::from).collect();
+            points_at_a_closed_socket(OsStr::new(name), value, &exposed)
+        };
+        assert!(closed("SSH_AUTH_SOCK", agent, &[]));
+        assert!(!closed("SSH_AUTH_SOCK", agent, &["/tmp/ssh-x/agent.1"]));
+        assert!(closed(
+            "DBUS_SESSION_BUS_ADDRESS",
+            OsStr::new("unix:path=/run/user/0/bus"),
+            &["/tmp/ssh-x/agent.1"]
+        ));
+        assert!(!closed(
+            "DBUS_SESSION_BUS_ADDRESS",
+            OsStr::new("unix:path=/run/user/0/bus"),
+            &["/run/user/0/bus"]
+        ));
+        assert!(!closed("HOME", OsStr::new("/root"), &[]));
+    }
 
     fn os(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
         pairs.iter().map(|(k, v)| (k.into(), v.into())).collect()

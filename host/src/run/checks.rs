@@ -1014,8 +1014,12 @@ mod tests {
         );
         deployment.max_network = github;
         assert!(grant(&wants_github, &deployment).is_ok());
+        let wants_full = SandboxPolicy {
+            network: Network::Full,
+            ..base.clone()
+        };
         assert!(
-            grant(&base, &deployment).is_err(),
+            grant(&wants_full, &deployment).is_err(),
             "full is wider than an allow-list"
         );
         deployment.max_network = Network::Full;

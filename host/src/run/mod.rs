@@ -18,14 +18,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::RunError;
 use crate::model::{
-    Decision, Deployment, ExecRequest, ExecResult, ExecSpec, GrantFacts, LaunchFacts, Outcome,
-    RunnerStatus, SandboxFacts, SandboxMode, SandboxPolicy, WrapFacts,
+    Decision, Deployment, ExecRequest, ExecResult, ExecSpec, GrantFacts, LaunchFacts, Network,
+    Outcome, RunnerStatus, SandboxFacts, SandboxMode, SandboxPolicy, WrapFacts,
 };
 use crate::model::{LimitEnforcer, LimitFacts, LimitKind, RunLimits};
 use crate::policy::Policy;
 use crate::process::spill::{DEFAULT_SPILL_LIMIT, SpillDir};
 use crate::process::{self, Cgroups, Finished, OutputSink, Process, RunCgroup, SpawnError};
-use crate::sandbox::grant::{self, Held};
+use crate::sandbox::grant::{self, Held, expand_home};
 use crate::sandbox::{Confine, StatusReport, Supervision};
 use crate::tasks::{Ending, TaskHandle, TaskStatus, Tasks};
 
@@ -339,8 +339,16 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
     };
     // The command's environment; a runner that takes it over its own
     // channel is itself spawned without it.
+    // A closed network withholds the variables that point at host sockets
+    // (an explicit entry of the request's still wins).
+    let closed = spec.policy.mode.is_confined() && spec.policy.network != Network::Full;
+    let exposed: Vec<std::path::PathBuf> =
+        spec.policy.sockets.iter().map(|s| expand_home(s)).collect();
+    let host_vars = std::env::vars_os().filter(|(name, value)| {
+        !(closed && process::env::points_at_a_closed_socket(name, value, &exposed))
+    });
     let (env, handover, init_env) = accepted.handover.split(
-        process::env::child_env(std::env::vars_os(), &cx.env, &spec.env),
+        process::env::child_env(host_vars, &cx.env, &spec.env),
         &launcher_vars,
     );
     let launch = process::Launch {

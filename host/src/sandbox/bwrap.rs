@@ -173,6 +173,18 @@ impl Bwrap {
                 full.extend(["--ro-bind".into(), at.clone(), at]);
             }
         }
+        let mut grant = layout.facts.clone();
+        if layout.network_closed() {
+            // Its own network namespace: no route out, no host loopback, no
+            // host abstract socket, no host port to listen on.
+            full.push("--unshare-net".into());
+            // A granted socket stays reachable where the fresh /tmp would
+            // hide it.
+            for socket in &layout.facts.sockets {
+                let at = socket.to_string_lossy().into_owned();
+                full.extend(["--ro-bind-try".into(), at.clone(), at]);
+            }
+        }
         full.extend(HARDENING.iter().map(|s| (*s).to_owned()));
         full.push("--".into());
         let (supervision, handover) = match &self.init {
@@ -184,14 +196,33 @@ impl Bwrap {
                     INIT_FD.to_string(),
                     "--env-fd".into(),
                     INIT_ENV_FD.to_string(),
-                    "--".into(),
                 ]);
+                if layout.network_closed() {
+                    // Host pathname sockets are files a mount cannot close:
+                    // the init refuses the unix family (unless a socket is
+                    // exposed); inet sockets reach only the private loopback.
+                    let mut families = vec!["inet", "inet6", "netlink"];
+                    if !layout.facts.sockets.is_empty() {
+                        families.push("unix");
+                    }
+                    full.extend(["--socket-families".into(), families.join(",")]);
+                }
+                full.push("--".into());
                 (Supervision::BwrapInit, EnvHandover::BwrapInit)
             }
-            None => (Supervision::None, EnvHandover::BwrapArgs),
+            None => {
+                if layout.network_closed() {
+                    grant.partial.push(
+                        "sockets: without cordon's init, bwrap cannot close host unix sockets \
+                         (pathname sockets stay reachable)"
+                            .into(),
+                    );
+                }
+                (Supervision::None, EnvHandover::BwrapArgs)
+            }
         };
+        grant.partial.extend(layout.exposed_sockets_reason());
         full.extend(argv.iter().cloned());
-        let mut grant = layout.facts.clone();
         let links: Vec<String> = layout
             .protected
             .iter()
@@ -320,8 +351,16 @@ mod tests {
         layout
     }
 
+    /// A policy of `mode` with today's network (the shape tests).
+    fn open(mode: SandboxMode, root: &str) -> SandboxPolicy {
+        SandboxPolicy {
+            network: crate::model::Network::Full,
+            ..SandboxPolicy::new(mode, root)
+        }
+    }
+
     fn argv_of(mode: SandboxMode) -> Vec<String> {
-        let policy = SandboxPolicy::new(mode, "/home/me/ws");
+        let policy = open(mode, "/home/me/ws");
         let wrap = Bwrap::at("/usr/bin/bwrap").wrap(&["true".into()], &policy, &bare(&policy));
         wrap.argv().to_vec()
     }
@@ -397,7 +436,7 @@ mod tests {
     #[test]
     fn with_the_init_the_command_runs_under_it_and_the_init_stays_visible() {
         let init = Bwrap::at("/usr/bin/bwrap").with_init("/tmp/build/cordon");
-        let policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/home/me/ws");
+        let policy = open(SandboxMode::WorkspaceWrite, "/home/me/ws");
         let wrap = init.wrap(&["true".into()], &policy, &bare(&policy));
         let argv = wrap.argv().join(" ");
         assert!(
@@ -410,7 +449,7 @@ mod tests {
         assert_eq!(wrap.supervision(), Supervision::BwrapInit);
         assert_eq!(wrap.handover(), EnvHandover::BwrapInit);
         // Read-only keeps the host's /tmp: nothing to bind back.
-        let ro = SandboxPolicy::new(SandboxMode::ReadOnly, "/home/me/ws");
+        let ro = open(SandboxMode::ReadOnly, "/home/me/ws");
         assert_eq!(
             init.wrap(&["true".into()], &ro, &bare(&ro))
                 .argv()
@@ -439,6 +478,51 @@ mod tests {
         let wrap = Bwrap::at("bwrap").wrap(&odd, &policy, &bare(&policy));
         let at = wrap.argv().iter().position(|a| a == "--").unwrap();
         assert_eq!(&wrap.argv()[at + 1..], &odd[..]);
+    }
+
+    #[test]
+    fn a_closed_network_is_a_network_namespace_and_the_init_closes_unix_sockets() {
+        let init = Bwrap::at("/usr/bin/bwrap").with_init("/usr/bin/cordon");
+        let mut policy = SandboxPolicy::new(SandboxMode::ReadOnly, "/ws");
+        let wrap = init.wrap(&["true".into()], &policy, &bare(&policy));
+        let argv = wrap.argv().join(" ");
+        assert!(
+            argv.contains(&format!("--unshare-net {HARDENED} --")),
+            "{argv}"
+        );
+        assert!(
+            argv.ends_with("--socket-families inet,inet6,netlink -- true"),
+            "{argv}"
+        );
+        assert!(wrap.grant().partial.is_empty());
+        // An exposed socket: bound in, the unix family allowed, and said.
+        policy.sockets.push("/tmp/agent.sock".into());
+        let wrap = init.wrap(&["true".into()], &policy, &bare(&policy));
+        let argv = wrap.argv().join(" ");
+        assert!(
+            argv.contains("--ro-bind-try /tmp/agent.sock /tmp/agent.sock"),
+            "{argv}"
+        );
+        assert!(
+            argv.contains("--socket-families inet,inet6,netlink,unix --"),
+            "{argv}"
+        );
+        assert!(wrap.grant().partial[0].starts_with("sockets: exposing /tmp/agent.sock"));
+        // Without the init nothing closes the pathname sockets: partial.
+        let bare_bwrap = Bwrap::at("/usr/bin/bwrap");
+        let plain = SandboxPolicy::new(SandboxMode::ReadOnly, "/ws");
+        let wrap = bare_bwrap.wrap(&["true".into()], &plain, &bare(&plain));
+        assert!(wrap.grant().partial[0].contains("without cordon's init"));
+        assert_eq!(wrap.facts().enforcement, Enforcement::Partial);
+        // Full keeps today's profile.
+        let full = open(SandboxMode::ReadOnly, "/ws");
+        let wrap = init.wrap(&["true".into()], &full, &bare(&full));
+        assert!(
+            !wrap
+                .argv()
+                .iter()
+                .any(|a| a == "--unshare-net" || a == "--socket-families")
+        );
     }
 
     #[test]

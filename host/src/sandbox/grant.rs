@@ -28,7 +28,7 @@ use std::path::{Component, Path, PathBuf};
 
 use nix::libc;
 
-use crate::model::{GrantFacts, Network, PROTECTED_DEFAULTS, SandboxMode, SandboxPolicy};
+use crate::model::{GrantFacts, Network, PROTECTED_DEFAULTS, SandboxPolicy};
 
 /// A protected path inside a writable root.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,6 +67,28 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// Whether the run's network is closed (anything but `full`).
+    pub fn network_closed(&self) -> bool {
+        self.facts.network != Network::Full
+    }
+
+    /// The reason a backend gives when it must let every host unix socket
+    /// through to expose the granted ones (the filter works by family).
+    pub fn exposed_sockets_reason(&self) -> Option<String> {
+        (self.network_closed() && !self.facts.sockets.is_empty()).then(|| {
+            format!(
+                "sockets: exposing {} leaves every host unix socket the run can name reachable \
+                 (the socket filter works by family, not by path)",
+                self.facts
+                    .sockets
+                    .iter()
+                    .map(|s| s.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+    }
+
     /// The absent protected paths, which a placeholder must hold.
     pub fn absent(&self) -> Vec<PathBuf> {
         self.protected
@@ -284,23 +306,32 @@ pub fn lay_out(policy: &SandboxPolicy, host_protected: &[PathBuf]) -> Layout {
     hidden.sort_by_key(|h| (h.path.components().count(), h.path.clone()));
     hidden.dedup();
 
-    let mut unenforced = vec![];
-    if policy.network != Network::Full {
-        unenforced.push("network".to_owned());
-    }
-    if policy.mode != SandboxMode::DangerFullAccess {
-        // Host sockets are not closed to confined runs yet: exposing
-        // some says nothing about the others.
-        unenforced.push("sockets".to_owned());
-    }
+    // The allow-list's proxy is not built yet: such a run is closed.
+    let (network, narrowed) = match &policy.network {
+        Network::Full => (Network::Full, vec![]),
+        Network::None => (Network::None, vec![]),
+        Network::Allow(endpoints) => (
+            Network::None,
+            vec![format!(
+                "network: the allow-list ({}) needs cordon's network proxy, which this host \
+                 does not have yet; the run has no network at all",
+                endpoints
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )],
+        ),
+    };
     let facts = GrantFacts {
         writable_roots: writable.clone(),
         protected: protected.iter().map(|p| p.path.clone()).collect(),
         deny_read,
-        network: policy.network.clone(),
+        network,
         sockets: policy.sockets.iter().map(|p| expand_home(p)).collect(),
-        unenforced,
+        unenforced: vec![],
         partial: vec![],
+        narrowed,
     };
     Layout {
         writable,
@@ -448,6 +479,7 @@ impl Drop for Held {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::SandboxMode;
 
     fn ws() -> tempfile::TempDir {
         tempfile::tempdir().unwrap()

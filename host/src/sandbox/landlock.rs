@@ -176,7 +176,18 @@ impl Landlock {
         if self.isolate_ipc {
             full.push("--unshare-ipc".into());
         }
-        let (grants, partial) = grants(layout);
+        let (grants, mut partial) = grants(layout);
+        if layout.network_closed() {
+            // The host's network namespace is shared: the command may make
+            // no socket but a unix one, and that only to reach an exposed
+            // socket (abstract ones stay scoped out by Landlock).
+            let families = match layout.facts.sockets.is_empty() {
+                true => "",
+                false => "unix",
+            };
+            full.extend(["--socket-families".into(), families.into()]);
+            partial.extend(layout.exposed_sockets_reason());
+        }
         full.extend(grants);
         full.push("--".into());
         full.extend(argv.iter().cloned());
@@ -368,6 +379,28 @@ mod tests {
     #[test]
     fn wrap_runs_the_launcher_with_a_status_fd() {
         let policy = SandboxPolicy::new(SandboxMode::ReadOnly, "/ws");
+        let launcher = Landlock::at("/usr/bin/cordon", Enforcement::Full);
+        let closed = launcher.wrap(&["true".into()], &policy, &layout(&policy));
+        assert!(
+            closed
+                .argv()
+                .join(" ")
+                .contains("--socket-families  --ro /"),
+            "no socket family at all under a closed network"
+        );
+        let mut exposing = policy.clone();
+        exposing.sockets.push("/run/agent.sock".into());
+        let wrap = launcher.wrap(&["true".into()], &exposing, &layout(&exposing));
+        assert!(
+            wrap.argv()
+                .join(" ")
+                .contains("--socket-families unix --ro /")
+        );
+        assert_eq!(wrap.facts().enforcement, Enforcement::Partial);
+        let policy = SandboxPolicy {
+            network: crate::model::Network::Full,
+            ..policy
+        };
         let wrap = Landlock::at("/usr/bin/cordon", Enforcement::Partial).wrap(
             &["true".into()],
             &policy,

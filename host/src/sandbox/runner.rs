@@ -75,6 +75,12 @@ impl RunnerCommand {
                 .partial
                 .push("protected and deny-read paths: the runner command is not told them".into());
         }
+        if layout.network_closed() {
+            // The runner is not told; what it closes is its own business.
+            grant
+                .unenforced
+                .extend(["network".to_owned(), "sockets".to_owned()]);
+        }
         Wrap::new(full, policy.clone(), self.facts()).granting(grant)
     }
 

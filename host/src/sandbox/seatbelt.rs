@@ -21,7 +21,8 @@ pub const PROGRAM: &str = "/usr/bin/sandbox-exec";
 /// canonical), writable under `workspace-write` together with the writable
 /// roots and `/private/tmp`. Seatbelt matches paths, so the grant needs no
 /// placeholders: a protected path is denied writes whether or not it exists
-/// (so it cannot be created), a deny-read path is denied reads; later rules
+/// (so it cannot be created), a deny-read path is denied reads, a closed
+/// network is `(deny network*)` but for the exposed sockets; later rules
 /// win over earlier ones.
 pub fn profile(layout: &Layout, user_temp: Option<&Path>) -> String {
     let mut profile = String::from(
@@ -50,6 +51,15 @@ pub fn profile(layout: &Layout, user_temp: Option<&Path>) -> String {
             profile.push_str(&format!(" (subpath \"{}\")", escape(&protected.path)));
         }
         profile.push(')');
+    }
+    if layout.network_closed() {
+        profile.push_str(" (deny network*)");
+        for socket in &layout.facts.sockets {
+            profile.push_str(&format!(
+                " (allow network-outbound (remote unix-socket (path-literal \"{}\")))",
+                escape(socket)
+            ));
+        }
     }
     if !layout.facts.deny_read.is_empty() {
         profile.push_str(" (deny file-read* file-write*");
@@ -139,11 +149,29 @@ mod tests {
     use crate::model::SandboxMode;
     use crate::sandbox::grant::lay_out;
 
-    /// `policy` laid out with nothing protected.
+    /// `policy` laid out with nothing protected, and today's network.
     fn bare(policy: &SandboxPolicy) -> Layout {
-        let mut layout = lay_out(policy, &[]);
+        let policy = SandboxPolicy {
+            network: crate::model::Network::Full,
+            ..policy.clone()
+        };
+        let mut layout = lay_out(&policy, &[]);
         layout.protected.clear();
         layout
+    }
+
+    #[test]
+    fn a_closed_network_is_denied_but_for_the_exposed_sockets() {
+        let mut policy = SandboxPolicy::new(SandboxMode::ReadOnly, "/Users/me/ws");
+        policy.sockets.push("/Users/me/.ssh/agent.sock".into());
+        let profile = profile(&lay_out(&policy, &[]), None);
+        assert!(
+            profile.ends_with(
+                "(deny network*) (allow network-outbound (remote unix-socket \
+                 (path-literal \"/Users/me/.ssh/agent.sock\")))"
+            ),
+            "{profile}"
+        );
     }
 
     #[test]

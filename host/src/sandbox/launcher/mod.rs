@@ -7,9 +7,9 @@
 //! a namespace runner next.
 //!
 //! ```text
-//! cordon __landlock [--status-fd N] [--env-fd N] [--parent PID] [--unshare-ipc] (--ro PATH | --ls PATH | --rw PATH)... -- ARGV...
+//! cordon __landlock [--status-fd N] [--env-fd N] [--parent PID] [--unshare-ipc] [--socket-families LIST] (--ro PATH | --ls PATH | --rw PATH)... -- ARGV...
 //! cordon __landlock --probe
-//! cordon __init [--status-fd N] -- ARGV...
+//! cordon __init [--status-fd N] [--env-fd N] [--socket-families LIST] -- ARGV...
 //! cordon __init --probe
 //! ```
 //!
@@ -40,6 +40,8 @@
 pub mod landlock;
 #[cfg(target_os = "linux")]
 mod metadata;
+#[cfg(target_os = "linux")]
+pub mod sockets;
 pub mod supervise;
 
 use std::convert::Infallible;
@@ -143,6 +145,8 @@ struct Launch {
     /// of a deny-read path, whose other entries are granted one by one.
     listable: Vec<PathBuf>,
     writable: Vec<PathBuf>,
+    /// The socket families the command may make (none: no filter).
+    socket_families: Option<Vec<i32>>,
     argv: Vec<OsString>,
 }
 
@@ -189,6 +193,14 @@ fn parse(mode: Mode, args: Vec<OsString>) -> Result<Invocation, String> {
                 }
             }
             "--parent" if landlock => launch.parent = Some(number(&flag, args.next())?),
+            #[cfg(target_os = "linux")]
+            "--socket-families" => {
+                let list = args
+                    .next()
+                    .ok_or("--socket-families needs a list (may be empty)")?;
+                let list = list.to_str().ok_or("--socket-families is not UTF-8")?;
+                launch.socket_families = Some(sockets::parse(list)?);
+            }
             "--unshare-ipc" if landlock => launch.unshare_ipc = true,
             "--ro" | "--rw" | "--ls" if landlock => {
                 let path = args.next().ok_or_else(|| format!("{flag} needs a path"))?;
@@ -282,6 +294,12 @@ fn launch(mode: Mode, request: Launch) -> ! {
                 if let Err(detail) = metadata::refuse_metadata_changes() {
                     fail(status.as_mut(), &detail);
                 }
+            }
+            #[cfg(target_os = "linux")]
+            if let Some(families) = &request.socket_families
+                && let Err(detail) = sockets::allow_only(families)
+            {
+                fail(status.as_mut(), &detail);
             }
             for &(resource, var, value) in &rlimits {
                 let limit = nix::libc::rlimit {
@@ -391,6 +409,7 @@ mod tests {
                 read_only: vec!["/".into()],
                 listable: vec!["/root".into()],
                 writable: vec!["/w".into()],
+                socket_families: None,
                 argv: os(&["a", "--ro"]),
             }))
         );

@@ -347,10 +347,19 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
     let host_vars = std::env::vars_os().filter(|(name, value)| {
         !(closed && process::env::points_at_a_closed_socket(name, value, &exposed))
     });
-    let (env, handover, init_env) = accepted.handover.split(
-        process::env::child_env(host_vars, &cx.env, &spec.env),
-        &launcher_vars,
-    );
+    let mut env = process::env::child_env(host_vars, &cx.env, &spec.env);
+    // A variable naming a socket the grant exposes reaches the command even
+    // past the credential scrub (`SSH_AUTH_SOCK` for an exposed agent).
+    if closed {
+        for (name, value) in std::env::vars_os() {
+            let names_exposed = process::env::SOCKET_VARS.contains(&&*name.to_string_lossy())
+                && !process::env::points_at_a_closed_socket(&name, &value, &exposed);
+            if names_exposed && !env.iter().any(|(have, _)| *have == name) {
+                env.push((name, value));
+            }
+        }
+    }
+    let (env, handover, init_env) = accepted.handover.split(env, &launcher_vars);
     let launch = process::Launch {
         argv: accepted.argv,
         env,

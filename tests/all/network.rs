@@ -1,0 +1,293 @@
+//! The network of a confined run, tried from outside as root under every
+//! backend against listeners this test starts on the host (loopback and
+//! unix sockets only), with the host's listeners checked after: under the
+//! default `none` a command reaches no host pathname socket, no host
+//! abstract socket, no host TCP listener on 127.0.0.1, and cannot listen on
+//! a host port; under `full` (a positive control) it reaches them; an
+//! exposed socket is reachable only when the grant names it and the
+//! operator lets it be exposed; the variables pointing at host sockets are
+//! withheld from a closed run.
+
+use std::io::ErrorKind;
+use std::net::TcpListener;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::{self, confined_backends, run_json, workspace};
+
+/// Listeners on the host: a pathname unix socket, an abstract one and a
+/// TCP one on 127.0.0.1, all non-blocking.
+struct Listeners {
+    unix: UnixListener,
+    unix_path: std::path::PathBuf,
+    abstract_name: String,
+    abstract_socket: UnixListener,
+    tcp: TcpListener,
+}
+
+impl Listeners {
+    fn start(dir: &Path, tag: &str) -> Listeners {
+        let unix_path = dir.join(format!("{tag}.sock"));
+        let unix = UnixListener::bind(&unix_path).unwrap();
+        let abstract_name = format!("cordon-e2e-net-{}-{tag}", std::process::id());
+        let address = SocketAddr::from_abstract_name(&abstract_name).unwrap();
+        let abstract_socket = UnixListener::bind_addr(&address).unwrap();
+        let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+        for listener in [&unix, &abstract_socket] {
+            listener.set_nonblocking(true).unwrap();
+        }
+        tcp.set_nonblocking(true).unwrap();
+        Listeners {
+            unix,
+            unix_path,
+            abstract_name,
+            abstract_socket,
+            tcp,
+        }
+    }
+
+    /// A python line that tries every listener and prints `NAME:ok` or
+    /// `NAME:refused` for each.
+    fn probe(&self) -> String {
+        let port = self.tcp.local_addr().unwrap().port();
+        format!(
+            "python3 -c \"
+import socket
+def attempt(name, family, address):
+    try:
+        s = socket.socket(family)
+        s.settimeout(3)
+        s.connect(address)
+        print(name + ':ok')
+    except OSError as e:
+        print(name + ':refused')
+attempt('unix', socket.AF_UNIX, '{}')
+attempt('abstract', socket.AF_UNIX, '\\0{}')
+attempt('tcp', socket.AF_INET, ('127.0.0.1', {port}))
+\"",
+            self.unix_path.display(),
+            self.abstract_name
+        )
+    }
+
+    /// Which listeners saw a connection.
+    fn reached(&self) -> Vec<&'static str> {
+        let mut reached = vec![];
+        let seen = |result: std::io::Result<()>| match result {
+            Ok(()) => true,
+            Err(err) if err.kind() == ErrorKind::WouldBlock => false,
+            Err(err) => panic!("accept: {err}"),
+        };
+        if seen(self.unix.accept().map(drop)) {
+            reached.push("unix");
+        }
+        if seen(self.abstract_socket.accept().map(drop)) {
+            reached.push("abstract");
+        }
+        if seen(self.tcp.accept().map(drop)) {
+            reached.push("tcp");
+        }
+        reached
+    }
+}
+
+fn grant(root: &Path, extra: Value) -> String {
+    let mut policy = json!({"mode": "read-only", "workspaceRoot": root});
+    if let (Value::Object(policy), Value::Object(extra)) = (&mut policy, extra) {
+        policy.extend(extra);
+    }
+    policy.to_string()
+}
+
+#[test]
+fn under_none_no_host_socket_or_listener_is_reachable_and_under_full_all_are() {
+    for (backend, _) in confined_backends("under_none_no_host_socket_or_listener_is_reachable") {
+        let ws = workspace();
+        let listeners = Listeners::start(ws.path(), "none");
+        let mut args = backend.to_vec();
+        args.extend(["--mode", "read-only"]);
+        let (code, result) = run_json(ws.path(), &args, &listeners.probe());
+        assert_eq!(code, 0, "{backend:?}: {result}");
+        assert_eq!(
+            result["stdout"]["text"], "unix:refused\nabstract:refused\ntcp:refused\n",
+            "{backend:?}: {result}"
+        );
+        assert_eq!(listeners.reached(), Vec::<&str>::new(), "{backend:?}");
+        assert_eq!(result["grant"]["network"], "none", "{result}");
+        // bash's /dev/tcp and curl fail the same way.
+        let port = listeners.tcp.local_addr().unwrap().port();
+        let line = format!(
+            "(echo x > /dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo tcp:ok || echo tcp:refused; \
+             if command -v curl >/dev/null; then curl -sS --max-time 3 http://127.0.0.1:{port}/ \
+             >/dev/null 2>&1 && echo curl:ok || echo curl:refused; fi"
+        );
+        let (_, result) = run_json(ws.path(), &args, &line);
+        let out = result["stdout"]["text"].as_str().unwrap();
+        assert!(
+            out.contains("tcp:refused") && !out.contains(":ok"),
+            "{backend:?}: {out}"
+        );
+        assert_eq!(listeners.reached(), Vec::<&str>::new(), "{backend:?}");
+
+        // Positive control: `full` (within the default ceiling) reaches all.
+        let full = grant(ws.path(), json!({"network": "full"}));
+        let mut args = backend.to_vec();
+        args.extend(["--grant", &full]);
+        let (code, result) = run_json(ws.path(), &args, &listeners.probe());
+        assert_eq!(code, 0, "{backend:?}: {result}");
+        let out = result["stdout"]["text"].as_str().unwrap();
+        assert!(
+            out.contains("unix:ok") && out.contains("tcp:ok"),
+            "{backend:?}: {out}"
+        );
+        let reached = listeners.reached();
+        assert!(
+            reached.contains(&"unix") && reached.contains(&"tcp"),
+            "{reached:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn under_none_a_command_cannot_listen_on_a_host_port() {
+    let ws = workspace();
+    let free = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = free.local_addr().unwrap().port();
+    drop(free);
+    for (backend, _) in confined_backends("under_none_a_command_cannot_listen_on_a_host_port") {
+        let choice = match backend.contains(&"landlock") {
+            true => cordon::sandbox::BackendChoice::Landlock,
+            false => cordon::sandbox::BackendChoice::Bwrap,
+        };
+        let host = cordon::Host::builder()
+            .deployment(cordon::Deployment::in_dir(ws.path()))
+            .sandbox(cordon::sandbox::SandboxConfig {
+                backend: choice,
+                launcher: Some(env!("CARGO_BIN_EXE_cordon").into()),
+                ..Default::default()
+            })
+            .build()
+            .unwrap();
+        let line = format!(
+            "python3 -c \"
+import socket, time
+try:
+    s = socket.socket()
+    s.bind(('127.0.0.1', {port}))
+    s.listen()
+    print('bound', flush=True)
+except OSError:
+    print('refused', flush=True)
+time.sleep(5)
+\""
+        );
+        let request = common::request(cordon::SandboxMode::ReadOnly, ws.path(), &line);
+        let task = host.start(request).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut text = String::new();
+        while !text.contains('\n') {
+            assert!(Instant::now() < deadline, "no answer: {text:?}");
+            text.push_str(&task.read().text);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Whatever it did inside, nothing listens on the host's port.
+        let reached = std::net::TcpStream::connect(("127.0.0.1", port));
+        assert!(reached.is_err(), "{text}: the host's port {port} answers");
+        task.kill();
+        task.wait(Some(Duration::from_secs(10))).await;
+    }
+}
+
+#[test]
+fn an_exposed_socket_is_reachable_only_when_granted_and_allowed() {
+    for (backend, _) in confined_backends("an_exposed_socket_is_reachable_only_when_granted") {
+        let ws = workspace();
+        let listeners = Listeners::start(ws.path(), "agent");
+        let socket = listeners.unix_path.to_str().unwrap().to_owned();
+        let exposing = grant(ws.path(), json!({"sockets": [socket]}));
+
+        // Granted but not allowed by the operator: refused before anything runs.
+        let mut args = backend.to_vec();
+        args.extend(["--grant", &exposing]);
+        let (code, result) = run_json(ws.path(), &args, &listeners.probe());
+        assert_eq!(code, 64, "{result}");
+        assert_eq!(result["error"]["field"], "policy.sockets");
+
+        // Allowed and granted: reachable (and the run says what that costs).
+        let config = ws.path().join("cordon.toml");
+        std::fs::write(&config, format!("exposable_sockets = [{socket:?}]\n")).unwrap();
+        let mut args = vec!["--config", config.to_str().unwrap()];
+        args.extend(backend);
+        args.extend(["--grant", &exposing]);
+        let (code, result) = run_json(ws.path(), &args, &listeners.probe());
+        assert_eq!(code, 0, "{backend:?}: {result}");
+        let out = result["stdout"]["text"].as_str().unwrap();
+        assert!(out.starts_with("unix:ok\n"), "{backend:?}: {out}");
+        assert!(out.contains("tcp:refused"), "{backend:?}: {out}");
+        assert_eq!(listeners.reached(), vec!["unix"], "{backend:?}");
+        assert!(
+            result["grant"]["partial"]
+                .to_string()
+                .contains("sockets: exposing"),
+            "{result}"
+        );
+
+        // Allowed but not granted: closed.
+        let mut args = vec!["--config", config.to_str().unwrap()];
+        args.extend(backend);
+        args.extend(["--mode", "read-only"]);
+        let (_, result) = run_json(ws.path(), &args, &listeners.probe());
+        assert!(
+            result["stdout"]["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("unix:refused"),
+            "{result}"
+        );
+        assert_eq!(listeners.reached(), Vec::<&str>::new());
+    }
+}
+
+#[test]
+fn the_variables_pointing_at_host_sockets_are_withheld_from_a_closed_run() {
+    if !common::bwrap_usable("the_variables_pointing_at_host_sockets_are_withheld") {
+        return;
+    }
+    let ws = workspace();
+    let show = "echo ${SSH_AUTH_SOCK-unset} ${DOCKER_HOST-unset} ${DBUS_SESSION_BUS_ADDRESS-unset}";
+    let run = |grant: &str, config: Option<&Path>| {
+        let mut command = common::cordon();
+        command
+            .current_dir(ws.path())
+            .env("SSH_AUTH_SOCK", "/tmp/ssh-e2e/agent.1")
+            .env("DOCKER_HOST", "unix:///run/docker.sock")
+            .env("DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/user/0/bus")
+            .args(["run", "--json", "--backend", "bwrap", "--grant", grant]);
+        if let Some(config) = config {
+            command.arg("--config").arg(config);
+        }
+        let output = command.args(["--", show]).output().unwrap();
+        common::parse(&output)["stdout"]["text"].clone()
+    };
+    assert_eq!(
+        run(&grant(ws.path(), json!({})), None),
+        "unset unset unset\n"
+    );
+    // Under `full` the credential scrub still takes the agent and the bus.
+    assert_eq!(
+        run(&grant(ws.path(), json!({"network": "full"})), None),
+        "unset unix:///run/docker.sock unset\n"
+    );
+    // An exposed agent gets its variable, past the scrub, and nothing else.
+    let config = ws.path().join("cordon.toml");
+    std::fs::write(&config, "exposable_sockets = [\"/tmp/ssh-e2e/agent.1\"]\n").unwrap();
+    let exposing = grant(ws.path(), json!({"sockets": ["/tmp/ssh-e2e/agent.1"]}));
+    assert_eq!(
+        run(&exposing, Some(&config)),
+        "/tmp/ssh-e2e/agent.1 unset unset\n"
+    );
+}

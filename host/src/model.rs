@@ -188,6 +188,19 @@ pub enum Network {
 }
 
 impl Network {
+    /// Whether a connection to `host:port` is within this network.
+    pub fn allows(&self, host: &str, port: u16) -> bool {
+        let wanted = Endpoint {
+            host: host.to_owned(),
+            port: Some(port),
+        };
+        match self {
+            Network::None => false,
+            Network::Full => true,
+            Network::Allow(endpoints) => endpoints.iter().any(|e| e.covers(&wanted)),
+        }
+    }
+
     /// Whether this is `none` (the default, left out of JSON).
     pub fn is_none(&self) -> bool {
         *self == Network::None
@@ -797,6 +810,10 @@ mod tests {
         assert_eq!(ep("host").port, None);
         assert!("a:99999".parse::<Endpoint>().is_err());
         assert!("*:1".parse::<Endpoint>().is_err());
+        assert!(npm.allows("registry.npmjs.org", 443));
+        assert!(!npm.allows("registry.npmjs.org", 80));
+        assert!(!npm.allows("npmjs.org.evil.com", 443));
+        assert!(Network::Full.allows("x", 1) && !Network::None.allows("x", 1));
     }
 
     #[test]

@@ -300,3 +300,54 @@ async fn reload_swaps_the_policy_and_keeps_the_old_one_on_failure() {
     assert!(err.to_string().contains("evil:net/raw@1.0.0"), "{err}");
     assert_eq!(host.policy_info().name, "strict-policy");
 }
+
+#[test]
+fn a_connect_that_traps_or_loops_refuses_that_connection_and_the_host_decides_the_next() {
+    use cordon::model::{Decision, Deployment, ExecRequest, Network};
+    use cordon::policy::{Limits, Phase, Policy, PolicyEngine};
+    let engine = PolicyEngine::new().unwrap();
+    let bytes = std::fs::read(common::component("hostile-policy.wasm")).unwrap();
+    let limits = Limits {
+        call_deadline: std::time::Duration::from_millis(200),
+        ..Limits::default()
+    };
+    let policy = Policy::load(&engine, &bytes, limits).unwrap();
+    let mut request = ExecRequest::new("true");
+    let mut grant = cordon::SandboxPolicy::new(cordon::SandboxMode::ReadOnly, "/ws");
+    grant.network = Network::Allow(vec!["ok.example:443".parse().unwrap()]);
+    request.policy = Some(grant);
+    let Ok(Decision::Allow(spec)) = policy.resolve(&request, &Deployment::in_dir("/ws")) else {
+        panic!("resolve");
+    };
+    for (host, says) in [("trap", "trapped"), ("loop", "deadline")] {
+        match policy.connect(&spec, host, 443) {
+            Err(cordon::RunError::PolicyFailed { phase, reason }) => {
+                assert_eq!(phase, Phase::Connect);
+                assert!(reason.contains(says), "{host}: {reason}");
+            }
+            other => panic!("{host}: {other:?}"),
+        }
+    }
+    assert_eq!(policy.connect(&spec, "ok.example", 443).unwrap(), Ok(()));
+    assert_eq!(
+        policy.connect(&spec, "other.example", 443).unwrap(),
+        Err("other.example:443 is not in this run's network grant".to_owned())
+    );
+}
+
+#[test]
+fn a_world_0_1_0_components_connections_are_decided_by_the_host_from_the_grant() {
+    use cordon::model::{Decision, Deployment, ExecRequest, Network};
+    use cordon::policy::{Limits, Policy, PolicyEngine};
+    let engine = PolicyEngine::new().unwrap();
+    let bytes = std::fs::read(common::component("legacy-policy.wasm")).unwrap();
+    let policy = Policy::load(&engine, &bytes, Limits::default()).unwrap();
+    let mut grant = cordon::SandboxPolicy::new(cordon::SandboxMode::ReadOnly, "/ws");
+    grant.network = Network::Allow(vec!["github.com:22".parse().unwrap()]);
+    let request = ExecRequest::new("true").with_policy(grant);
+    let Ok(Decision::Allow(spec)) = policy.resolve(&request, &Deployment::in_dir("/ws")) else {
+        panic!("resolve");
+    };
+    assert_eq!(policy.connect(&spec, "github.com", 22).unwrap(), Ok(()));
+    assert!(policy.connect(&spec, "github.com", 443).unwrap().is_err());
+}

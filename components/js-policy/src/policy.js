@@ -133,10 +133,30 @@ function settle(spec, facts, outcome) {
   return { mode, denied, enforcement: wrap.enforcement, runnerFailed: false };
 }
 
+// One connection of an allow-list run: allowed when the grant names it
+// (exact host or *.domain, the port or any).
+function connect(spec, host, port) {
+  const network = spec.policy.network;
+  const covers = (e) => {
+    if (e.port !== undefined && e.port !== port) return false;
+    const pattern = e.host.toLowerCase();
+    const target = host.toLowerCase();
+    if (pattern.startsWith('*.')) {
+      const domain = pattern.slice(1);
+      return target.endsWith(domain) && target.length > domain.length;
+    }
+    return pattern === target;
+  };
+  if (network.tag === 'full') return;
+  if (network.tag === 'allow' && network.val.some(covers)) return;
+  throw `${host}:${port} is not in this run's network grant`;
+}
+
 export const executor = {
   describe: () => ({ name: 'js-policy', version: '0.2.0', shell: 'bash', defaultMode: 'read-only' }),
   validateSettings,
   resolve,
+  connect,
   plan,
   settle,
 };

@@ -19,6 +19,7 @@
 #![warn(missing_docs)]
 
 pub mod classify;
+pub mod network;
 pub mod plan;
 pub mod resolve;
 #[cfg(feature = "rules")]
@@ -94,6 +95,12 @@ pub trait Executor {
         plan::plan(&spec, Self::argv(&spec.command), plan::host_confine)
     }
 
+    /// Decide one connection of a run: the default allows what the spec's
+    /// network grant names ([`network::allows`]).
+    fn connect(spec: ExecSpec, host: String, port: u16) -> Result<(), String> {
+        network::decide(&spec.policy.network, &host, port)
+    }
+
     /// Classify a finished run.
     fn settle(
         spec: ExecSpec,
@@ -119,6 +126,10 @@ impl<T: Executor> bindings::exports::cordon::sandbox::executor::Guest for T {
 
     fn plan(spec: ExecSpec) -> Result<Launch, ExecError> {
         T::plan(spec)
+    }
+
+    fn connect(spec: ExecSpec, host: String, port: u16) -> Result<(), String> {
+        T::connect(spec, host, port)
     }
 
     fn settle(

@@ -88,6 +88,8 @@ pub enum Phase {
     Plan,
     /// `settle`: classifying the finished run.
     Settle,
+    /// `connect`: deciding one connection of a run.
+    Connect,
 }
 
 impl Phase {
@@ -97,6 +99,7 @@ impl Phase {
             Phase::Resolve => "resolve",
             Phase::Plan => "plan",
             Phase::Settle => "settle",
+            Phase::Connect => "connect",
         }
     }
 }
@@ -237,6 +240,24 @@ impl Binding {
         }
     }
 
+    /// `connect`; a `0.1.0` component has none, so the host answers from
+    /// the spec's network grant.
+    fn connect(
+        &self,
+        store: &mut Store<StoreState>,
+        spec: &ExecSpec,
+        host: &str,
+        port: u16,
+    ) -> wasmtime::Result<Result<Result<(), String>, RunError>> {
+        match self {
+            Binding::V0_2_0(binding) => binding.connect(store, spec, host, port),
+            Binding::V0_1_0(_) => Ok(Ok(match spec.policy.network.allows(host, port) {
+                true => Ok(()),
+                false => Err(format!("{host}:{port} is not in this run's network grant")),
+            })),
+        }
+    }
+
     fn settle(
         &self,
         store: &mut Store<StoreState>,
@@ -346,6 +367,23 @@ impl Policy {
         self.call(Phase::Plan, Some(confiner), move |store, binding| {
             binding.plan(store, &spec)
         })
+    }
+
+    /// `connect`: may the run of `spec` connect to `host:port`? `Ok(Err)`
+    /// is the component's refusal with its reason; a failed call (a trap,
+    /// the deadline) is `POLICY_FAILED` in `connect`, which a caller treats
+    /// as a refusal of that one connection.
+    pub fn connect(
+        &self,
+        spec: &ExecSpec,
+        host: &str,
+        port: u16,
+    ) -> Result<Result<(), String>, RunError> {
+        let (spec, host) = (spec.clone(), host.to_owned());
+        self.call(Phase::Connect, None, move |store, binding| {
+            binding.connect(store, &spec, &host, port)
+        })
+        .map(|answer| answer.map_err(|reason| bounded_text(&reason)))
     }
 
     /// `settle`: classify a finished run.

@@ -132,6 +132,25 @@ impl Binding {
         })
     }
 
+    /// `connect`: the component's answer for one connection.
+    pub(super) fn connect(
+        &self,
+        store: &mut Store<StoreState>,
+        spec: &ExecSpec,
+        host: &str,
+        port: u16,
+    ) -> wasmtime::Result<Result<Result<(), String>, RunError>> {
+        let spec = match wit::ExecSpec::try_from(spec) {
+            Ok(spec) => spec,
+            Err(reason) => return Ok(Err(RunError::InvalidRequest(reason))),
+        };
+        let bindings = self.pre.instantiate(&mut *store)?;
+        let answer = bindings
+            .cordon_sandbox_executor()
+            .call_connect(store, &spec, host, port)?;
+        Ok(Ok(answer))
+    }
+
     /// `settle`.
     pub(super) fn settle(
         &self,

@@ -115,7 +115,18 @@ struct CaseSpec {
     background: bool,
     #[serde(default)]
     outcome: Option<Outcome>,
+    /// A connection to decide with the resolved spec (`connect`).
+    #[serde(default)]
+    connect: Option<Connection>,
     expect: Expect,
+}
+
+/// A connection a case asks the component about.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Connection {
+    host: String,
+    port: u16,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -127,6 +138,9 @@ struct Expect {
     launch: Option<Value>,
     #[serde(default)]
     facts: Option<Value>,
+    /// `"allow"`, or `{ refused = "reason" }`.
+    #[serde(default)]
+    connect: Option<Value>,
     #[serde(default)]
     error: Option<ExpectError>,
 }
@@ -284,6 +298,12 @@ pub fn run(kit: &Kit, case: &Case) -> CaseReport {
                 got.facts.as_ref(),
                 &mut failures,
             );
+            compare_opt(
+                "connect",
+                expect.connect.as_ref(),
+                got.connect.as_ref(),
+                &mut failures,
+            );
         }
         (Ok(got), Some(wanted)) => failures.push(format!(
             "error: expected {} error, got success ({})",
@@ -331,6 +351,7 @@ struct Stages {
     spec: Value,
     launch: Option<Value>,
     facts: Option<Value>,
+    connect: Option<Value>,
 }
 
 impl Stages {
@@ -350,7 +371,16 @@ fn run_stages(kit: &Kit, case: &Case) -> Result<Stages, RunError> {
         spec: json(&spec),
         launch: None,
         facts: None,
+        connect: None,
     };
+    if let Some(connection) = &case.spec.connect {
+        stages.connect = Some(
+            match kit.connect(&spec, &connection.host, connection.port)? {
+                Ok(()) => json!("allow"),
+                Err(reason) => json!({ "refused": reason }),
+            },
+        );
+    }
     // An expected error may come from plan (no usable sandbox) too.
     let wants_plan =
         expect.launch.is_some() || expect.error.is_some() || case.spec.outcome.is_some();

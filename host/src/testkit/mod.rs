@@ -243,6 +243,16 @@ impl Kit {
         }
     }
 
+    /// The component's `connect`: `Ok(Err(reason))` is a refusal.
+    pub fn connect(
+        &self,
+        spec: &ExecSpec,
+        host: &str,
+        port: u16,
+    ) -> Result<Result<(), String>, RunError> {
+        self.policy.connect(spec, host, port)
+    }
+
     /// The component's `settle`.
     pub fn settle(
         &self,

@@ -125,6 +125,30 @@ fn main() {
         let (deployment, confiner) = (policy_deployment.clone(), confiner.clone());
         move || policy_round_trip(&policy, &deployment, &confiner, line)
     };
+    // One connection decision through the component (what the allow-list
+    // proxy will ask for every connection).
+    let connect_decision = {
+        let policy = cordon::policy::Policy::load(
+            &engine,
+            cordon::policy::EMBEDDED_DEFAULT,
+            cordon::policy::Limits::default(),
+        )
+        .expect("policy");
+        let mut grant = SandboxPolicy::new(SandboxMode::ReadOnly, &dir);
+        grant.network = cordon::model::Network::Allow(vec![
+            "github.com:22".parse().expect("endpoint"),
+            "*.npmjs.org:443".parse().expect("endpoint"),
+        ]);
+        let request = ExecRequest::new("git fetch").with_policy(grant);
+        let spec = match policy.resolve(&request, &policy_deployment) {
+            Ok(cordon::model::Decision::Allow(spec)) => spec,
+            other => panic!("resolve: {other:?}"),
+        };
+        move || {
+            let answer = policy.connect(&spec, "registry.npmjs.org", 443);
+            assert_eq!(answer.expect("connect"), Ok(()));
+        }
+    };
     let native_dir = dir.to_string_lossy().into_owned();
     let native = move || native_round_trip(&native_dir);
     let strict = std::path::Path::new(env!("OUT_DIR")).join("strict-policy.wasm");
@@ -141,6 +165,11 @@ fn main() {
         (
             "the same policy logic as native Rust (resolve, argv, settle)",
             Box::new(native),
+            rounds,
+        ),
+        (
+            "one connection decision through the component (`connect`, bash-sandbox)",
+            Box::new(connect_decision),
             rounds,
         ),
         (
@@ -266,10 +295,40 @@ fn main() {
             Box::new(run_in_ws),
             rounds,
         ));
+        let full_request = ExecRequest::new("true").with_policy(SandboxPolicy {
+            network: cordon::model::Network::Full,
+            ..SandboxPolicy::new(SandboxMode::ReadOnly, &dir)
+        });
+        let run_full = {
+            let (host, runtime) = (&host, &runtime);
+            move || {
+                let result = runtime
+                    .block_on(host.run(full_request.clone()))
+                    .expect("cordon run");
+                assert_eq!(result.exit_code, Some(0), "{result:?}");
+            }
+        };
+        cases.push((
+            "cordon library, read-only (bwrap), network `full` (no network namespace), `true`",
+            Box::new(run_full),
+            rounds,
+        ));
         let warm = warm_cache.clone();
         cases.push((
             "`cordon run -- true` (CLI, cold process, cached component)",
             Box::new(move || cli_true(cordon_bin, None, &warm)),
+            rounds,
+        ));
+        let (warm, full) = (
+            warm_cache.clone(),
+            format!(
+                "{{\"mode\": \"read-only\", \"workspaceRoot\": {:?}, \"network\": \"full\"}}",
+                dir.display().to_string()
+            ),
+        );
+        cases.push((
+            "`cordon run --grant '{…network: full}' -- true` (CLI, no network namespace)",
+            Box::new(move || cli_true_with(cordon_bin, &["--grant", &full], &warm)),
             rounds,
         ));
         if let Some(before) = before_bin.clone() {
@@ -582,6 +641,19 @@ fn tempfile_dir() -> std::path::PathBuf {
 }
 
 /// `cordon run [--policy P] --component-cache C -- true`, as a new process.
+/// `cordon run FLAGS --component-cache CACHE -- true`.
+fn cli_true_with(cordon: &str, flags: &[&str], cache: &std::path::Path) {
+    let status = Command::new(cordon)
+        .arg("run")
+        .args(flags)
+        .arg("--component-cache")
+        .arg(cache)
+        .args(["--", "true"])
+        .status()
+        .expect("cordon");
+    assert!(status.success());
+}
+
 fn cli_true(cordon: &str, policy: Option<&std::path::Path>, cache: &std::path::Path) {
     let mut command = Command::new(cordon);
     command.arg("run");

@@ -24,6 +24,7 @@ mod host;
 pub mod model;
 pub mod policy;
 pub mod process;
+pub mod proxy;
 pub mod run;
 pub mod sandbox;
 pub mod serve;

@@ -351,6 +351,20 @@ pub struct GrantFacts {
     /// allow-list without the proxy that would carry it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub narrowed: Vec<String>,
+    /// The connections the allow-list proxy refused, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<RefusedConnection>,
+}
+
+/// A connection of an allow-list run that its policy refused.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedConnection {
+    /// The destination host, as the command named it.
+    pub host: String,
+    /// Its port.
+    pub port: u16,
+    /// The component's reason (or why its call failed).
+    pub reason: String,
 }
 
 /// A policy component's answer to a request.

@@ -328,12 +328,9 @@ fn a_grant_wider_than_the_operators_ceilings_is_refused_naming_the_field() {
             root.join(".git/x").is_file(),
             "a lifted default is writable"
         );
-        // No proxy carries an allow-list yet: the run was closed instead.
-        assert_eq!(result["grant"]["network"], "none", "{result}");
-        assert!(
-            result["grant"]["narrowed"]
-                .to_string()
-                .contains("registry.npmjs.org:443"),
+        // Under bwrap the host's proxy carries the allow-list.
+        assert_eq!(
+            result["grant"]["network"]["allow"][0]["host"], "registry.npmjs.org",
             "{result}"
         );
     }
@@ -397,11 +394,10 @@ fn an_ask_is_a_structured_error_and_the_approved_resend_runs() {
     let (code, result) = run_json(root, &pushing, "git push nowhere 2>/dev/null; echo pushed");
     assert_eq!(code, 0, "{result}");
     assert_eq!(result["stdout"]["text"], "pushed\n");
-    assert_eq!(result["grant"]["network"], "none", "no proxy yet: {result}");
-    assert!(
-        result["grant"]["narrowed"]
-            .to_string()
-            .contains("github.com:22")
+    assert_eq!(
+        result["grant"]["network"],
+        json!({"allow": [{"host": "github.com", "port": 22}]}),
+        "the approved grant's network, through the proxy: {result}"
     );
 
     // A deny is final, approved or not.

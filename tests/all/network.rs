@@ -291,3 +291,127 @@ fn the_variables_pointing_at_host_sockets_are_withheld_from_a_closed_run() {
         "/tmp/ssh-e2e/agent.1 unset unset\n"
     );
 }
+
+/// A loopback HTTP server answering every request with `body`, on a thread.
+fn http_server(body: &'static str) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = served.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut stream = stream;
+            let mut head = [0u8; 4096];
+            let _ = stream.read(&mut head);
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(reply.as_bytes());
+        }
+    });
+    (port, served)
+}
+
+#[test]
+fn an_allow_list_reaches_its_endpoint_through_the_proxy_and_the_rest_is_refused_with_the_reason() {
+    if !common::bwrap_usable("an_allow_list_reaches_its_endpoint_through_the_proxy") {
+        return;
+    }
+    let ws = workspace();
+    let (allowed, allowed_served) = http_server("allowed\n");
+    let (other, other_served) = http_server("other\n");
+    let policy = grant(
+        ws.path(),
+        json!({"network": {"allow": [{"host": "127.0.0.1", "port": allowed}]}}),
+    );
+    // Python's urllib honours HTTP_PROXY; SOCKS5 by hand, as a client
+    // such as git-over-ssh's proxy command would speak it.
+    let line = format!(
+        "python3 -c \"
+import socket, struct, urllib.request
+def get(port):
+    try:
+        return urllib.request.urlopen('http://127.0.0.1:%d/' % port, timeout=5).read().decode().strip()
+    except Exception as e:
+        return 'refused: ' + str(getattr(e, 'code', e))
+print('http', get({allowed}))
+print('http', get({other}))
+def socks(port):
+    s = socket.create_connection(('127.0.0.1', 3128), timeout=5)
+    s.sendall(b'\\\\x05\\\\x01\\\\x00')
+    s.recv(2)
+    s.sendall(b'\\\\x05\\\\x01\\\\x00\\\\x01' + socket.inet_aton('127.0.0.1') + struct.pack('>H', port))
+    reply = s.recv(10)
+    if reply[1] != 0:
+        return 'refused %d' % reply[1]
+    s.sendall(b'GET / HTTP/1.0\\\\r\\\\n\\\\r\\\\n')
+    return s.recv(4096).decode().split('\\\\r\\\\n\\\\r\\\\n')[-1].strip()
+print('socks', socks({allowed}))
+print('socks', socks({other}))
+\""
+    );
+    let (code, result) = run_json(
+        ws.path(),
+        &["--backend", "bwrap", "--grant", &policy],
+        &line,
+    );
+    assert_eq!(code, 0, "{result}");
+    assert_eq!(
+        result["stdout"]["text"],
+        "http allowed\nhttp refused: 403\nsocks allowed\nsocks refused 2\n",
+        "{result}"
+    );
+    assert_eq!(allowed_served.load(std::sync::atomic::Ordering::SeqCst), 2);
+    assert_eq!(
+        other_served.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "a refused endpoint was reached"
+    );
+    let refused = &result["grant"]["refused"];
+    assert_eq!(refused.as_array().unwrap().len(), 2, "{result}");
+    assert_eq!(refused[0]["port"], other);
+    assert_eq!(
+        refused[0]["reason"],
+        format!("127.0.0.1:{other} is not in this run's network grant")
+    );
+    assert_eq!(result["grant"]["network"]["allow"][0]["port"], allowed);
+    // Nothing but the proxy: a direct connection to the allowed endpoint fails.
+    let direct = format!(
+        "(echo > /dev/tcp/127.0.0.1/{allowed}) 2>/dev/null && echo direct:ok || echo direct:refused"
+    );
+    let (_, result) = run_json(
+        ws.path(),
+        &["--backend", "bwrap", "--grant", &policy],
+        &direct,
+    );
+    assert_eq!(result["stdout"]["text"], "direct:refused\n", "{result}");
+}
+
+#[test]
+fn under_landlock_an_allow_list_closes_the_run_and_says_why() {
+    if !common::landlock_usable("under_landlock_an_allow_list_closes_the_run") {
+        return;
+    }
+    let ws = workspace();
+    let (port, served) = http_server("x\n");
+    let policy = grant(
+        ws.path(),
+        json!({"network": {"allow": [{"host": "127.0.0.1", "port": port}]}}),
+    );
+    let line = format!("(echo > /dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo ok || echo refused");
+    let (_, result) = run_json(
+        ws.path(),
+        &["--backend", "landlock", "--grant", &policy],
+        &line,
+    );
+    assert_eq!(result["stdout"]["text"], "refused\n", "{result}");
+    assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(result["grant"]["network"], "none");
+    assert!(
+        result["grant"]["narrowed"].to_string().contains("proxy"),
+        "{result}"
+    );
+}

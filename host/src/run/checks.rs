@@ -449,6 +449,8 @@ pub(super) struct Accepted {
     pub grant: Option<GrantFacts>,
     /// The placeholders the run must hold.
     pub placeholders: Vec<PathBuf>,
+    /// The socket the run's allow-list proxy must listen on.
+    pub proxy: Option<PathBuf>,
 }
 
 /// Accept `launch` for `spec`, or say which invariant it breaks.
@@ -462,6 +464,7 @@ pub(super) fn launch(launch: Launch, spec: &ExecSpec) -> Result<Accepted, RunErr
             supervision: wrap.supervision(),
             grant: Some(wrap.grant().clone()),
             placeholders: wrap.placeholders().to_vec(),
+            proxy: wrap.proxy().map(Path::to_path_buf),
         },
         Launch::Confined(wrap) => {
             return Err(policy_failed(
@@ -483,6 +486,7 @@ pub(super) fn launch(launch: Launch, spec: &ExecSpec) -> Result<Accepted, RunErr
             supervision: Supervision::None,
             grant: None,
             placeholders: vec![],
+            proxy: None,
         },
         Launch::Unconfined(_) => {
             return Err(policy_failed(

@@ -25,6 +25,7 @@ use crate::model::{LimitEnforcer, LimitFacts, LimitKind, RunLimits};
 use crate::policy::Policy;
 use crate::process::spill::{DEFAULT_SPILL_LIMIT, SpillDir};
 use crate::process::{self, Cgroups, Finished, OutputSink, Process, RunCgroup, SpawnError};
+use crate::proxy::Proxy;
 use crate::sandbox::grant::{self, Held, expand_home};
 use crate::sandbox::{Confine, StatusReport, Supervision};
 use crate::tasks::{Ending, TaskHandle, TaskStatus, Tasks};
@@ -83,6 +84,8 @@ struct Prepared {
     grant: Option<GrantFacts>,
     /// The placeholders the run holds while it runs.
     placeholders: Vec<std::path::PathBuf>,
+    /// Where the run's allow-list proxy listens, when it has one.
+    proxy: Option<std::path::PathBuf>,
     report: StatusReport,
     supervision: Supervision,
     /// The run's limits (the deployment's, tightened by the request).
@@ -120,6 +123,7 @@ pub(crate) async fn run(
     }
     let (cgroup, limits) = contain(cx, &prepared)?;
     let _held = hold(&prepared)?;
+    let proxy = start_proxy(cx, &prepared)?;
     let process =
         match process::spawn_unchecked(&prepared.launch, cgroup, Some(&cx.spill_dir), options.sink)
         {
@@ -168,7 +172,10 @@ pub(crate) async fn run(
         stderr,
         sandbox,
         limits: Some(limits.reached(finished.exceeded)),
-        grant: prepared.grant.clone(),
+        grant: prepared.grant.clone().map(|mut grant| {
+            grant.refused = proxy.as_ref().map(Proxy::refused).unwrap_or_default();
+            grant
+        }),
     })
 }
 
@@ -187,7 +194,7 @@ pub(crate) fn start(
     let prepared = prepare(cx, request)?;
     let facts = prepared.facts(true);
     let (cgroup, _limits) = contain(cx, &prepared)?;
-    let held = hold(&prepared)?;
+    let held = (hold(&prepared)?, start_proxy(cx, &prepared)?);
     match process::spawn_unchecked(&prepared.launch, cgroup, Some(&cx.spill_dir), None) {
         Ok(process) => {
             let task = tasks.register(
@@ -259,8 +266,9 @@ async fn follow(
     facts: LaunchFacts,
     process: Process,
     deadline: Option<Duration>,
-    // Released (and removed when last) once the task has ended.
-    _held: Held,
+    // Released (and removed when last) once the task has ended; the proxy
+    // stops then too.
+    _held: (Held, Option<Proxy>),
 ) {
     let stderr = process.stderr().clone();
     let kill = task.kill_token().clone();
@@ -359,6 +367,13 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
             }
         }
     }
+    // An allow-list run's clients go to the proxy, whatever the host said.
+    if accepted.proxy.is_some() {
+        for (name, value) in crate::proxy::client_env() {
+            env.retain(|(have, _)| *have != *name);
+            env.push((name.into(), value.into()));
+        }
+    }
     let (env, handover, init_env) = accepted.handover.split(env, &launcher_vars);
     let launch = process::Launch {
         argv: accepted.argv,
@@ -379,6 +394,7 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
         wrap: accepted.wrap,
         grant: accepted.grant,
         placeholders: accepted.placeholders,
+        proxy: accepted.proxy,
         report: accepted.report,
         supervision: accepted.supervision,
         run_limits,
@@ -433,6 +449,33 @@ fn rlimit_vars(limits: &RunLimits) -> Vec<(OsString, OsString)> {
         vars.push((LIMIT_AS_VAR.into(), bytes.to_string().into()));
     }
     vars
+}
+
+/// Start the run's allow-list proxy, when its wrap goes through one: each
+/// connection is decided by the policy that planned the run, for its spec
+/// (a failed call refuses that connection).
+fn start_proxy(cx: &RunContext, prepared: &Prepared) -> Result<Option<Proxy>, RunError> {
+    let Some(socket) = &prepared.proxy else {
+        return Ok(None);
+    };
+    let (policy, spec) = (cx.policy.clone(), prepared.spec.clone());
+    let decide: crate::proxy::Decide = Arc::new(move |host: &str, port: u16| {
+        policy
+            .connect(&spec, host, port)
+            .unwrap_or_else(|err| Err(err.to_string()))
+    });
+    Proxy::start(socket, decide)
+        .map(Some)
+        .map_err(|source| RunError::Spawn {
+            program: prepared.launch.argv[0].clone(),
+            source: std::io::Error::new(
+                source.kind(),
+                format!(
+                    "cannot start the network proxy at {}: {source}",
+                    socket.display()
+                ),
+            ),
+        })
 }
 
 /// Hold the run's placeholders (an absent protected path that bwrap binds

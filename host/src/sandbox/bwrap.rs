@@ -174,6 +174,32 @@ impl Bwrap {
             }
         }
         let mut grant = layout.facts.clone();
+        // An allow-list goes through the host's proxy: its socket bound in,
+        // bridged to the sandbox's loopback by the init (which it needs).
+        let proxy = match (&layout.allow_list, &self.init) {
+            (Some(endpoints), Some(_)) => match crate::proxy::fresh_path() {
+                Ok(socket) => {
+                    grant.network = crate::model::Network::Allow(endpoints.clone());
+                    grant.narrowed.clear();
+                    Some(socket)
+                }
+                Err(err) => {
+                    grant
+                        .narrowed
+                        .push(format!("network: no proxy socket ({err}): closed"));
+                    None
+                }
+            },
+            (Some(_), None) => {
+                grant.narrowed = vec![
+                    "network: the allow-list needs cordon's init inside bwrap to reach the \
+                     host's proxy; the run has no network at all"
+                        .into(),
+                ];
+                None
+            }
+            (None, _) => None,
+        };
         if layout.network_closed() {
             // Its own network namespace: no route out, no host loopback, no
             // host abstract socket, no host port to listen on.
@@ -183,6 +209,10 @@ impl Bwrap {
             for socket in &layout.facts.sockets {
                 let at = socket.to_string_lossy().into_owned();
                 full.extend(["--ro-bind-try".into(), at.clone(), at]);
+            }
+            if let Some(socket) = &proxy {
+                let at = socket.to_string_lossy().into_owned();
+                full.extend(["--ro-bind".into(), at.clone(), at]);
             }
         }
         full.extend(HARDENING.iter().map(|s| (*s).to_owned()));
@@ -206,6 +236,12 @@ impl Bwrap {
                         families.push("unix");
                     }
                     full.extend(["--socket-families".into(), families.join(",")]);
+                }
+                if let Some(socket) = &proxy {
+                    full.extend([
+                        "--proxy-socket".into(),
+                        socket.to_string_lossy().into_owned(),
+                    ]);
                 }
                 full.push("--".into());
                 (Supervision::BwrapInit, EnvHandover::BwrapInit)
@@ -236,8 +272,12 @@ impl Bwrap {
                 links.join(", ")
             ));
         }
-        Wrap::new(full, policy.clone(), facts())
-            .granting(grant)
+        let wrap = Wrap::new(full, policy.clone(), facts());
+        let wrap = match proxy {
+            Some(socket) => wrap.proxied(socket),
+            None => wrap,
+        };
+        wrap.granting(grant)
             .holding(layout.absent())
             .reporting(StatusReport::BwrapJson)
             .handing_over(handover)

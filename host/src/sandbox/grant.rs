@@ -28,7 +28,7 @@ use std::path::{Component, Path, PathBuf};
 
 use nix::libc;
 
-use crate::model::{GrantFacts, Network, PROTECTED_DEFAULTS, SandboxPolicy};
+use crate::model::{Endpoint, GrantFacts, Network, PROTECTED_DEFAULTS, SandboxPolicy};
 
 /// A protected path inside a writable root.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,6 +64,9 @@ pub struct Layout {
     /// What the result reports (each backend adds what it enforces only
     /// in part).
     pub facts: GrantFacts,
+    /// The grant's allow-list, which a backend with the proxy carries
+    /// (`facts.network` says `none` until one does).
+    pub allow_list: Option<Vec<Endpoint>>,
 }
 
 impl Layout {
@@ -332,12 +335,18 @@ pub fn lay_out(policy: &SandboxPolicy, host_protected: &[PathBuf]) -> Layout {
         unenforced: vec![],
         partial: vec![],
         narrowed,
+        refused: vec![],
+    };
+    let allow_list = match &policy.network {
+        Network::Allow(endpoints) => Some(endpoints.clone()),
+        Network::None | Network::Full => None,
     };
     Layout {
         writable,
         protected,
         hidden,
         facts,
+        allow_list,
     }
 }
 

@@ -293,6 +293,7 @@ pub struct Wrap {
     supervision: Supervision,
     grant: Box<GrantFacts>,
     placeholders: Vec<std::path::PathBuf>,
+    proxy: Option<std::path::PathBuf>,
 }
 
 impl Wrap {
@@ -307,6 +308,7 @@ impl Wrap {
             supervision: Supervision::None,
             grant: Box::default(),
             placeholders: vec![],
+            proxy: None,
         }
     }
 
@@ -336,6 +338,18 @@ impl Wrap {
     /// The placeholders the run must hold.
     pub fn placeholders(&self) -> &[std::path::PathBuf] {
         &self.placeholders
+    }
+
+    /// The same wrap, reaching the network through the host's allow-list
+    /// proxy, which must listen on `socket` while it runs.
+    pub fn proxied(mut self, socket: std::path::PathBuf) -> Self {
+        self.proxy = Some(socket);
+        self
+    }
+
+    /// The proxy socket the run's allow-list goes through, if any.
+    pub fn proxy(&self) -> Option<&std::path::Path> {
+        self.proxy.as_deref()
     }
 
     /// The same wrap, with cordon's supervisor running the command.

@@ -9,7 +9,7 @@
 //! ```text
 //! cordon __landlock [--status-fd N] [--env-fd N] [--parent PID] [--unshare-ipc] [--socket-families LIST] (--ro PATH | --ls PATH | --rw PATH)... -- ARGV...
 //! cordon __landlock --probe
-//! cordon __init [--status-fd N] [--env-fd N] [--socket-families LIST] -- ARGV...
+//! cordon __init [--status-fd N] [--env-fd N] [--socket-families LIST] [--proxy-socket PATH] -- ARGV...
 //! cordon __init --probe
 //! ```
 //!
@@ -37,6 +37,8 @@
 //! Nothing here depends on the rest of the host (no policy, no tokio):
 //! what the launcher and the host agree on is the constants below.
 
+#[cfg(target_os = "linux")]
+mod bridge;
 pub mod landlock;
 #[cfg(target_os = "linux")]
 mod metadata;
@@ -84,6 +86,11 @@ pub const INIT_PROBE: &str = "cordon-init: ready";
 pub const LIMIT_NPROC_VAR: &str = "CORDON_LIMIT_NPROC";
 /// Likewise, the `RLIMIT_AS` (bytes of address space per process).
 pub const LIMIT_AS_VAR: &str = "CORDON_LIMIT_AS";
+
+/// The loopback port inside a bwrap sandbox where cordon's init bridges
+/// the command's proxy clients (HTTP and SOCKS5 alike) to the host's
+/// allow-list proxy.
+pub const PROXY_PORT: u16 = 3128;
 
 /// Which of the launcher's modes the binary was started in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,6 +154,8 @@ struct Launch {
     writable: Vec<PathBuf>,
     /// The socket families the command may make (none: no filter).
     socket_families: Option<Vec<i32>>,
+    /// The host's proxy socket to bridge the sandbox's loopback to.
+    proxy_socket: Option<PathBuf>,
     argv: Vec<OsString>,
 }
 
@@ -193,6 +202,10 @@ fn parse(mode: Mode, args: Vec<OsString>) -> Result<Invocation, String> {
                 }
             }
             "--parent" if landlock => launch.parent = Some(number(&flag, args.next())?),
+            "--proxy-socket" if !landlock => {
+                let path = args.next().ok_or("--proxy-socket needs a path")?;
+                launch.proxy_socket = Some(PathBuf::from(path));
+            }
             #[cfg(target_os = "linux")]
             "--socket-families" => {
                 let list = args
@@ -264,6 +277,15 @@ fn launch(mode: Mode, request: Launch) -> ! {
         fail(
             status.as_mut(),
             &format!("cannot give the command its own IPC namespace: {err}"),
+        );
+    }
+    #[cfg(target_os = "linux")]
+    if let Some(socket) = &request.proxy_socket
+        && let Err(err) = bridge::start(socket.clone(), PROXY_PORT)
+    {
+        fail(
+            status.as_mut(),
+            &format!("cannot bridge to the network proxy: {err}"),
         );
     }
     let supervision = supervise::Supervision {
@@ -410,6 +432,7 @@ mod tests {
                 listable: vec!["/root".into()],
                 writable: vec!["/w".into()],
                 socket_families: None,
+                proxy_socket: None,
                 argv: os(&["a", "--ro"]),
             }))
         );

@@ -1,0 +1,47 @@
+//! The proxy bridge: inside a bwrap run whose network is an allow-list,
+//! cordon's init listens on the sandbox's own loopback (`127.0.0.1:`
+//! [`super::PROXY_PORT`]) and carries every connection to the host's
+//! proxy socket, which bwrap binds in. The command's proxy clients
+//! (`HTTP_PROXY`, `ALL_PROXY`) reach the host this way and no other: the
+//! run has no other network. A thread per direction copies bytes; the
+//! threads inherit the init's blocked signal mask, so the supervisor's
+//! `sigtimedwait` still receives every signal.
+
+use std::io;
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+
+/// Listen on the sandbox's loopback at `port` and bridge to `socket`, on a
+/// thread of its own. The listener is bound before this returns, so the
+/// command never races it.
+pub(super) fn start(socket: PathBuf, port: u16) -> io::Result<()> {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, port))?;
+    std::thread::Builder::new()
+        .name("cordon-bridge".into())
+        .spawn(move || {
+            for client in listener.incoming().flatten() {
+                let socket = socket.clone();
+                let _ = std::thread::Builder::new().spawn(move || carry(client, &socket));
+            }
+        })?;
+    Ok(())
+}
+
+/// Carry one connection to the host's proxy and back.
+fn carry(client: TcpStream, socket: &std::path::Path) {
+    let Ok(host) = UnixStream::connect(socket) else {
+        return;
+    };
+    let (Ok(mut client_in), Ok(mut host_out)) = (client.try_clone(), host.try_clone()) else {
+        return;
+    };
+    let up = std::thread::spawn(move || {
+        let _ = io::copy(&mut client_in, &mut host_out);
+        let _ = host_out.shutdown(std::net::Shutdown::Write);
+    });
+    let (mut host_in, mut client_out) = (host, client);
+    let _ = io::copy(&mut host_in, &mut client_out);
+    let _ = client_out.shutdown(std::net::Shutdown::Write);
+    let _ = up.join();
+}

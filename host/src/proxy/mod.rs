@@ -20,11 +20,11 @@
 //! and every proxy crate brings a server framework of its own.
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpStream, UnixListener, UnixStream};
+use tokio::net::{TcpStream, UnixListener};
 
 pub use crate::sandbox::launcher::PROXY_PORT as PORT;
 
@@ -36,10 +36,53 @@ pub type Decide = Arc<dyn Fn(&str, u16) -> Result<(), String> + Send + Sync>;
 
 pub use crate::model::RefusedConnection as Refused;
 
-/// The environment that points a command's clients at the proxy.
-pub fn client_env() -> Vec<(String, String)> {
-    let http = format!("http://127.0.0.1:{PORT}");
-    let socks = format!("socks5h://127.0.0.1:{PORT}");
+/// Where a run's proxy listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProxyAt {
+    /// A unix socket in a host-only directory, bound into a bwrap sandbox
+    /// and bridged there to its loopback's [`PORT`].
+    Socket(PathBuf),
+    /// A port of the host's loopback, reserved by [`reserve_loopback`]: a
+    /// Landlock run, in the host's network namespace, connects to it (and
+    /// to no other TCP port).
+    Loopback(u16),
+}
+
+impl ProxyAt {
+    /// The loopback port the command's clients connect to.
+    pub fn client_port(&self) -> u16 {
+        match self {
+            ProxyAt::Socket(_) => PORT,
+            ProxyAt::Loopback(port) => *port,
+        }
+    }
+}
+
+type Reserved = Mutex<std::collections::HashMap<u16, std::net::TcpListener>>;
+
+/// Listeners reserved for runs not started yet, by port.
+fn reserved() -> &'static Reserved {
+    static RESERVED: std::sync::OnceLock<Reserved> = std::sync::OnceLock::new();
+    RESERVED.get_or_init(Reserved::default)
+}
+
+/// Reserve a port of the host's loopback for a run's proxy: the listener
+/// is bound now (so the port is the run's), and [`Proxy::start`] takes it.
+pub fn reserve_loopback() -> io::Result<u16> {
+    let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
+    let port = listener.local_addr()?.port();
+    reserved()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(port, listener);
+    Ok(port)
+}
+
+/// The environment that points a command's clients at the proxy on the
+/// loopback's `port`.
+pub fn client_env(port: u16) -> Vec<(String, String)> {
+    let http = format!("http://127.0.0.1:{port}");
+    let socks = format!("socks5h://127.0.0.1:{port}");
     let mut env = vec![];
     for (name, value) in [
         ("HTTP_PROXY", &http),
@@ -55,28 +98,59 @@ pub fn client_env() -> Vec<(String, String)> {
 /// One run's proxy: listening until dropped.
 #[derive(Debug)]
 pub struct Proxy {
-    path: PathBuf,
+    at: ProxyAt,
     refused: Arc<Mutex<Vec<Refused>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Proxy {
-    /// Listen on `path` (a fresh path in a directory only the host can
-    /// write) and decide every connection with `decide`.
-    pub fn start(path: &Path, decide: Decide) -> io::Result<Proxy> {
-        let listener = UnixListener::bind(path)?;
+    /// Listen at `at` (a fresh socket path in a directory only the host
+    /// can write, or a reserved loopback port) and decide every connection
+    /// with `decide`.
+    pub fn start(at: &ProxyAt, decide: Decide) -> io::Result<Proxy> {
         let refused: Arc<Mutex<Vec<Refused>>> = Arc::default();
         let record = refused.clone();
-        let task = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let (decide, record) = (decide.clone(), record.clone());
+        let task = match at {
+            ProxyAt::Socket(path) => {
+                let listener = UnixListener::bind(path)?;
                 tokio::spawn(async move {
-                    let _ = serve(stream, decide, record).await;
-                });
+                    while let Ok((stream, _)) = listener.accept().await {
+                        let (decide, record) = (decide.clone(), record.clone());
+                        tokio::spawn(async move {
+                            let _ = serve(stream, decide, record).await;
+                        });
+                    }
+                })
             }
-        });
+            ProxyAt::Loopback(port) => {
+                let taken = reserved()
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(port);
+                let listener = taken.ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::NotFound,
+                        format!("loopback port {port} was not reserved"),
+                    )
+                })?;
+                listener.set_nonblocking(true)?;
+                let listener = tokio::net::TcpListener::from_std(listener)?;
+                tokio::spawn(async move {
+                    while let Ok((stream, peer)) = listener.accept().await {
+                        // The host's own loopback only: the run's command.
+                        if !peer.ip().is_loopback() {
+                            continue;
+                        }
+                        let (decide, record) = (decide.clone(), record.clone());
+                        tokio::spawn(async move {
+                            let _ = serve(stream, decide, record).await;
+                        });
+                    }
+                })
+            }
+        };
         Ok(Proxy {
-            path: path.to_path_buf(),
+            at: at.clone(),
             refused,
             task,
         })
@@ -94,9 +168,11 @@ impl Proxy {
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.task.abort();
-        let _ = std::fs::remove_file(&self.path);
-        if let Some(dir) = self.path.parent() {
-            let _ = std::fs::remove_dir(dir);
+        if let ProxyAt::Socket(path) = &self.at {
+            let _ = std::fs::remove_file(path);
+            if let Some(dir) = path.parent() {
+                let _ = std::fs::remove_dir(dir);
+            }
         }
     }
 }
@@ -145,8 +221,8 @@ async fn allowed(
 }
 
 /// One client connection: SOCKS5 when it opens with version 5, else HTTP.
-async fn serve(
-    mut client: UnixStream,
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    mut client: S,
     decide: Decide,
     record: Arc<Mutex<Vec<Refused>>>,
 ) -> io::Result<()> {
@@ -172,7 +248,7 @@ enum HttpTarget {
 }
 
 /// Read the request head: bytes up to the blank line.
-async fn read_head(first: u8, client: &mut UnixStream) -> io::Result<Vec<u8>> {
+async fn read_head<S: AsyncRead + Unpin>(first: u8, client: &mut S) -> io::Result<Vec<u8>> {
     let mut head = vec![first];
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
@@ -230,7 +306,11 @@ fn http_target(head: &[u8]) -> Result<HttpTarget, String> {
 }
 
 /// Answer an HTTP client with `status` and a one-line reason, then close.
-async fn http_refuse(client: &mut UnixStream, status: &str, reason: &str) -> io::Result<()> {
+async fn http_refuse<S: AsyncWrite + Unpin>(
+    client: &mut S,
+    status: &str,
+    reason: &str,
+) -> io::Result<()> {
     let body = format!("cordon: {reason}\n");
     let reply = format!(
         "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -240,9 +320,9 @@ async fn http_refuse(client: &mut UnixStream, status: &str, reason: &str) -> io:
     client.shutdown().await
 }
 
-async fn http(
+async fn http<S: AsyncRead + AsyncWrite + Unpin>(
     first: u8,
-    mut client: UnixStream,
+    mut client: S,
     decide: &Decide,
     record: &Mutex<Vec<Refused>>,
 ) -> io::Result<()> {
@@ -296,8 +376,8 @@ async fn splice(
         .map(|_| ())
 }
 
-async fn socks5(
-    mut client: UnixStream,
+async fn socks5<S: AsyncRead + AsyncWrite + Unpin>(
+    mut client: S,
     decide: &Decide,
     record: &Mutex<Vec<Refused>>,
 ) -> io::Result<()> {
@@ -363,6 +443,7 @@ async fn socks5(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::net::UnixStream;
 
     #[test]
     fn request_heads_name_their_destination() {
@@ -392,7 +473,7 @@ mod tests {
 
     #[test]
     fn clients_are_pointed_at_the_sandboxs_loopback() {
-        let env = client_env();
+        let env = client_env(PORT);
         assert!(env.contains(&("HTTPS_PROXY".into(), "http://127.0.0.1:3128".into())));
         assert!(env.contains(&("all_proxy".into(), "socks5h://127.0.0.1:3128".into())));
     }
@@ -415,7 +496,7 @@ mod tests {
             true => Ok(()),
             false => Err("not this one".into()),
         });
-        let proxy = Proxy::start(&path, decide).unwrap();
+        let proxy = Proxy::start(&ProxyAt::Socket(path.clone()), decide).unwrap();
 
         let mut client = UnixStream::connect(&path).await.unwrap();
         let connect = format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n");

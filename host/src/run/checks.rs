@@ -449,8 +449,8 @@ pub(super) struct Accepted {
     pub grant: Option<GrantFacts>,
     /// The placeholders the run must hold.
     pub placeholders: Vec<PathBuf>,
-    /// The socket the run's allow-list proxy must listen on.
-    pub proxy: Option<PathBuf>,
+    /// Where the run's allow-list proxy must listen.
+    pub proxy: Option<crate::proxy::ProxyAt>,
 }
 
 /// Accept `launch` for `spec`, or say which invariant it breaks.
@@ -464,7 +464,7 @@ pub(super) fn launch(launch: Launch, spec: &ExecSpec) -> Result<Accepted, RunErr
             supervision: wrap.supervision(),
             grant: Some(wrap.grant().clone()),
             placeholders: wrap.placeholders().to_vec(),
-            proxy: wrap.proxy().map(Path::to_path_buf),
+            proxy: wrap.proxy().cloned(),
         },
         Launch::Confined(wrap) => {
             return Err(policy_failed(

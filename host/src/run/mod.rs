@@ -25,7 +25,7 @@ use crate::model::{LimitEnforcer, LimitFacts, LimitKind, RunLimits};
 use crate::policy::Policy;
 use crate::process::spill::{DEFAULT_SPILL_LIMIT, SpillDir};
 use crate::process::{self, Cgroups, Finished, OutputSink, Process, RunCgroup, SpawnError};
-use crate::proxy::Proxy;
+use crate::proxy::{Proxy, ProxyAt};
 use crate::sandbox::grant::{self, Held, expand_home};
 use crate::sandbox::{Confine, StatusReport, Supervision};
 use crate::tasks::{Ending, TaskHandle, TaskStatus, Tasks};
@@ -85,7 +85,7 @@ struct Prepared {
     /// The placeholders the run holds while it runs.
     placeholders: Vec<std::path::PathBuf>,
     /// Where the run's allow-list proxy listens, when it has one.
-    proxy: Option<std::path::PathBuf>,
+    proxy: Option<ProxyAt>,
     report: StatusReport,
     supervision: Supervision,
     /// The run's limits (the deployment's, tightened by the request).
@@ -368,8 +368,8 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
         }
     }
     // An allow-list run's clients go to the proxy, whatever the host said.
-    if accepted.proxy.is_some() {
-        for (name, value) in crate::proxy::client_env() {
+    if let Some(at) = &accepted.proxy {
+        for (name, value) in crate::proxy::client_env(at.client_port()) {
             env.retain(|(have, _)| *have != *name);
             env.push((name.into(), value.into()));
         }
@@ -455,7 +455,7 @@ fn rlimit_vars(limits: &RunLimits) -> Vec<(OsString, OsString)> {
 /// connection is decided by the policy that planned the run, for its spec
 /// (a failed call refuses that connection).
 fn start_proxy(cx: &RunContext, prepared: &Prepared) -> Result<Option<Proxy>, RunError> {
-    let Some(socket) = &prepared.proxy else {
+    let Some(at) = &prepared.proxy else {
         return Ok(None);
     };
     let (policy, spec) = (cx.policy.clone(), prepared.spec.clone());
@@ -464,16 +464,13 @@ fn start_proxy(cx: &RunContext, prepared: &Prepared) -> Result<Option<Proxy>, Ru
             .connect(&spec, host, port)
             .unwrap_or_else(|err| Err(err.to_string()))
     });
-    Proxy::start(socket, decide)
+    Proxy::start(at, decide)
         .map(Some)
         .map_err(|source| RunError::Spawn {
             program: prepared.launch.argv[0].clone(),
             source: std::io::Error::new(
                 source.kind(),
-                format!(
-                    "cannot start the network proxy at {}: {source}",
-                    socket.display()
-                ),
+                format!("cannot start the network proxy ({at:?}): {source}"),
             ),
         })
 }

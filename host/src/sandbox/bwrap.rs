@@ -274,7 +274,7 @@ impl Bwrap {
         }
         let wrap = Wrap::new(full, policy.clone(), facts());
         let wrap = match proxy {
-            Some(socket) => wrap.proxied(socket),
+            Some(socket) => wrap.proxied(crate::proxy::ProxyAt::Socket(socket)),
             None => wrap,
         };
         wrap.granting(grant)

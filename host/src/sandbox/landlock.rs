@@ -177,24 +177,64 @@ impl Landlock {
             full.push("--unshare-ipc".into());
         }
         let (grants, mut partial) = grants(layout);
+        let mut grant = layout.facts.clone();
+        // An allow-list goes through the host's proxy on a loopback port
+        // of its own: the command may make TCP stream sockets and connect
+        // to that port only (Landlock's TCP rules, ABI 4).
+        let proxy = match &layout.allow_list {
+            Some(endpoints) if kernel_abi() >= 4 => match crate::proxy::reserve_loopback() {
+                Ok(port) => {
+                    grant.network = crate::model::Network::Allow(endpoints.clone());
+                    grant.narrowed.clear();
+                    partial.push(format!(
+                        "network: Landlock's TCP rules bound the port, not the address: the \
+                         command can reach any host on port {port} (the proxy's) directly"
+                    ));
+                    Some(port)
+                }
+                Err(err) => {
+                    grant
+                        .narrowed
+                        .push(format!("network: no proxy port ({err}): closed"));
+                    None
+                }
+            },
+            Some(_) => {
+                grant.narrowed = vec![
+                    "network: the allow-list needs Landlock's TCP rules (ABI 4) to keep the \
+                     command to the host's proxy; the run has no network at all"
+                        .into(),
+                ];
+                None
+            }
+            None => None,
+        };
         if layout.network_closed() {
             // The host's network namespace is shared: the command may make
             // no socket but a unix one, and that only to reach an exposed
-            // socket (abstract ones stay scoped out by Landlock).
-            let families = match layout.facts.sockets.is_empty() {
-                true => "",
-                false => "unix",
-            };
-            full.extend(["--socket-families".into(), families.into()]);
+            // socket (abstract ones stay scoped out by Landlock); with the
+            // proxy, TCP stream sockets too, to its port alone.
+            let mut families = vec![];
+            if !layout.facts.sockets.is_empty() {
+                families.push("unix");
+            }
+            if let Some(port) = proxy {
+                families.extend(["inet:stream", "inet6:stream"]);
+                full.extend(["--connect-port".into(), port.to_string()]);
+            }
+            full.extend(["--socket-families".into(), families.join(",")]);
             partial.extend(layout.exposed_sockets_reason());
         }
         full.extend(grants);
         full.push("--".into());
         full.extend(argv.iter().cloned());
-        let mut grant = layout.facts.clone();
         grant.partial.extend(partial);
-        Wrap::new(full, policy.clone(), facts(self.enforcement))
-            .granting(grant)
+        let wrap = Wrap::new(full, policy.clone(), facts(self.enforcement));
+        let wrap = match proxy {
+            Some(port) => wrap.proxied(crate::proxy::ProxyAt::Loopback(port)),
+            None => wrap,
+        };
+        wrap.granting(grant)
             .reporting(StatusReport::Launcher)
             .handing_over(EnvHandover::LauncherFd)
             .supervised(Supervision::Launcher)

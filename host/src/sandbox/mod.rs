@@ -293,7 +293,7 @@ pub struct Wrap {
     supervision: Supervision,
     grant: Box<GrantFacts>,
     placeholders: Vec<std::path::PathBuf>,
-    proxy: Option<std::path::PathBuf>,
+    proxy: Option<crate::proxy::ProxyAt>,
 }
 
 impl Wrap {
@@ -341,15 +341,15 @@ impl Wrap {
     }
 
     /// The same wrap, reaching the network through the host's allow-list
-    /// proxy, which must listen on `socket` while it runs.
-    pub fn proxied(mut self, socket: std::path::PathBuf) -> Self {
-        self.proxy = Some(socket);
+    /// proxy, which must listen `at` while it runs.
+    pub fn proxied(mut self, at: crate::proxy::ProxyAt) -> Self {
+        self.proxy = Some(at);
         self
     }
 
-    /// The proxy socket the run's allow-list goes through, if any.
-    pub fn proxy(&self) -> Option<&std::path::Path> {
-        self.proxy.as_deref()
+    /// Where the run's allow-list proxy listens, if it has one.
+    pub fn proxy(&self) -> Option<&crate::proxy::ProxyAt> {
+        self.proxy.as_ref()
     }
 
     /// The same wrap, with cordon's supervisor running the command.

@@ -13,8 +13,8 @@
 use std::path::PathBuf;
 
 use ::landlock::{
-    ABI, Access, AccessFs, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreated,
-    RulesetCreatedAttr, RulesetStatus, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, NetPort, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
 use super::{Mode, PROBE_FULL, PROBE_IPC_ISOLATED, PROBE_IPC_SHARED, PROBE_PARTIAL, PROBE_SCOPES};
@@ -83,9 +83,27 @@ pub(super) fn restrict(
     read_only: &[PathBuf],
     listable: &[PathBuf],
     writable: &[PathBuf],
+    connect_port: Option<u16>,
 ) -> Result<Restricted, String> {
     let all = AccessFs::from_all(TARGET_ABI);
-    let mut ruleset = ruleset().map_err(|err| format!("ruleset error: {err}"))?;
+    let mut ruleset = match connect_port {
+        None => ruleset(),
+        // TCP handled too (ABI 4): no bind at all, connect to this port only.
+        Some(_) if kernel_abi() < 4 => {
+            return Err("this kernel's Landlock has no TCP rules (ABI 4)".into());
+        }
+        Some(_) => Ruleset::default()
+            .handle_access(AccessFs::from_all(TARGET_ABI))
+            .and_then(|r| r.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp))
+            .and_then(|r| r.scope(scopes()))
+            .and_then(Ruleset::create),
+    }
+    .map_err(|err| format!("ruleset error: {err}"))?;
+    if let Some(port) = connect_port {
+        ruleset = ruleset
+            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+            .map_err(|err| format!("cannot grant TCP port {port}: {err}"))?;
+    }
     let grants = read_only
         .iter()
         .map(|path| (path, AccessFs::from_read(TARGET_ABI)))

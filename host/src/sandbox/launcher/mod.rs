@@ -153,7 +153,11 @@ struct Launch {
     listable: Vec<PathBuf>,
     writable: Vec<PathBuf>,
     /// The socket families the command may make (none: no filter).
-    socket_families: Option<Vec<i32>>,
+    #[cfg(target_os = "linux")]
+    socket_families: Option<Vec<sockets::Allowed>>,
+    /// The one TCP port the command may connect to (Landlock: the host's
+    /// allow-list proxy on the loopback).
+    connect_port: Option<u16>,
     /// The host's proxy socket to bridge the sandbox's loopback to.
     proxy_socket: Option<PathBuf>,
     argv: Vec<OsString>,
@@ -215,6 +219,12 @@ fn parse(mode: Mode, args: Vec<OsString>) -> Result<Invocation, String> {
                 launch.socket_families = Some(sockets::parse(list)?);
             }
             "--unshare-ipc" if landlock => launch.unshare_ipc = true,
+            "--connect-port" if landlock => {
+                let port = number(&flag, args.next())?;
+                let port = u16::try_from(port)
+                    .map_err(|_| format!("--connect-port {port} is not a port"))?;
+                launch.connect_port = Some(port);
+            }
             "--ro" | "--rw" | "--ls" if landlock => {
                 let path = args.next().ok_or_else(|| format!("{flag} needs a path"))?;
                 let list = match flag.as_str() {
@@ -307,7 +317,12 @@ fn launch(mode: Mode, request: Launch) -> ! {
         reported,
         move |mut status| -> Infallible {
             if mode == Mode::Landlock {
-                match landlock::restrict(&request.read_only, &request.listable, &request.writable) {
+                match landlock::restrict(
+                    &request.read_only,
+                    &request.listable,
+                    &request.writable,
+                    request.connect_port,
+                ) {
                     Ok(landlock::Restricted::Fully) => {}
                     Ok(landlock::Restricted::Partially) => eprintln!("{PREFIX}{PARTIAL_NOTICE}"),
                     Err(detail) => fail(status.as_mut(), &detail),
@@ -432,6 +447,7 @@ mod tests {
                 listable: vec!["/root".into()],
                 writable: vec!["/w".into()],
                 socket_families: None,
+                connect_port: None,
                 proxy_socket: None,
                 argv: os(&["a", "--ro"]),
             }))

@@ -28,28 +28,55 @@ pub const FAMILIES: &[(&str, i32)] = &[
     ("netlink", libc::AF_NETLINK),
 ];
 
-/// Parse `--socket-families` (comma-separated names; empty: none).
-pub(super) fn parse(list: &str) -> Result<Vec<i32>, String> {
+/// One family a run may make sockets of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Allowed {
+    /// The address family.
+    pub family: i32,
+    /// Stream sockets only (`inet:stream`): no datagram, raw or packet
+    /// socket, which Landlock's TCP rules would not see.
+    pub stream_only: bool,
+}
+
+/// Parse `--socket-families`: comma-separated names, each optionally
+/// `:stream`; empty: none.
+pub(super) fn parse(list: &str) -> Result<Vec<Allowed>, String> {
     list.split(',')
         .filter(|name| !name.is_empty())
-        .map(|name| {
+        .map(|entry| {
+            let (name, stream_only) = match entry.strip_suffix(":stream") {
+                Some(name) => (name, true),
+                None => (entry, false),
+            };
+            let known: Vec<&str> = FAMILIES.iter().map(|(n, _)| *n).collect();
             FAMILIES
                 .iter()
                 .find(|(known, _)| *known == name)
-                .map(|(_, family)| *family)
+                .map(|(_, family)| Allowed {
+                    family: *family,
+                    stream_only,
+                })
                 .ok_or_else(|| {
                     format!(
-                        "unknown socket family {name:?}; expected some of {}",
-                        FAMILIES
-                            .iter()
-                            .map(|(n, _)| *n)
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        "unknown socket family {name:?}; expected some of {} (each may end in \
+                         :stream)",
+                        known.join(", ")
                     )
                 })
         })
         .collect()
 }
+
+/// The socket types a `:stream` family refuses (the type's low bits; the
+/// flags above them are masked off).
+const NOT_STREAM: &[i32] = &[
+    libc::SOCK_DGRAM,
+    libc::SOCK_RAW,
+    libc::SOCK_RDM,
+    libc::SOCK_SEQPACKET,
+    // SOCK_PACKET (10), the obsolete packet type, by number.
+    10,
+];
 
 /// `socket` and `io_uring_setup`, by this architecture's numbers (and the
 /// x32 ones on x86_64).
@@ -67,27 +94,43 @@ fn calls() -> Vec<(i64, bool)> {
     calls
 }
 
-/// The compiled filter allowing sockets of `allowed` families only.
-pub(super) fn filter(allowed: &[i32]) -> Result<BpfProgram, String> {
-    fn wrong(err: impl std::fmt::Display) -> String {
-        format!("socket filter: {err}")
-    }
-    // A socket() whose family is none of the allowed ones matches.
+fn wrong(err: impl std::fmt::Display) -> String {
+    format!("socket filter: {err}")
+}
+
+/// `socket()`'s argument `arg` compared with `op` to `value`.
+fn argument(arg: u8, op: SeccompCmpOp, value: i32) -> Result<SeccompCondition, String> {
+    SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value as u64).map_err(wrong)
+}
+
+/// The rules under which a `socket()` is refused: a family none of
+/// `allowed` names, or a stream-only family with another type.
+fn refusals(allowed: &[Allowed]) -> Result<Vec<SeccompRule>, String> {
     let other_family = allowed
         .iter()
-        .map(|family| {
-            SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, *family as u64)
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(wrong)?;
+        .map(|a| argument(0, SeccompCmpOp::Ne, a.family))
+        .collect::<Result<Vec<_>, _>>()?;
+    if other_family.is_empty() {
+        // No family allowed: every socket() matches.
+        return Ok(vec![]);
+    }
+    let mut rules = vec![SeccompRule::new(other_family).map_err(wrong)?];
+    for allowed in allowed.iter().filter(|a| a.stream_only) {
+        for kind in NOT_STREAM {
+            let family = argument(0, SeccompCmpOp::Eq, allowed.family)?;
+            let of_type = argument(1, SeccompCmpOp::MaskedEq(0xf), *kind)?;
+            rules.push(SeccompRule::new(vec![family, of_type]).map_err(wrong)?);
+        }
+    }
+    Ok(rules)
+}
+
+/// The compiled filter allowing sockets of `allowed` families only.
+pub(super) fn filter(allowed: &[Allowed]) -> Result<BpfProgram, String> {
+    let refused = refusals(allowed)?;
     let mut rules = BTreeMap::new();
     for (nr, by_family) in calls() {
-        let rule = match (by_family, other_family.is_empty()) {
-            // With no family allowed, every socket() matches.
-            (true, false) => vec![SeccompRule::new(other_family.clone()).map_err(wrong)?],
-            (true, true) | (false, _) => vec![],
-        };
-        rules.insert(nr, rule);
+        rules.insert(nr, if by_family { refused.clone() } else { vec![] });
     }
     let arch = std::env::consts::ARCH
         .try_into()
@@ -107,7 +150,7 @@ pub(super) fn filter(allowed: &[i32]) -> Result<BpfProgram, String> {
 /// Install the filter on this process (inherited by what it execs).
 /// Needs no-new-privs: bwrap sets it for everything inside, and the
 /// Landlock restriction sets it for the launcher's child.
-pub(super) fn allow_only(allowed: &[i32]) -> Result<(), String> {
+pub(super) fn allow_only(allowed: &[Allowed]) -> Result<(), String> {
     // SAFETY: prctl with constant arguments.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
         return Err(format!(
@@ -125,27 +168,27 @@ mod tests {
 
     #[test]
     fn families_are_named_and_the_filter_compiles_for_any_set() {
-        assert_eq!(parse("unix,inet").unwrap(), [libc::AF_UNIX, libc::AF_INET]);
-        assert_eq!(parse("").unwrap(), Vec::<i32>::new());
+        let families = |list: &str| -> Vec<i32> {
+            parse(list).unwrap().into_iter().map(|a| a.family).collect()
+        };
+        assert_eq!(families("unix,inet"), [libc::AF_UNIX, libc::AF_INET]);
+        assert_eq!(families(""), Vec::<i32>::new());
+        assert!(parse("inet:stream").unwrap()[0].stream_only);
         assert!(
             parse("bluetooth")
                 .unwrap_err()
                 .contains("unknown socket family")
         );
-        for allowed in [
-            vec![],
-            vec![libc::AF_UNIX],
-            parse("inet,inet6,netlink").unwrap(),
-        ] {
-            assert!(!filter(&allowed).unwrap().is_empty());
+        for allowed in ["", "unix", "inet,inet6,netlink", "inet:stream,inet6:stream"] {
+            assert!(!filter(&parse(allowed).unwrap()).unwrap().is_empty());
         }
     }
 
     #[test]
-    fn a_filtered_process_cannot_make_other_sockets_but_socketpair_works() {
+    fn a_filtered_process_makes_only_the_sockets_it_may() {
         // Compiled here: the forked child of a threaded test process must
         // not allocate.
-        let program = filter(&[libc::AF_UNIX]).unwrap();
+        let program = filter(&parse("unix,inet:stream").unwrap()).unwrap();
         // SAFETY: the child only makes system calls and exits.
         match unsafe { libc::fork() } {
             0 => {
@@ -153,13 +196,16 @@ mod tests {
                 let code = unsafe {
                     let applied = libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
                         && seccompiler::apply_filter(&program).is_ok();
-                    let inet = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+                    let inet6 = libc::socket(libc::AF_INET6, libc::SOCK_STREAM, 0);
+                    let udp = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+                    let tcp =
+                        libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
                     let unix = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
                     let mut pair = [0; 2];
                     let paired =
                         libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, pair.as_mut_ptr());
-                    match (applied, inet, unix >= 0, paired) {
-                        (true, -1, true, 0) => 0,
+                    match (applied, inet6, udp, tcp >= 0, unix >= 0, paired) {
+                        (true, -1, -1, true, true, 0) => 0,
                         _ => 1,
                     }
                 };
@@ -174,7 +220,7 @@ mod tests {
                 assert_eq!(
                     libc::WEXITSTATUS(status),
                     0,
-                    "inet must fail, unix and socketpair work"
+                    "inet6 and udp must fail; tcp, unix and socketpair work"
                 );
             }
         }

@@ -144,8 +144,10 @@ fn main() {
             Ok(cordon::model::Decision::Allow(spec)) => spec,
             other => panic!("resolve: {other:?}"),
         };
+        // The proxy's way: one instance for the run's connections.
+        let connector = policy.connector(&spec);
         move || {
-            let answer = policy.connect(&spec, "registry.npmjs.org", 443);
+            let answer = connector.connect("registry.npmjs.org", 443);
             assert_eq!(answer.expect("connect"), Ok(()));
         }
     };
@@ -168,7 +170,7 @@ fn main() {
             rounds,
         ),
         (
-            "one connection decision through the component (`connect`, bash-sandbox)",
+            "one connection decision through the component (`connect`, bash-sandbox, the run's instance)",
             Box::new(connect_decision),
             rounds,
         ),

@@ -351,3 +351,38 @@ fn a_world_0_1_0_components_connections_are_decided_by_the_host_from_the_grant()
     assert_eq!(policy.connect(&spec, "github.com", 22).unwrap(), Ok(()));
     assert!(policy.connect(&spec, "github.com", 443).unwrap().is_err());
 }
+
+#[test]
+fn a_runs_connector_survives_a_trapping_or_looping_connect_and_decides_the_next() {
+    use cordon::model::{Decision, Deployment, ExecRequest, Network};
+    use cordon::policy::{Limits, Phase, Policy, PolicyEngine};
+    let engine = PolicyEngine::new().unwrap();
+    let bytes = std::fs::read(common::component("hostile-policy.wasm")).unwrap();
+    let limits = Limits {
+        call_deadline: std::time::Duration::from_millis(200),
+        ..Limits::default()
+    };
+    let policy = Policy::load(&engine, &bytes, limits).unwrap();
+    let mut grant = cordon::SandboxPolicy::new(cordon::SandboxMode::ReadOnly, "/ws");
+    grant.network = Network::Allow(vec!["ok.example:443".parse().unwrap()]);
+    let request = ExecRequest::new("true").with_policy(grant);
+    let Ok(Decision::Allow(spec)) = policy.resolve(&request, &Deployment::in_dir("/ws")) else {
+        panic!("resolve");
+    };
+    let connector = policy.connector(&spec);
+    for _ in 0..3 {
+        assert_eq!(connector.connect("ok.example", 443).unwrap(), Ok(()));
+    }
+    for (host, says) in [("trap", "trapped"), ("loop", "deadline")] {
+        match connector.connect(host, 443) {
+            Err(cordon::RunError::PolicyFailed { phase, reason }) => {
+                assert_eq!(phase, Phase::Connect);
+                assert!(reason.contains(says), "{host}: {reason}");
+            }
+            other => panic!("{host}: {other:?}"),
+        }
+        // The instance is gone; the next call gets a fresh one.
+        assert_eq!(connector.connect("ok.example", 443).unwrap(), Ok(()));
+    }
+    assert!(connector.connect("other.example", 443).unwrap().is_err());
+}

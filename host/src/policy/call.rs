@@ -138,6 +138,42 @@ fn deny_all_wasi() -> WasiCtx {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct CallFailure(pub String);
 
+/// A fresh store with `limits` armed: the deny-all WASI context, a memory
+/// limiter and one call's epoch deadline.
+pub(super) fn fresh_store(
+    engine: &Engine,
+    limits: &Limits,
+    confiner: Option<Arc<dyn Confine>>,
+) -> Store<StoreState> {
+    let state = StoreState {
+        wasi: deny_all_wasi(),
+        table: ResourceTable::new(),
+        limiter: CallLimiter {
+            memory_bytes: limits.memory_bytes,
+            exhausted: false,
+        },
+        confiner,
+        confined: ConfineBudget::default(),
+        planned: None,
+    };
+    let mut store = Store::new(engine, state);
+    store.limiter(|state| &mut state.limiter);
+    rearm(&mut store, limits);
+    store
+}
+
+/// Give `store` a whole call's deadline again (for a store that serves
+/// more than one call).
+pub(super) fn rearm(store: &mut Store<StoreState>, limits: &Limits) {
+    let ticks = limits.call_deadline.as_millis().div_ceil(TICK.as_millis()) as u64;
+    store.set_epoch_deadline(ticks.max(1));
+}
+
+/// What a failed call in `store` did, for the operator.
+pub(super) fn failure(err: &wasmtime::Error, store: &Store<StoreState>) -> CallFailure {
+    describe(err, store.data().limiter.exhausted)
+}
+
 /// Run `f` against a fresh store with `limits` armed.
 ///
 /// Called from inside a tokio runtime, the call runs on the policy thread
@@ -154,22 +190,8 @@ pub(super) fn bounded<R: Send + 'static>(
     let engine = engine.clone();
     let limits = limits.clone();
     let job = move || -> Result<R, CallFailure> {
-        let state = StoreState {
-            wasi: deny_all_wasi(),
-            table: ResourceTable::new(),
-            limiter: CallLimiter {
-                memory_bytes: limits.memory_bytes,
-                exhausted: false,
-            },
-            confiner,
-            confined: ConfineBudget::default(),
-            planned: None,
-        };
-        let mut store = Store::new(&engine, state);
-        store.limiter(|state| &mut state.limiter);
-        let ticks = limits.call_deadline.as_millis().div_ceil(TICK.as_millis()) as u64;
-        store.set_epoch_deadline(ticks.max(1));
-        f(&mut store).map_err(|err| describe(&err, store.data().limiter.exhausted))
+        let mut store = fresh_store(&engine, &limits, confiner);
+        f(&mut store).map_err(|err| failure(&err, &store))
     };
     if tokio::runtime::Handle::try_current().is_ok() {
         policy_thread::run(job).unwrap_or_else(|| {

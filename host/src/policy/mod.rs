@@ -169,6 +169,56 @@ pub enum Launch {
     Unconfined(Vec<String>),
 }
 
+/// Decides the connections of one run (see [`Policy::connector`]).
+pub struct Connector {
+    engine: wasmtime::Engine,
+    limits: Limits,
+    binding: Binding,
+    spec: ExecSpec,
+    live: std::sync::Mutex<Option<(Store<StoreState>, v0_2_0::Instance)>>,
+}
+
+impl Connector {
+    /// May the run connect to `host:port`? `Ok(Err(reason))` is a refusal;
+    /// a failed call is `POLICY_FAILED` in `connect` (a refusal of that
+    /// connection to the proxy). Calls are serialized. Call it off the
+    /// async threads (`spawn_blocking`): a guest's stderr blocks on the
+    /// runtime.
+    pub fn connect(&self, host: &str, port: u16) -> Result<Result<(), String>, RunError> {
+        let failed = |reason: String| RunError::PolicyFailed {
+            phase: Phase::Connect,
+            reason,
+        };
+        let Binding::V0_2_0(binding) = &self.binding else {
+            // No `connect` in the component's world: the grant decides.
+            return Ok(match self.spec.policy.network.allows(host, port) {
+                true => Ok(()),
+                false => Err(format!("{host}:{port} is not in this run's network grant")),
+            });
+        };
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        if live.is_none() {
+            let mut store = call::fresh_store(&self.engine, &self.limits, None);
+            let instance = match binding.instance(&mut store, &self.spec) {
+                Ok(Ok(instance)) => instance,
+                Ok(Err(reason)) => return Err(RunError::InvalidRequest(reason)),
+                Err(err) => return Err(failed(call::failure(&err, &store).0)),
+            };
+            *live = Some((store, instance));
+        }
+        let (store, instance) = live.as_mut().expect("made above");
+        call::rearm(store, &self.limits);
+        match instance.connect(store, host, port) {
+            Ok(answer) => Ok(answer.map_err(|reason| bounded_text(&reason))),
+            Err(err) => {
+                let reason = call::failure(&err, store).0;
+                *live = None;
+                Err(failed(reason))
+            }
+        }
+    }
+}
+
 /// The binding layer of a loaded component: one variant per world version.
 #[derive(Clone)]
 enum Binding {
@@ -384,6 +434,21 @@ impl Policy {
             binding.connect(store, &spec, &host, port)
         })
         .map(|answer| answer.map_err(|reason| bounded_text(&reason)))
+    }
+
+    /// A connector for the connections of the run of `spec`: the same
+    /// answers as [`Policy::connect`], from one instance kept across calls
+    /// (each call still has its own deadline, and a call that fails drops
+    /// the instance: the next one starts afresh). The allow-list proxy asks
+    /// it for every connection, at a fraction of a fresh instance's cost.
+    pub fn connector(&self, spec: &ExecSpec) -> Connector {
+        Connector {
+            engine: self.engine.clone(),
+            limits: self.limits.clone(),
+            binding: self.binding.clone(),
+            spec: spec.clone(),
+            live: std::sync::Mutex::new(None),
+        }
     }
 
     /// `settle`: classify a finished run.

@@ -132,6 +132,20 @@ impl Binding {
         })
     }
 
+    /// An instance kept for many `connect` calls of one run.
+    pub(super) fn instance(
+        &self,
+        store: &mut Store<StoreState>,
+        spec: &ExecSpec,
+    ) -> wasmtime::Result<Result<Instance, String>> {
+        let spec = match wit::ExecSpec::try_from(spec) {
+            Ok(spec) => spec,
+            Err(reason) => return Ok(Err(reason)),
+        };
+        let bindings = self.pre.instantiate(&mut *store)?;
+        Ok(Ok(Instance { bindings, spec }))
+    }
+
     /// `connect`: the component's answer for one connection.
     pub(super) fn connect(
         &self,
@@ -172,6 +186,26 @@ impl Binding {
         Ok(stamped
             .map(|facts| facts.map(Into::into))
             .map_err(Into::into))
+    }
+}
+
+/// One instance of a component, and the spec it decides connections for.
+pub(super) struct Instance {
+    bindings: ExecutorPolicy,
+    spec: wit::ExecSpec,
+}
+
+impl Instance {
+    /// `connect` on this instance.
+    pub(super) fn connect(
+        &self,
+        store: &mut Store<StoreState>,
+        host: &str,
+        port: u16,
+    ) -> wasmtime::Result<Result<(), String>> {
+        self.bindings
+            .cordon_sandbox_executor()
+            .call_connect(store, &self.spec, host, port)
     }
 }
 

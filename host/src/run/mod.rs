@@ -458,10 +458,12 @@ fn start_proxy(cx: &RunContext, prepared: &Prepared) -> Result<Option<Proxy>, Ru
     let Some(at) = &prepared.proxy else {
         return Ok(None);
     };
-    let (policy, spec) = (cx.policy.clone(), prepared.spec.clone());
+    // One instance decides all of the run's connections (the proxy asks
+    // off the async threads).
+    let connector = cx.policy.connector(&prepared.spec);
     let decide: crate::proxy::Decide = Arc::new(move |host: &str, port: u16| {
-        policy
-            .connect(&spec, host, port)
+        connector
+            .connect(host, port)
             .unwrap_or_else(|err| Err(err.to_string()))
     });
     Proxy::start(at, decide)

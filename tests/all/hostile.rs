@@ -303,22 +303,8 @@ async fn reload_swaps_the_policy_and_keeps_the_old_one_on_failure() {
 
 #[test]
 fn a_connect_that_traps_or_loops_refuses_that_connection_and_the_host_decides_the_next() {
-    use cordon::model::{Decision, Deployment, ExecRequest, Network};
-    use cordon::policy::{Limits, Phase, Policy, PolicyEngine};
-    let engine = PolicyEngine::new().unwrap();
-    let bytes = std::fs::read(common::component("hostile-policy.wasm")).unwrap();
-    let limits = Limits {
-        call_deadline: std::time::Duration::from_millis(200),
-        ..Limits::default()
-    };
-    let policy = Policy::load(&engine, &bytes, limits).unwrap();
-    let mut request = ExecRequest::new("true");
-    let mut grant = cordon::SandboxPolicy::new(cordon::SandboxMode::ReadOnly, "/ws");
-    grant.network = Network::Allow(vec!["ok.example:443".parse().unwrap()]);
-    request.policy = Some(grant);
-    let Ok(Decision::Allow(spec)) = policy.resolve(&request, &Deployment::in_dir("/ws")) else {
-        panic!("resolve");
-    };
+    use cordon::policy::Phase;
+    let (_engine, policy, spec) = hostile_connecting();
     for (host, says) in [("trap", "trapped"), ("loop", "deadline")] {
         match policy.connect(&spec, host, 443) {
             Err(cordon::RunError::PolicyFailed { phase, reason }) => {
@@ -354,21 +340,8 @@ fn a_world_0_1_0_components_connections_are_decided_by_the_host_from_the_grant()
 
 #[test]
 fn a_runs_connector_survives_a_trapping_or_looping_connect_and_decides_the_next() {
-    use cordon::model::{Decision, Deployment, ExecRequest, Network};
-    use cordon::policy::{Limits, Phase, Policy, PolicyEngine};
-    let engine = PolicyEngine::new().unwrap();
-    let bytes = std::fs::read(common::component("hostile-policy.wasm")).unwrap();
-    let limits = Limits {
-        call_deadline: std::time::Duration::from_millis(200),
-        ..Limits::default()
-    };
-    let policy = Policy::load(&engine, &bytes, limits).unwrap();
-    let mut grant = cordon::SandboxPolicy::new(cordon::SandboxMode::ReadOnly, "/ws");
-    grant.network = Network::Allow(vec!["ok.example:443".parse().unwrap()]);
-    let request = ExecRequest::new("true").with_policy(grant);
-    let Ok(Decision::Allow(spec)) = policy.resolve(&request, &Deployment::in_dir("/ws")) else {
-        panic!("resolve");
-    };
+    use cordon::policy::Phase;
+    let (_engine, policy, spec) = hostile_connecting();
     let connector = policy.connector(&spec);
     for _ in 0..3 {
         assert_eq!(connector.connect("ok.example", 443).unwrap(), Ok(()));
@@ -385,4 +358,29 @@ fn a_runs_connector_survives_a_trapping_or_looping_connect_and_decides_the_next(
         assert_eq!(connector.connect("ok.example", 443).unwrap(), Ok(()));
     }
     assert!(connector.connect("other.example", 443).unwrap().is_err());
+}
+
+/// hostile-policy with a 200 ms deadline, and the spec of a run whose
+/// network allows `ok.example:443`.
+fn hostile_connecting() -> (
+    cordon::policy::PolicyEngine,
+    cordon::policy::Policy,
+    cordon::model::ExecSpec,
+) {
+    use cordon::model::{Decision, Deployment, ExecRequest, Network};
+    use cordon::policy::{Limits, Policy, PolicyEngine};
+    let engine = PolicyEngine::new().unwrap();
+    let bytes = std::fs::read(common::component("hostile-policy.wasm")).unwrap();
+    let limits = Limits {
+        call_deadline: std::time::Duration::from_millis(200),
+        ..Limits::default()
+    };
+    let policy = Policy::load(&engine, &bytes, limits).unwrap();
+    let mut grant = cordon::SandboxPolicy::new(cordon::SandboxMode::ReadOnly, "/ws");
+    grant.network = Network::Allow(vec!["ok.example:443".parse().unwrap()]);
+    let request = ExecRequest::new("true").with_policy(grant);
+    let Ok(Decision::Allow(spec)) = policy.resolve(&request, &Deployment::in_dir("/ws")) else {
+        panic!("resolve");
+    };
+    (engine, policy, spec)
 }

@@ -410,6 +410,14 @@ fn main() {
         policy_native.as_secs_f64() * 1e6,
         bwrap_true.map_or(f64::NAN, |b| 100.0 * ratio(policy_wasm, b))
     );
+    if let Some(connect) = find(
+        "one connection decision through the component (`connect`, bash-sandbox, the run's instance)",
+    ) {
+        println!(
+            "one connection decision: {:.1} µs (target ≤ 25 µs)",
+            connect.as_secs_f64() * 1e6
+        );
+    }
     if let Some(js) = find("policy round trip, js-policy (JavaScript, componentize-js)") {
         println!(
             "js-policy round trip: {:.1} µs, {:.1}× the Rust component's",

@@ -405,9 +405,6 @@ print('socks', socks({other}))
 #[test]
 fn curl_reaches_an_allowed_endpoint_through_the_proxy_and_a_trapping_connect_refuses_only_its_own()
 {
-    if !common::bwrap_usable("curl_reaches_an_allowed_endpoint_through_the_proxy") {
-        return;
-    }
     let Some(curl) = ["/usr/bin/curl", "/bin/curl"]
         .into_iter()
         .find(|p| Path::new(p).exists())
@@ -415,38 +412,49 @@ fn curl_reaches_an_allowed_endpoint_through_the_proxy_and_a_trapping_connect_ref
         eprintln!("SKIPPED curl_reaches_an_allowed_endpoint_through_the_proxy: no curl");
         return;
     };
-    let ws = workspace();
-    let (allowed, served) = http_server("through the proxy\n");
-    let policy = grant(
-        ws.path(),
-        json!({"network": {"allow": [
-            {"host": "127.0.0.1", "port": allowed},
-            {"host": "trap", "port": 80},
-        ]}}),
-    );
-    // hostile-policy's connect panics for the host `trap`: that connection
-    // is refused, and the next is decided as usual.
-    let hostile = common::component("hostile-policy.wasm");
-    let line = format!(
-        "{curl} -sS --max-time 5 http://trap/ 2>&1 | head -c 300; echo; \
-         {curl} -sS --max-time 5 http://127.0.0.1:{allowed}/; \
-         {curl} -sS --max-time 5 --socks5-hostname 127.0.0.1:3128 http://127.0.0.1:{allowed}/"
-    );
-    let args = [
-        "--policy",
-        hostile.to_str().unwrap(),
-        "--backend",
-        "bwrap",
-        "--grant",
-        &policy,
-    ];
-    let (code, result) = run_json(ws.path(), &args, &line);
-    assert_eq!(code, 0, "{result}");
-    let out = result["stdout"]["text"].as_str().unwrap();
-    assert!(out.contains("trap:80 refused"), "{out}");
-    assert!(out.contains("policy component failed in connect"), "{out}");
-    assert_eq!(out.matches("through the proxy").count(), 2, "{out}");
-    assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 2);
-    let refused = &result["grant"]["refused"];
-    assert_eq!(refused[0]["host"], "trap", "{result}");
+    for (backend, _) in confined_backends("curl_reaches_an_allowed_endpoint_through_the_proxy") {
+        let ws = workspace();
+        let (allowed, served) = http_server("through the proxy\n");
+        let policy = grant(
+            ws.path(),
+            json!({"network": {"allow": [
+                {"host": "127.0.0.1", "port": allowed},
+                {"host": "localhost", "port": allowed},
+                {"host": "trap", "port": 80},
+            ]}}),
+        );
+        // hostile-policy's connect panics for the host `trap`: that
+        // connection is refused, and the next is decided as usual. An
+        // allowed *name* that resolves to the host's loopback is refused by
+        // the host (no rebinding onto its own services).
+        let hostile = common::component("hostile-policy.wasm");
+        let line = format!(
+            "{curl} -sS --max-time 5 http://trap/ 2>&1 | head -c 300; echo; \
+             {curl} -sS --max-time 5 http://127.0.0.1:{allowed}/; \
+             {curl} -sS --max-time 5 --socks5-hostname \"${{ALL_PROXY#socks5h://}}\" \
+             http://127.0.0.1:{allowed}/; \
+             {curl} -sS --max-time 5 -x \"$HTTP_PROXY\" http://localhost:{allowed}/"
+        );
+        let mut args = vec!["--policy", hostile.to_str().unwrap()];
+        args.extend(backend);
+        args.extend(["--grant", &policy]);
+        let (code, result) = run_json(ws.path(), &args, &line);
+        assert_eq!(code, 0, "{backend:?}: {result}");
+        let out = result["stdout"]["text"].as_str().unwrap();
+        assert!(out.contains("trap:80 refused"), "{backend:?}: {out}");
+        assert!(out.contains("policy component failed in connect"), "{out}");
+        assert_eq!(
+            out.matches("through the proxy").count(),
+            2,
+            "{backend:?}: {out}"
+        );
+        assert!(
+            out.contains("resolves to an internal address"),
+            "{backend:?}: {out}"
+        );
+        assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 2);
+        let refused = &result["grant"]["refused"];
+        assert_eq!(refused[0]["host"], "trap", "{result}");
+        assert_eq!(refused[1]["host"], "localhost", "{result}");
+    }
 }

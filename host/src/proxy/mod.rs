@@ -10,7 +10,10 @@
 //! through names its destination — an HTTP `CONNECT host:port`, a plain
 //! HTTP request's absolute URI, or a SOCKS5 `CONNECT` — and the host asks
 //! the component (`connect`, bounded like every call) before it dials;
-//! names are resolved here, on the host, never inside. A refusal answers
+//! names are resolved here, on the host, never inside, and a name that
+//! resolves only to the host's own or private addresses is refused (an
+//! allowed name must not be rebound to the host's loopback or LAN; an
+//! address the grant names literally is taken as named). A refusal answers
 //! the client at once (HTTP 403 with the reason, SOCKS5 "not allowed by
 //! ruleset") and is recorded for the run's facts.
 //!
@@ -197,6 +200,96 @@ pub fn fresh_path() -> io::Result<PathBuf> {
 
 /// Ask `decide` off the async threads (a component call may block up to
 /// its deadline) and record a refusal.
+/// Whether `ip` is the host's own or its private network's: loopback,
+/// unspecified, link-local, private (RFC 1918, unique-local), shared
+/// (100.64/10), multicast or broadcast.
+fn internal(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => {
+            v4.is_loopback()
+                || v4.is_unspecified()
+                || v4.is_link_local()
+                || v4.is_private()
+                || v4.is_multicast()
+                || v4.is_broadcast()
+                || (v4.octets()[0] == 100 && v4.octets()[1] & 0xc0 == 64)
+        }
+        std::net::IpAddr::V6(v6) => {
+            let first = v6.segments()[0];
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || first & 0xfe00 == 0xfc00
+                || first & 0xffc0 == 0xfe80
+                || v6.to_ipv4_mapped().is_some_and(|v4| internal(v4.into()))
+        }
+    }
+}
+
+/// Where a decided connection goes: `host` resolved here. A name that
+/// resolves only to internal addresses is refused (DNS rebinding must not
+/// turn an allowed name into the host's loopback or private network); an
+/// address named literally is taken as the grant named it.
+async fn resolve(host: &str, port: u16) -> Result<Vec<std::net::SocketAddr>, Refusal> {
+    let literal = host.parse::<std::net::IpAddr>().is_ok();
+    let addrs: Vec<std::net::SocketAddr> = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|err| Refusal::Unreachable(format!("cannot resolve {host}: {err}")))?
+        .collect();
+    if literal {
+        return Ok(addrs);
+    }
+    let public: Vec<_> = addrs
+        .iter()
+        .copied()
+        .filter(|a| !internal(a.ip()))
+        .collect();
+    match public.is_empty() {
+        true => Err(Refusal::Refused(format!(
+            "{host} resolves to an internal address ({}); name the address itself to allow it",
+            addrs.first().map_or("none".into(), |a| a.ip().to_string())
+        ))),
+        false => Ok(public),
+    }
+}
+
+/// Why a connection did not go through.
+enum Refusal {
+    /// The policy, or the host's own rule, refused it (recorded).
+    Refused(String),
+    /// It was allowed but cannot be reached.
+    Unreachable(String),
+}
+
+/// Decide and resolve one connection; a refusal is recorded.
+async fn admit(
+    decide: &Decide,
+    record: &Mutex<Vec<Refused>>,
+    host: &str,
+    port: u16,
+) -> Result<Vec<std::net::SocketAddr>, Refusal> {
+    allowed(decide, record, host, port)
+        .await
+        .map_err(Refusal::Refused)?;
+    let resolved = resolve(host, port).await;
+    if let Err(Refusal::Refused(reason)) = &resolved {
+        note(record, host, port, reason);
+    }
+    resolved
+}
+
+/// Record a refused connection for the run's facts.
+fn note(record: &Mutex<Vec<Refused>>, host: &str, port: u16, reason: &str) {
+    record
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(Refused {
+            host: host.to_owned(),
+            port,
+            reason: reason.to_owned(),
+        });
+}
+
 async fn allowed(
     decide: &Decide,
     record: &Mutex<Vec<Refused>>,
@@ -208,14 +301,7 @@ async fn allowed(
         .await
         .unwrap_or_else(|_| Err("the connection decision failed".into()));
     if let Err(reason) = &answer {
-        record
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(Refused {
-                host: host.to_owned(),
-                port,
-                reason: reason.clone(),
-            });
+        note(record, host, port, reason);
     }
     answer
 }
@@ -336,15 +422,21 @@ async fn http<S: AsyncRead + AsyncWrite + Unpin>(
             (host.clone(), *port)
         }
     };
-    if let Err(reason) = allowed(decide, record, &host, port).await {
-        return http_refuse(
-            &mut client,
-            "403 Forbidden",
-            &format!("{host}:{port} refused: {reason}"),
-        )
-        .await;
-    }
-    let mut upstream = match TcpStream::connect((host.as_str(), port)).await {
+    let addrs = match admit(decide, record, &host, port).await {
+        Ok(addrs) => addrs,
+        Err(Refusal::Refused(reason)) => {
+            return http_refuse(
+                &mut client,
+                "403 Forbidden",
+                &format!("{host}:{port} refused: {reason}"),
+            )
+            .await;
+        }
+        Err(Refusal::Unreachable(why)) => {
+            return http_refuse(&mut client, "502 Bad Gateway", &why).await;
+        }
+    };
+    let mut upstream = match TcpStream::connect(&addrs[..]).await {
         Ok(upstream) => upstream,
         Err(err) => {
             return http_refuse(
@@ -422,12 +514,20 @@ async fn socks5<S: AsyncRead + AsyncWrite + Unpin>(
         client.write_all(&reply(7)).await?;
         return Ok(());
     }
-    if allowed(decide, record, &host, port).await.is_err() {
-        // 2: connection not allowed by ruleset.
-        client.write_all(&reply(2)).await?;
-        return Ok(());
-    }
-    match TcpStream::connect((host.as_str(), port)).await {
+    let addrs = match admit(decide, record, &host, port).await {
+        Ok(addrs) => addrs,
+        Err(Refusal::Refused(_)) => {
+            // 2: connection not allowed by ruleset.
+            client.write_all(&reply(2)).await?;
+            return Ok(());
+        }
+        Err(Refusal::Unreachable(_)) => {
+            // 4: host unreachable.
+            client.write_all(&reply(4)).await?;
+            return Ok(());
+        }
+    };
+    match TcpStream::connect(&addrs[..]).await {
         Ok(upstream) => {
             client.write_all(&reply(0)).await?;
             splice(client, upstream).await
@@ -469,6 +569,28 @@ mod tests {
         assert_eq!(host_port("[::1]:8443", None), Some(("::1".into(), 8443)));
         assert!(http_target(b"GET /relative HTTP/1.1\r\n\r\n").is_err());
         assert!(http_target(b"CONNECT nohostport HTTP/1.1\r\n\r\n").is_err());
+    }
+
+    #[tokio::test]
+    async fn a_name_resolving_to_an_internal_address_is_refused_an_address_named_is_not() {
+        assert!(
+            matches!(resolve("localhost", 80).await, Err(Refusal::Refused(r)) if r.contains("internal address"))
+        );
+        assert!(resolve("127.0.0.1", 80).await.is_ok());
+        for ip in [
+            "10.1.2.3",
+            "192.168.0.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "::1",
+            "fd00::1",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(internal(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["1.1.1.1", "2606:4700::1111"] {
+            assert!(!internal(ip.parse().unwrap()), "{ip}");
+        }
     }
 
     #[test]

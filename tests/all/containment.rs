@@ -799,3 +799,35 @@ fn confined_runs_see_no_secret_under_every_backend() {
         assert!(env.contains("HARMLESS_SETTING=kept"), "{backend:?}: {env}");
     }
 }
+
+#[test]
+fn a_confined_command_has_no_capability_even_as_root_under_every_backend() {
+    for (backend, _) in common::confined_backends("a_confined_command_has_no_capability") {
+        let ws = workspace();
+        let mut args = backend.to_vec();
+        args.extend([
+            "--mode",
+            "workspace-write",
+            "--workspace",
+            ws.path().to_str().unwrap(),
+        ]);
+        let (code, result) = run_json(
+            ws.path(),
+            &args,
+            "grep -E '^Cap(Inh|Prm|Eff|Amb)' /proc/self/status; echo kept > kept.txt",
+        );
+        assert_eq!(code, 0, "{backend:?}: {result}");
+        let out = result["stdout"]["text"].as_str().unwrap();
+        // (The bounding set may stay under bwrap: no-new-privs keeps an
+        // exec from gaining anything from it.)
+        assert_eq!(out.lines().count(), 4, "{out}");
+        for line in out.lines() {
+            assert!(line.ends_with("0000000000000000"), "{backend:?}: {line}");
+        }
+        // Positive control: the workspace is still written.
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join("kept.txt")).unwrap(),
+            "kept\n"
+        );
+    }
+}

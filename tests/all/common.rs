@@ -253,6 +253,13 @@ pub fn assert_workspace_write_allows_its_root_only(backend: &[&str], enforcement
     assert!(!outside.exists(), "the sibling write landed on the host");
 }
 
+/// `BACKEND --mode workspace-write --workspace ROOT`.
+pub fn workspace_write<'a>(backend: &[&'a str], root: &'a str) -> Vec<&'a str> {
+    let mut args = backend.to_vec();
+    args.extend(["--mode", "workspace-write", "--workspace", root]);
+    args
+}
+
 /// `cordon ARGS` in `dir`: its exit code and stdout.
 pub fn cordon_out(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
     let output = cordon()

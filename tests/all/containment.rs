@@ -804,13 +804,7 @@ fn confined_runs_see_no_secret_under_every_backend() {
 fn a_confined_command_has_no_capability_even_as_root_under_every_backend() {
     for (backend, _) in common::confined_backends("a_confined_command_has_no_capability") {
         let ws = workspace();
-        let mut args = backend.to_vec();
-        args.extend([
-            "--mode",
-            "workspace-write",
-            "--workspace",
-            ws.path().to_str().unwrap(),
-        ]);
+        let args = common::workspace_write(backend, ws.path().to_str().unwrap());
         let (code, result) = run_json(
             ws.path(),
             &args,

@@ -11,7 +11,9 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::common::{self, component, confined_backends, run_json, sandbox, workspace};
+use crate::common::{
+    self, component, confined_backends, run_json, sandbox, workspace, workspace_write,
+};
 
 /// `git` in `dir` (no user config needed).
 fn git(dir: &Path, args: &[&str]) {
@@ -31,13 +33,6 @@ fn repository(dir: &Path) {
     git(dir, &["add", "tracked.txt"]);
     git(dir, &["commit", "-qm", "one"]);
     std::fs::write(dir.join(".bashrc"), "# mine\n").unwrap();
-}
-
-/// `BACKEND --mode workspace-write --workspace ROOT`.
-fn workspace_write<'a>(backend: &[&'a str], root: &'a str) -> Vec<&'a str> {
-    let mut args = backend.to_vec();
-    args.extend(["--mode", "workspace-write", "--workspace", root]);
-    args
 }
 
 /// `--grant` for `policy`.

@@ -20,7 +20,12 @@ import os
 import subprocess
 import threading
 
-__all__ = ["CordonClient", "CordonError"]
+__all__ = ["CordonClient", "CordonError", "DEFAULT_TIMEOUT"]
+
+# How long `call` waits for a reply unless told otherwise: longer than the
+# longest run (600 s) and its kill grace, so only a server that stopped
+# answering trips it. `timeout=None` waits without bound.
+DEFAULT_TIMEOUT = 660.0
 
 
 class CordonError(Exception):
@@ -108,8 +113,9 @@ class CordonClient:
 
     # -- plumbing ---------------------------------------------------------
 
-    def call(self, method, params=None, timeout=None):
-        """Send one request and wait for its reply; raises CordonError."""
+    def call(self, method, params=None, timeout=DEFAULT_TIMEOUT):
+        """Send one request and wait for its reply (at most `timeout`
+        seconds, then TimeoutError); raises CordonError for an error reply."""
         request_id = next(self._ids)
         slot = {"event": threading.Event()}
         with self._lock:
@@ -122,6 +128,8 @@ class CordonClient:
             self._process.stdin.write(line.encode() + b"\n")
             self._process.stdin.flush()
         if not slot["event"].wait(timeout):
+            with self._lock:
+                self._pending.pop(request_id, None)
             raise TimeoutError(f"no reply to {method} within {timeout} s")
         reply = slot.get("reply")
         if reply is None:

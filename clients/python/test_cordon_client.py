@@ -115,6 +115,16 @@ class ServeFromPython(unittest.TestCase):
         if sys.platform.startswith("linux"):
             self.assertEqual(self.cordon.probe()["rungs"][0]["backend"], "bwrap")
 
+    def test_a_reply_that_does_not_come_in_time_is_a_timeout(self):
+        with self.assertRaises(TimeoutError):
+            self.cordon.call(
+                "run",
+                {"command": "sleep 2", "policy": {"mode": "danger-full-access", "workspaceRoot": str(self.ws_a)}},
+                timeout=0.2,
+            )
+        # The client still works (the late reply is dropped).
+        self.assertEqual(self.cordon.run("echo on", mode="danger-full-access", workspace_root=self.ws_a)["stdout"]["text"], "on\n")
+
     def test_errors_carry_their_stable_names(self):
         with self.assertRaises(CordonError) as caught:
             self.cordon.call("run", {"command": "true", "timeout": 5})

@@ -144,6 +144,18 @@ impl Server {
             .unwrap_or_else(|| panic!("{method} succeeded: {reply}"))
     }
 
+    /// Wait (up to `bound`) for the server to exit with stdin still open.
+    fn wait_open(&mut self, bound: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + bound;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
     /// Close stdin and wait (up to `bound`) for the server to exit.
     fn close_and_wait(&mut self, bound: Duration) -> std::process::ExitStatus {
         drop(self.stdin.take());
@@ -671,5 +683,31 @@ fn an_ask_is_a_structured_error_whose_approved_resend_runs_and_a_deny_is_final()
             .as_str()
             .unwrap()
             .contains("no downloads")
+    );
+}
+
+#[test]
+fn sigterm_and_shutdown_end_a_server_whose_stdin_stays_open() {
+    let ws = workspace();
+    let root = ws.path();
+    let mut server = Server::start(root, root, DANGER);
+    assert_eq!(server.call("list", json!({})), json!({"tasks": []}));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(server.child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = server.wait_open(Duration::from_secs(10));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "SIGTERM did not end the server: {status:?}"
+    );
+
+    let mut server = Server::start(root, root, DANGER);
+    server.call("shutdown", json!({}));
+    let status = server.wait_open(Duration::from_secs(10));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "shutdown did not end the server: {status:?}"
     );
 }

@@ -34,7 +34,7 @@ pub fn main(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(async {
+    let served = runtime.block_on(async {
         let server = Server::new(host);
         let stop = server.stopper();
         let interrupted = super::interrupted();
@@ -46,6 +46,11 @@ pub fn main(args: ServeArgs) -> anyhow::Result<ExitCode> {
             .serve(tokio::io::stdin(), tokio::io::stdout())
             .await
             .context("writing responses to stdout")
-    })?;
+    });
+    // The stdin reader is a blocking thread that a read of an open pipe
+    // holds: after SIGTERM or `shutdown` the server must not wait for the
+    // client to close its end.
+    runtime.shutdown_background();
+    served?;
     Ok(ExitCode::SUCCESS)
 }

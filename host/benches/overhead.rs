@@ -47,15 +47,25 @@ fn main() {
         let result = runtime.block_on(host.run(request)).expect("cordon run");
         assert_eq!(result.exit_code, Some(0), "{result:?}");
     };
+    // `true` under `policy` through the library.
+    let run_under = |policy: &SandboxPolicy| {
+        let request = ExecRequest::new("true").with_policy(policy.clone());
+        let result = runtime.block_on(host.run(request)).expect("cordon run");
+        assert_eq!(result.exit_code, Some(0), "{result:?}");
+    };
     let flood = format!("head -c {FLOOD_BYTES} /dev/zero");
 
     let engine = cordon::policy::PolicyEngine::new().expect("engine");
-    let policy = cordon::policy::Policy::load(
-        &engine,
-        cordon::policy::EMBEDDED_DEFAULT,
-        cordon::policy::Limits::default(),
-    )
-    .expect("policy");
+    let load = |bytes: &[u8]| {
+        cordon::policy::Policy::load(&engine, bytes, cordon::policy::Limits::default())
+            .expect("the component loads")
+    };
+    // A component host/build.rs built into OUT_DIR.
+    let built = |name: &str| {
+        std::fs::read(std::path::Path::new(env!("OUT_DIR")).join(name))
+            .unwrap_or_else(|err| panic!("{name} is built: {err}"))
+    };
+    let policy = load(cordon::policy::EMBEDDED_DEFAULT);
     let policy_deployment = Deployment::in_dir(&dir);
     let confiner: std::sync::Arc<dyn cordon::sandbox::Confine> =
         std::sync::Arc::new(cordon::sandbox::Sandbox::new());
@@ -91,21 +101,12 @@ fn main() {
     // both resolving the same realistic line.
     let line = "git status && cargo test --workspace 2>&1 | tail -n 20";
     let bash_line = {
-        let policy = cordon::policy::Policy::load(
-            &engine,
-            cordon::policy::EMBEDDED_DEFAULT,
-            cordon::policy::Limits::default(),
-        )
-        .expect("policy");
+        let policy = load(cordon::policy::EMBEDDED_DEFAULT);
         let (deployment, confiner) = (policy_deployment.clone(), confiner.clone());
         move || policy_round_trip(&policy, &deployment, &confiner, line)
     };
     let rules_line = {
-        let bytes = std::fs::read(std::path::Path::new(env!("OUT_DIR")).join("rules-policy.wasm"))
-            .expect("rules-policy is built");
-        let policy =
-            cordon::policy::Policy::load(&engine, &bytes, cordon::policy::Limits::default())
-                .expect("rules-policy loads");
+        let policy = load(&built("rules-policy.wasm"));
         let mut deployment = policy_deployment.clone();
         deployment.settings = include_str!("../../components/rules-policy/bench-rules.json").into();
         policy
@@ -117,23 +118,14 @@ fn main() {
     // A component built against world 0.1.0 (the legacy fixture), through
     // the 0.1.0 binding layer, beside the 0.2.0 ones.
     let legacy_line = {
-        let bytes = std::fs::read(std::path::Path::new(env!("OUT_DIR")).join("legacy-policy.wasm"))
-            .expect("the legacy fixture is built");
-        let policy =
-            cordon::policy::Policy::load(&engine, &bytes, cordon::policy::Limits::default())
-                .expect("legacy-policy loads");
+        let policy = load(&built("legacy-policy.wasm"));
         let (deployment, confiner) = (policy_deployment.clone(), confiner.clone());
         move || policy_round_trip(&policy, &deployment, &confiner, line)
     };
     // One connection decision through the component (what the allow-list
     // proxy will ask for every connection).
     let connect_decision = {
-        let policy = cordon::policy::Policy::load(
-            &engine,
-            cordon::policy::EMBEDDED_DEFAULT,
-            cordon::policy::Limits::default(),
-        )
-        .expect("policy");
+        let policy = load(cordon::policy::EMBEDDED_DEFAULT);
         let mut grant = SandboxPolicy::new(SandboxMode::ReadOnly, &dir);
         grant.network = cordon::model::Network::Allow(vec![
             "github.com:22".parse().expect("endpoint"),
@@ -281,35 +273,18 @@ fn main() {
         // placeholders when absent) bound read-only over the workspace.
         let ws_dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("bench-ws");
         std::fs::create_dir_all(&ws_dir).expect("bench workspace");
-        let run_in_ws = {
-            let request = ExecRequest::new("true")
-                .with_policy(SandboxPolicy::new(SandboxMode::WorkspaceWrite, &ws_dir));
-            let (host, runtime) = (&host, &runtime);
-            move || {
-                let result = runtime
-                    .block_on(host.run(request.clone()))
-                    .expect("cordon run");
-                assert_eq!(result.exit_code, Some(0), "{result:?}");
-            }
-        };
+        let ws_policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, &ws_dir);
+        let run_in_ws = move || run_under(&ws_policy);
         cases.push((
             "cordon library, workspace-write (bwrap, protected defaults), `true`",
             Box::new(run_in_ws),
             rounds,
         ));
-        let full_request = ExecRequest::new("true").with_policy(SandboxPolicy {
+        let full_policy = SandboxPolicy {
             network: cordon::model::Network::Full,
             ..SandboxPolicy::new(SandboxMode::ReadOnly, &dir)
-        });
-        let run_full = {
-            let (host, runtime) = (&host, &runtime);
-            move || {
-                let result = runtime
-                    .block_on(host.run(full_request.clone()))
-                    .expect("cordon run");
-                assert_eq!(result.exit_code, Some(0), "{result:?}");
-            }
         };
+        let run_full = move || run_under(&full_policy);
         cases.push((
             "cordon library, read-only (bwrap), network `full` (no network namespace), `true`",
             Box::new(run_full),

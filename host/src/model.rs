@@ -201,6 +201,14 @@ impl Network {
         }
     }
 
+    /// [`Network::allows`], with the reason a refused connection is given.
+    pub fn decide(&self, host: &str, port: u16) -> Result<(), String> {
+        match self.allows(host, port) {
+            true => Ok(()),
+            false => Err(format!("{host}:{port} is not in this run's network grant")),
+        }
+    }
+
     /// Whether this is `none` (the default, left out of JSON).
     pub fn is_none(&self) -> bool {
         *self == Network::None

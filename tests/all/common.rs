@@ -33,6 +33,11 @@ pub fn workspace() -> tempfile::TempDir {
         .expect("create workspace")
 }
 
+/// rules-policy's example rule file, `components/rules-policy/rules.toml`.
+pub fn rule_file() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../components/rules-policy/rules.toml")
+}
+
 /// A built policy component from `OUT_DIR` (see host/build.rs).
 pub fn component(name: &str) -> PathBuf {
     Path::new(env!("OUT_DIR")).join(name)

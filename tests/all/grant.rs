@@ -340,8 +340,7 @@ fn an_ask_is_a_structured_error_and_the_approved_resend_runs() {
     let root = ws.path();
     std::fs::create_dir_all(root.join("build/obj")).unwrap();
     let rules = component("rules-policy.wasm");
-    let settings =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../components/rules-policy/rules.toml");
+    let settings = common::rule_file();
     let base = [
         "--policy",
         rules.to_str().unwrap(),
@@ -407,10 +406,7 @@ async fn the_library_returns_the_ask_and_runs_the_approved_request() {
     let rules = component("rules-policy.wasm");
     let mut deployment = cordon::Deployment::in_dir(ws.path());
     deployment.max_mode = cordon::SandboxMode::DangerFullAccess;
-    deployment.settings = cordon::config::read_settings(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../components/rules-policy/rules.toml"),
-    )
-    .unwrap();
+    deployment.settings = cordon::config::read_settings(&common::rule_file()).unwrap();
     let host = cordon::Host::builder()
         .policy(cordon::PolicySource::File(rules))
         .deployment(deployment)
@@ -587,8 +583,7 @@ fn rules_policys_own_grant_hides_the_credentials_of_every_run() {
         std::fs::write(home.join(".ssh/id_ed25519"), "TOPSECRET\n").unwrap();
         std::fs::write(home.join("notes"), "visible\n").unwrap();
         let rules = component("rules-policy.wasm");
-        let settings =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../components/rules-policy/rules.toml");
+        let settings = common::rule_file();
         let output = common::cordon()
             .current_dir(ws.path())
             .env("HOME", &home)

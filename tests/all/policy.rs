@@ -60,16 +60,11 @@ fn a_missing_policy_file_is_named() {
     );
 }
 
-/// The shipped example rule file of `rules-policy`.
-fn rule_file() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../components/rules-policy/rules.toml")
-}
-
 #[test]
 fn a_rule_file_read_through_the_shell_reader_cannot_be_dodged() {
     let ws = workspace();
     let rules = component("rules-policy.wasm");
-    let settings = rule_file();
+    let settings = common::rule_file();
     let marker = ws.path().join("ran");
     let touch = format!("touch {}", marker.display());
     // Unconfined, so the test needs no runner: the rules decide before any.
@@ -118,7 +113,7 @@ fn the_rule_files_own_examples_pass_under_policy_test_and_a_wrong_one_fails_the_
     let ws = workspace();
     let rules = component("rules-policy.wasm");
     let rules = rules.to_str().unwrap();
-    let settings = rule_file();
+    let settings = common::rule_file();
     let settings = settings.to_str().unwrap();
     let (code, out) = common::cordon_out(
         ws.path(),

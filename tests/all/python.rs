@@ -32,11 +32,7 @@ fn the_python_client_drives_cordon_serve() {
         .env("CORDON_TEST_CONFINED", if confined { "1" } else { "0" })
         .env("CORDON_STRICT_POLICY", component("strict-policy.wasm"))
         .env("CORDON_RULES_POLICY", component("rules-policy.wasm"))
-        .env(
-            "CORDON_RULES_SETTINGS",
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../components/rules-policy/rules.toml"),
-        )
+        .env("CORDON_RULES_SETTINGS", common::rule_file())
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()
         .expect("run python3");

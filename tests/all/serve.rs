@@ -644,8 +644,7 @@ fn reload_under_load_keeps_old_tasks_on_the_old_policy() {
 fn an_ask_is_a_structured_error_whose_approved_resend_runs_and_a_deny_is_final() {
     let ws = workspace();
     let rules = common::component("rules-policy.wasm");
-    let settings =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../components/rules-policy/rules.toml");
+    let settings = common::rule_file();
     let mut args = DANGER.to_vec();
     args.extend([
         "--policy",

@@ -191,10 +191,7 @@ impl Connector {
         };
         let Binding::V0_2_0(binding) = &self.binding else {
             // No `connect` in the component's world: the grant decides.
-            return Ok(match self.spec.policy.network.allows(host, port) {
-                true => Ok(()),
-                false => Err(format!("{host}:{port} is not in this run's network grant")),
-            });
+            return Ok(self.spec.policy.network.decide(host, port));
         };
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         if live.is_none() {
@@ -301,10 +298,7 @@ impl Binding {
     ) -> wasmtime::Result<Result<Result<(), String>, RunError>> {
         match self {
             Binding::V0_2_0(binding) => binding.connect(store, spec, host, port),
-            Binding::V0_1_0(_) => Ok(Ok(match spec.policy.network.allows(host, port) {
-                true => Ok(()),
-                false => Err(format!("{host}:{port} is not in this run's network grant")),
-            })),
+            Binding::V0_1_0(_) => Ok(Ok(spec.policy.network.decide(host, port))),
         }
     }
 

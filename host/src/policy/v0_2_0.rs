@@ -154,15 +154,10 @@ impl Binding {
         host: &str,
         port: u16,
     ) -> wasmtime::Result<Result<Result<(), String>, RunError>> {
-        let spec = match wit::ExecSpec::try_from(spec) {
-            Ok(spec) => spec,
-            Err(reason) => return Ok(Err(RunError::InvalidRequest(reason))),
-        };
-        let bindings = self.pre.instantiate(&mut *store)?;
-        let answer = bindings
-            .cordon_sandbox_executor()
-            .call_connect(store, &spec, host, port)?;
-        Ok(Ok(answer))
+        Ok(match self.instance(store, spec)? {
+            Ok(instance) => Ok(instance.connect(store, host, port)?),
+            Err(reason) => Err(RunError::InvalidRequest(reason)),
+        })
     }
 
     /// `settle`.

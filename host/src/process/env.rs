@@ -200,18 +200,27 @@ pub fn points_at_a_closed_socket(name: &OsStr, value: &OsStr, exposed: &[PathBuf
 }
 
 /// The complete environment for a child: `host` through `policy` and the
-/// scrub, then `overlay`.
+/// scrub, then `overlay`. `closed` is, for a run whose network is closed,
+/// the sockets its grant exposes: a [`SOCKET_VARS`] variable is then
+/// withheld unless it names one of them, and passes even the scrub when it
+/// does (`SSH_AUTH_SOCK` for an exposed agent). None: the host's network.
 pub fn child_env(
     host: impl IntoIterator<Item = (OsString, OsString)>,
     policy: &EnvPolicy,
     overlay: &[(String, String)],
+    closed: Option<&[PathBuf]>,
 ) -> Vec<(OsString, OsString)> {
     let mut env: Vec<(OsString, OsString)> = host
         .into_iter()
-        .filter(|(name, value)| match (name.to_str(), value.to_str()) {
-            (Some(name), Some(value)) => policy.passes(name, value),
-            (Some(name), None) => policy.passes(name, ""),
-            (None, _) => false,
+        .filter(|(name, value)| match closed {
+            Some(exposed) if name.to_str().is_some_and(|n| SOCKET_VARS.contains(&n)) => {
+                !points_at_a_closed_socket(name, value, exposed)
+            }
+            Some(_) | None => match (name.to_str(), value.to_str()) {
+                (Some(name), Some(value)) => policy.passes(name, value),
+                (Some(name), None) => policy.passes(name, ""),
+                (None, _) => false,
+            },
         })
         .collect();
     for (name, value) in overlay {
@@ -355,6 +364,7 @@ mod tests {
                 ("TERM".into(), "dumb".into()),
                 ("EXPLICIT_OVERRIDE_PASSWORD".into(), "1".into()),
             ],
+            None,
         );
         assert_eq!(
             env,

@@ -284,6 +284,15 @@ const SYSTEM_DIRS: &[&str] = &[
 /// ordinary workspaces).
 const SYSTEM_TREES_EXCEPT: &[&str] = &["/var"];
 
+/// Whether `root` lies inside one of the operator's `allowed` roots (any
+/// root, when there are none).
+fn within_allowed(root: &Path, allowed: &[PathBuf]) -> bool {
+    allowed.is_empty()
+        || allowed
+            .iter()
+            .any(|a| root.starts_with(canonical_root(a).unwrap_or_else(|_| a.clone())))
+}
+
 /// A root a run may write to must not make the host writable.
 pub(super) fn writable_root(root: &Path, allowed_roots: &[PathBuf]) -> Result<(), RunError> {
     writable_root_as("workspace root", root, allowed_roots)
@@ -312,11 +321,7 @@ fn writable_root_as(label: &str, root: &Path, allowed_roots: &[PathBuf]) -> Resu
             return refuse(format!("is inside the system directory {}", dir.display()));
         }
     }
-    if !allowed_roots.is_empty()
-        && !allowed_roots.iter().any(|allowed| {
-            root.starts_with(canonical_root(allowed).unwrap_or_else(|_| allowed.clone()))
-        })
-    {
+    if !within_allowed(root, allowed_roots) {
         return Err(RunError::InvalidRequest(format!(
             "{label} {} is outside the allowed roots ({}); choose a directory inside one",
             root.display(),
@@ -328,6 +333,19 @@ fn writable_root_as(label: &str, root: &Path, allowed_roots: &[PathBuf]) -> Resu
         )));
     }
     Ok(())
+}
+
+/// A (canonical) policy a run may have: its workspace root one the host
+/// lets be written ([`writable_root`], under `workspace-write`) and its
+/// grant within the operator's ceiling ([`grant`]).
+pub(super) fn policy_within(
+    policy: &SandboxPolicy,
+    deployment: &Deployment,
+) -> Result<(), RunError> {
+    if policy.mode == SandboxMode::WorkspaceWrite {
+        writable_root(&policy.workspace_root, &deployment.allowed_roots)?;
+    }
+    grant(policy, deployment)
 }
 
 /// The grant of `policy` (canonical) is within the operator's ceiling:
@@ -345,11 +363,7 @@ pub(super) fn grant(policy: &SandboxPolicy, deployment: &Deployment) -> Result<(
         let allowed = &deployment.allowed_roots;
         for root in &policy.writable_roots {
             writable_root_as("writable root", root, &[])?;
-            if !allowed.is_empty()
-                && !allowed
-                    .iter()
-                    .any(|a| root.starts_with(canonical_root(a).unwrap_or_else(|_| a.clone())))
-            {
+            if !within_allowed(root, allowed) {
                 return Err(RunError::GrantAboveCeiling {
                     field: "policy.writableRoots",
                     granted: format!("the writable root {}", root.display()),

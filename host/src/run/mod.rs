@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::RunError;
 use crate::model::{
     Decision, Deployment, ExecRequest, ExecResult, ExecSpec, GrantFacts, LaunchFacts, Network,
-    Outcome, RunnerStatus, SandboxFacts, SandboxMode, SandboxPolicy, WrapFacts,
+    Outcome, RunnerStatus, SandboxFacts, SandboxPolicy, WrapFacts,
 };
 use crate::model::{LimitEnforcer, LimitFacts, LimitKind, RunLimits};
 use crate::policy::Policy;
@@ -328,10 +328,7 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
         checks::handed_policy(&request, &cx.deployment),
         cx.policy.info().default_mode,
     )?;
-    if spec.policy.mode == SandboxMode::WorkspaceWrite {
-        checks::writable_root(&spec.policy.workspace_root, &cx.deployment.allowed_roots)?;
-    }
-    checks::grant(&spec.policy, &cx.deployment)?;
+    checks::policy_within(&spec.policy, &cx.deployment)?;
     if spec.policy.mode.is_confined() {
         // Probe (once per host) on the host's time, before the component's
         // `plan` and its deadline: a slow probe must not read as a policy
@@ -352,21 +349,12 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
     let closed = spec.policy.mode.is_confined() && spec.policy.network != Network::Full;
     let exposed: Vec<std::path::PathBuf> =
         spec.policy.sockets.iter().map(|s| expand_home(s)).collect();
-    let host_vars = std::env::vars_os().filter(|(name, value)| {
-        !(closed && process::env::points_at_a_closed_socket(name, value, &exposed))
-    });
-    let mut env = process::env::child_env(host_vars, &cx.env, &spec.env);
-    // A variable naming a socket the grant exposes reaches the command even
-    // past the credential scrub (`SSH_AUTH_SOCK` for an exposed agent).
-    if closed {
-        for (name, value) in std::env::vars_os() {
-            let names_exposed = process::env::SOCKET_VARS.contains(&&*name.to_string_lossy())
-                && !process::env::points_at_a_closed_socket(&name, &value, &exposed);
-            if names_exposed && !env.iter().any(|(have, _)| *have == name) {
-                env.push((name, value));
-            }
-        }
-    }
+    let mut env = process::env::child_env(
+        std::env::vars_os(),
+        &cx.env,
+        &spec.env,
+        closed.then_some(exposed.as_slice()),
+    );
     // An allow-list run's clients go to the proxy, whatever the host said.
     if let Some(at) = &accepted.proxy {
         for (name, value) in crate::proxy::client_env(at.client_port()) {
@@ -424,10 +412,7 @@ fn approval(
             policy: policy.clone(),
         };
         checks::canonicalise(&mut spec)?;
-        if spec.policy.mode == SandboxMode::WorkspaceWrite {
-            checks::writable_root(&spec.policy.workspace_root, &cx.deployment.allowed_roots)?;
-        }
-        checks::grant(&spec.policy, &cx.deployment)
+        checks::policy_within(&spec.policy, &cx.deployment)
     });
     match checked {
         Ok(()) => RunError::ApprovalRequired {

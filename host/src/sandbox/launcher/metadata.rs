@@ -15,7 +15,11 @@
 
 use std::collections::BTreeMap;
 
-use seccompiler::{BpfProgram, SeccompAction, SeccompFilter};
+use seccompiler::BpfProgram;
+
+#[cfg(target_arch = "x86_64")]
+use super::seccomp::X32_SYSCALL_BIT;
+use super::seccomp::compile;
 
 /// The system calls that change metadata, by this architecture's numbers.
 fn refused() -> Vec<i64> {
@@ -62,9 +66,6 @@ const FCHMODAT2: i64 = 452;
 const SETXATTRAT: i64 = 463;
 /// `removexattrat` (Linux 6.13).
 const REMOVEXATTRAT: i64 = 466;
-/// Marks an x32 system call on x86_64.
-#[cfg(target_arch = "x86_64")]
-const X32_SYSCALL_BIT: i64 = 0x4000_0000;
 
 /// The compiled filter: the refused calls fail with `EPERM`, everything
 /// else is allowed (Landlock and the mount tree decide the rest).
@@ -73,19 +74,7 @@ pub(super) fn filter() -> Result<BpfProgram, String> {
         .into_iter()
         .map(|nr| (nr, vec![]))
         .collect::<BTreeMap<_, _>>();
-    let arch = std::env::consts::ARCH
-        .try_into()
-        .map_err(|err| format!("no seccomp filter for {}: {err}", std::env::consts::ARCH))?;
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(nix::libc::EPERM as u32),
-        arch,
-    )
-    .map_err(|err| format!("metadata filter: {err}"))?;
-    filter
-        .try_into()
-        .map_err(|err: seccompiler::BackendError| format!("metadata filter: {err}"))
+    compile(rules, nix::libc::EPERM, "metadata filter")
 }
 
 /// Install the filter on this process (inherited by what it execs).

@@ -43,6 +43,8 @@ pub mod landlock;
 #[cfg(target_os = "linux")]
 mod metadata;
 #[cfg(target_os = "linux")]
+mod seccomp;
+#[cfg(target_os = "linux")]
 pub mod sockets;
 pub mod supervise;
 

@@ -15,10 +15,9 @@
 use std::collections::BTreeMap;
 
 use nix::libc;
-use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule,
-};
+use seccompiler::{BpfProgram, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule};
+
+use super::seccomp::compile;
 
 /// The families a host may name, by name.
 pub const FAMILIES: &[(&str, i32)] = &[
@@ -84,7 +83,7 @@ fn calls() -> Vec<(i64, bool)> {
     let mut calls = vec![(libc::SYS_socket, true), (libc::SYS_io_uring_setup, false)];
     #[cfg(target_arch = "x86_64")]
     {
-        const X32_SYSCALL_BIT: i64 = 0x4000_0000;
+        use super::seccomp::X32_SYSCALL_BIT;
         let x32: Vec<(i64, bool)> = calls
             .iter()
             .map(|&(nr, by_family)| (nr | X32_SYSCALL_BIT, by_family))
@@ -132,19 +131,7 @@ pub(super) fn filter(allowed: &[Allowed]) -> Result<BpfProgram, String> {
     for (nr, by_family) in calls() {
         rules.insert(nr, if by_family { refused.clone() } else { vec![] });
     }
-    let arch = std::env::consts::ARCH
-        .try_into()
-        .map_err(|err| format!("no seccomp filter for {}: {err}", std::env::consts::ARCH))?;
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EACCES as u32),
-        arch,
-    )
-    .map_err(wrong)?;
-    filter
-        .try_into()
-        .map_err(|err: seccompiler::BackendError| format!("socket filter: {err}"))
+    compile(rules, libc::EACCES, "socket filter")
 }
 
 /// Install the filter on this process (inherited by what it execs).

@@ -131,7 +131,7 @@ class ServeFromPython(unittest.TestCase):
         self.assertEqual(caught.exception.code, -32602)
         self.assertIn("unknown field `timeout`", caught.exception.message)
         with self.assertRaises(CordonError) as caught:
-            self.cordon.read(12345)
+            self.cordon.read("0123456789abcdef0123456789abcdef")
         self.assertEqual(caught.exception.name, "UNKNOWN_TASK")
 
 

@@ -30,9 +30,12 @@ async fn main() -> anyhow::Result<()> {
         Err(err) => println!("not run: {} ({})", err, err.code()),
     }
 
-    let task = host.start(
-        ExecRequest::new("for i in 1 2 3; do echo tick $i; sleep 0.2; done").with_policy(session),
-    )?;
+    let task = host
+        .start(
+            ExecRequest::new("for i in 1 2 3; do echo tick $i; sleep 0.2; done")
+                .with_policy(session),
+        )
+        .await?;
     loop {
         let read = task.read();
         print!("{}", read.text);

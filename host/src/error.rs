@@ -37,6 +37,10 @@ pub enum ErrorCode {
     /// The policy component asks for a person's approval first; nothing
     /// ran. The error carries the reason and the proposed grant.
     ApprovalRequired,
+    /// A bound of the host (runs or tasks, per session or in all) is
+    /// reached; nothing ran. Temporary: retry when a run ends or a task is
+    /// removed. The error names the bound and its value.
+    Busy,
 }
 
 impl ErrorCode {
@@ -51,6 +55,7 @@ impl ErrorCode {
             ErrorCode::Aborted => "ABORTED",
             ErrorCode::PolicyDenied => "POLICY_DENIED",
             ErrorCode::ApprovalRequired => "APPROVAL_REQUIRED",
+            ErrorCode::Busy => "BUSY",
         }
     }
 }
@@ -167,6 +172,19 @@ pub enum RunError {
     #[error("the run was aborted before its command started; nothing ran")]
     Aborted,
 
+    /// A bound of the host is reached (see
+    /// [`SessionLimits`](crate::SessionLimits)): nothing ran.
+    #[error(
+        "busy: {limit} ({max}) is reached; nothing ran — retry when a run ends or a task \
+         is removed, or have the operator raise {limit}"
+    )]
+    Busy {
+        /// The bound, by its configuration name (`maxSessionRuns`, …).
+        limit: &'static str,
+        /// Its value.
+        max: usize,
+    },
+
     /// The command could not be started (not a sandbox failure).
     #[error("could not start {program:?}: {source}")]
     Spawn {
@@ -192,6 +210,7 @@ impl RunError {
             RunError::Workdir { .. } => ErrorCode::Workdir,
             RunError::Spawn { .. } => ErrorCode::SpawnFailed,
             RunError::Aborted => ErrorCode::Aborted,
+            RunError::Busy { .. } => ErrorCode::Busy,
         }
     }
 
@@ -215,6 +234,7 @@ impl RunError {
             }
             RunError::PolicyFailed { phase, .. } => json!({ "phase": phase }),
             RunError::Workdir { path, .. } => json!({ "path": path }),
+            RunError::Busy { limit, max } => json!({ "limit": limit, "max": max }),
             RunError::InvalidRequest(_) | RunError::Spawn { .. } | RunError::Aborted => json!({}),
         };
         details(self.code(), fields)
@@ -231,6 +251,7 @@ impl BuildError {
             | BuildError::Policy(_)
             | BuildError::AboveCeiling { .. } => ErrorCode::PolicyFailed,
             BuildError::Workdir(_) => ErrorCode::Workdir,
+            BuildError::Threads(_) => ErrorCode::SpawnFailed,
         }
     }
 
@@ -243,7 +264,7 @@ impl BuildError {
             BuildError::AboveCeiling { mode, ceiling, .. } => {
                 json!({ "phase": "load", "mode": mode, "ceiling": ceiling })
             }
-            BuildError::Workdir(_) => json!({}),
+            BuildError::Workdir(_) | BuildError::Threads(_) => json!({}),
         };
         details(self.code(), fields)
     }

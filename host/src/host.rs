@@ -6,18 +6,18 @@
 //! `host.run(…)` and `host.start(…)` work without asking for one.
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, RwLock};
 
 use crate::RunError;
 use crate::model::{Deployment, ExecRequest, ExecResult, SandboxMode};
 use crate::policy::cache::ComponentCache;
+use crate::policy::pool::{DEFAULT_POLICY_THREADS, PolicyPool};
 use crate::policy::{self, ExecutorInfo, Limits, LoadError, Policy, PolicyEngine};
 use crate::process::cgroup::{CgroupChoice, Cgroups, Containment};
 use crate::process::env::EnvPolicy;
 use crate::run::{ProcessLimits, RunContext, RunOptions};
 use crate::sandbox::{Confine, Probe, Sandbox, SandboxConfig};
-use crate::session::Session;
+use crate::session::{Admission, Load, Session, SessionLimits};
 use crate::tasks::{TaskHandle, TaskId, TaskSnapshot};
 
 /// Where the policy component comes from.
@@ -62,6 +62,9 @@ pub enum BuildError {
     /// The host's working directory is unusable.
     #[error("cannot determine the working directory: {0}")]
     Workdir(#[source] std::io::Error),
+    /// The policy threads could not be started.
+    #[error("cannot start the policy threads: {0}")]
+    Threads(#[source] std::io::Error),
     /// The component runs commands in a mode this deployment does not
     /// allow (e.g. `bash-local`, which never confines).
     #[error(
@@ -107,6 +110,8 @@ pub struct HostBuilder {
     probe_early: bool,
     env: Option<EnvPolicy>,
     cgroups: CgroupChoice,
+    session_limits: Option<SessionLimits>,
+    policy_threads: Option<usize>,
 }
 
 impl HostBuilder {
@@ -286,6 +291,33 @@ impl HostBuilder {
         self
     }
 
+    /// Bound what the host's sessions hold at once (default:
+    /// [`SessionLimits::default`]); past a bound a run or start is `BUSY`.
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), cordon::BuildError> {
+    /// let limits = cordon::SessionLimits { max_session_runs: 4, ..Default::default() };
+    /// let host = cordon::Host::builder().session_limits(limits).build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn session_limits(mut self, limits: SessionLimits) -> Self {
+        self.session_limits = Some(limits);
+        self
+    }
+
+    /// How many threads run the policy calls of the host's runs (default
+    /// 8): a slow call holds one of them, never the others' runs.
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), cordon::BuildError> {
+    /// let host = cordon::Host::builder().policy_threads(16).build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn policy_threads(mut self, threads: usize) -> Self {
+        self.policy_threads = Some(threads);
+        self
+    }
+
     /// Load the policy component and build the host.
     ///
     /// ```no_run
@@ -351,7 +383,11 @@ impl HostBuilder {
             spill_parent: self.spill_parent.unwrap_or_else(std::env::temp_dir),
             process: self.process.unwrap_or_default(),
             env: Arc::new(self.env.unwrap_or_default()),
-            task_ids: Arc::new(AtomicU64::new(0)),
+            admission: Arc::new(Admission::new(self.session_limits.unwrap_or_default())),
+            pool: Arc::new(
+                PolicyPool::new(self.policy_threads.unwrap_or(DEFAULT_POLICY_THREADS))
+                    .map_err(BuildError::Threads)?,
+            ),
             engine,
         });
         Ok(Host {
@@ -396,9 +432,10 @@ pub(crate) struct HostCore {
     pub(crate) spill_parent: PathBuf,
     process: ProcessLimits,
     env: Arc<EnvPolicy>,
-    /// Task ids are unique across the host's sessions, so an id handed to
-    /// the wrong session names nothing there.
-    pub(crate) task_ids: Arc<AtomicU64>,
+    /// The host's bounds and what its sessions hold against them.
+    pub(crate) admission: Arc<Admission>,
+    /// The threads the runs' policy calls run on.
+    pub(crate) pool: Arc<PolicyPool>,
     engine: PolicyEngine,
 }
 
@@ -423,6 +460,7 @@ impl HostCore {
             limits: self.process.clone(),
             env: self.env.clone(),
             cgroups: self.cgroups.as_ref().ok().cloned(),
+            pool: self.pool.clone(),
         }
     }
 }
@@ -460,7 +498,7 @@ impl Host {
     /// # async fn demo(host: cordon::Host) -> Result<(), cordon::RunError> {
     /// let alice = host.session();
     /// let bob = host.session();
-    /// let task = alice.start(cordon::ExecRequest::new("make"))?;
+    /// let task = alice.start(cordon::ExecRequest::new("make")).await?;
     /// assert!(bob.task(task.id()).is_none()); // bob cannot see alice's task
     /// alice.shutdown().await;                 // bob's tasks run on
     /// # Ok(()) }
@@ -583,21 +621,44 @@ impl Host {
     ///
     /// ```no_run
     /// # async fn demo(host: cordon::Host) -> Result<(), cordon::RunError> {
-    /// let task = host.start(cordon::ExecRequest::new("make -j2"))?;
+    /// let task = host.start(cordon::ExecRequest::new("make -j2")).await?;
     /// let first = task.read();          // consuming: only what is new
     /// let done = task.wait(None).await; // facts are stamped before this returns
     /// println!("{first:?} {:?} {:?}", done.status, done.sandbox);
     /// # Ok(()) }
     /// ```
-    pub fn start(&self, request: ExecRequest) -> Result<TaskHandle, RunError> {
-        self.session.start(request)
+    pub async fn start(&self, request: ExecRequest) -> Result<TaskHandle, RunError> {
+        self.session.start(request).await
+    }
+
+    /// The host's session bounds.
+    pub fn session_limits(&self) -> SessionLimits {
+        self.core.admission.limits
+    }
+
+    /// What the host's sessions hold right now.
+    pub fn load(&self) -> Load {
+        self.core.admission.load()
+    }
+
+    /// The policy threads: how many, and how many are busy now.
+    pub fn policy_threads(&self) -> (usize, usize) {
+        (self.core.pool.threads(), self.core.pool.busy())
+    }
+
+    /// A session whose runs get `deployment` instead of the host's: for a
+    /// client the operator bounds more tightly. Errors when `deployment`
+    /// is wider than the host's in any ceiling.
+    pub fn session_within(&self, deployment: Deployment) -> Result<Session, String> {
+        deployment.within(&self.core.deployment)?;
+        Ok(Session::new(self.core.clone()).with_deployment(deployment))
     }
 
     /// The background task with this id, in the host's own session.
     ///
     /// ```no_run
-    /// # fn demo(host: cordon::Host) {
-    /// if let Some(task) = host.task(cordon::TaskId(1)) {
+    /// # fn demo(host: cordon::Host, id: cordon::TaskId) {
+    /// if let Some(task) = host.task(id) {
     ///     println!("{:?}", task.snapshot().status);
     /// }
     /// # }

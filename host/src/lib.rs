@@ -35,10 +35,10 @@ pub mod testkit;
 pub use error::{Details, ErrorCode, RunError, sandbox_unavailable_message};
 pub use host::{BuildError, Host, HostBuilder, PolicySource};
 pub use model::{
-    Deployment, Enforcement, ExecRequest, ExecResult, LimitEnforcer, LimitFacts, LimitKind,
-    RunLimits, SandboxFacts, SandboxMode, SandboxPolicy, StreamOutput,
+    Ceiling, Deployment, Enforcement, ExecRequest, ExecResult, LimitEnforcer, LimitFacts,
+    LimitKind, RunLimits, SandboxFacts, SandboxMode, SandboxPolicy, StreamOutput,
 };
 pub use run::{ProcessLimits, RunOptions};
-pub use session::Session;
+pub use session::{Load, Session, SessionLimits};
 pub use tasks::{TaskHandle, TaskId, TaskRead, TaskSnapshot, TaskStatus};
 pub use tokio_util::sync::CancellationToken;

@@ -539,6 +539,88 @@ impl Deployment {
     }
 }
 
+/// A narrower ceiling for some clients of a host (e.g. one uid of a
+/// server's): each field set narrows the deployment's; none widens it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub struct Ceiling {
+    /// The widest mode these clients' runs may have.
+    #[serde(default)]
+    pub max_mode: Option<SandboxMode>,
+    /// The widest network their grants may have.
+    #[serde(default)]
+    pub max_network: Option<Network>,
+    /// Where their writable roots may be (each inside the deployment's
+    /// allowed roots, when it has some).
+    #[serde(default)]
+    pub allowed_roots: Option<Vec<PathBuf>>,
+}
+
+impl Deployment {
+    /// This deployment under `ceiling`: the default policy keeps its mode
+    /// only while within the narrower mode (else `read-only`) and its
+    /// network only while within the narrower network (else `none`).
+    /// Errors when `ceiling` would widen any ceiling.
+    pub fn narrowed(&self, ceiling: &Ceiling) -> Result<Deployment, String> {
+        let mut narrowed = self.clone();
+        if let Some(mode) = ceiling.max_mode {
+            narrowed.max_mode = mode;
+            if narrowed.policy.mode > mode {
+                narrowed.policy.mode = SandboxMode::ReadOnly;
+            }
+        }
+        if let Some(network) = &ceiling.max_network {
+            narrowed.max_network = network.clone();
+            if !narrowed.policy.network.within(network) {
+                narrowed.policy.network = Network::None;
+            }
+        }
+        if let Some(roots) = &ceiling.allowed_roots {
+            narrowed.allowed_roots = roots.clone();
+        }
+        narrowed.within(self)?;
+        Ok(narrowed)
+    }
+
+    /// Every ceiling of this deployment is within `host`'s: mode, network,
+    /// allowed roots, sockets and liftable defaults. The error names the
+    /// first that is wider.
+    pub fn within(&self, host: &Deployment) -> Result<(), String> {
+        if self.max_mode > host.max_mode {
+            return Err(format!(
+                "max_mode {} is wider than the host's {}",
+                self.max_mode, host.max_mode
+            ));
+        }
+        if !self.max_network.within(&host.max_network) {
+            return Err("max_network is wider than the host's".to_owned());
+        }
+        if !host.allowed_roots.is_empty() {
+            if self.allowed_roots.is_empty() {
+                return Err("allowed_roots must be set: the host's are".to_owned());
+            }
+            for root in &self.allowed_roots {
+                if !host.allowed_roots.iter().any(|a| root.starts_with(a)) {
+                    return Err(format!(
+                        "allowed root {} is outside the host's allowed roots",
+                        root.display()
+                    ));
+                }
+            }
+        }
+        if let Some(socket) = self.sockets.iter().find(|s| !host.sockets.contains(s)) {
+            return Err(format!(
+                "socket {} is not one the host exposes",
+                socket.display()
+            ));
+        }
+        if let Some(name) = self.liftable.iter().find(|n| !host.liftable.contains(n)) {
+            return Err(format!("{name} is not liftable on the host"));
+        }
+        Ok(())
+    }
+}
+
 /// The number of processes a run may have at once unless the operator
 /// says otherwise: enough for any build, far below a machine's pid space.
 pub const DEFAULT_PIDS_LIMIT: u64 = 1024;

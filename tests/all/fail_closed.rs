@@ -75,6 +75,7 @@ async fn background_runner_failed(config: &Path, dir: &Path, marker: &Path) {
         .unwrap();
     let task = host
         .start(ExecRequest::new(format!("touch {}", marker.display())))
+        .await
         .unwrap();
     let done = task.wait(Some(Duration::from_secs(10))).await;
     assert_eq!(done.status, TaskStatus::Killed);

@@ -535,6 +535,7 @@ async fn a_background_task_reports_the_grant_it_runs_under() {
     policy.deny_read.push(ws.path().join("secret"));
     let task = host
         .start(cordon::ExecRequest::new("true").with_policy(policy))
+        .await
         .unwrap();
     let done = task.wait(Some(std::time::Duration::from_secs(10))).await;
     assert_eq!(done.exit_code, Some(0), "{done:?}");

@@ -274,7 +274,10 @@ async fn reload_swaps_the_policy_and_keeps_the_old_one_on_failure() {
         .build()
         .unwrap();
     // A task planned by the default policy ...
-    let task = host.start(ExecRequest::new("sleep 0.5; exit 3")).unwrap();
+    let task = host
+        .start(ExecRequest::new("sleep 0.5; exit 3"))
+        .await
+        .unwrap();
     let info = host
         .reload(PolicySource::File(component("strict-policy.wasm")))
         .unwrap();

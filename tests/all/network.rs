@@ -186,7 +186,7 @@ time.sleep(5)
 \""
         );
         let request = common::request(cordon::SandboxMode::ReadOnly, ws.path(), &line);
-        let task = host.start(request).unwrap();
+        let task = host.start(request).await.unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut text = String::new();
         while !text.contains('\n') {

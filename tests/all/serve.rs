@@ -215,7 +215,11 @@ fn every_method_answers_with_the_library_shapes() {
                "policy": policy("danger-full-access", root)}),
     );
     let id = started["taskId"].clone();
-    assert!(id.is_u64(), "{started}");
+    let hex = id.as_str().unwrap_or_default();
+    assert!(
+        hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()),
+        "a task id is 128 random bits in hex: {started}"
+    );
     let done = server.call("wait", json!({"taskId": id}));
     assert_eq!(
         (done["status"].as_str(), done["exitCode"].as_i64()),
@@ -343,10 +347,17 @@ fn every_error_has_its_code_and_names_what_to_fix() {
         (Some(-32004), Some("SPAWN_FAILED"))
     );
 
+    let unknown = "0123456789abcdef0123456789abcdef";
+    let err = server.call_err("read", json!({"taskId": unknown}));
+    assert_eq!(
+        (err["code"].as_i64(), err["data"]["taskId"].as_str()),
+        (Some(-32005), Some(unknown))
+    );
     let err = server.call_err("read", json!({"taskId": 99}));
     assert_eq!(
-        (err["code"].as_i64(), err["data"]["taskId"].as_u64()),
-        (Some(-32005), Some(99))
+        (err["code"].as_i64(), err["data"]["field"].as_str()),
+        (Some(-32602), Some("taskId")),
+        "an id that is not one is named: {err}"
     );
 
     let broken = root.join("broken.wasm");
@@ -690,7 +701,7 @@ fn sigterm_and_shutdown_end_a_server_whose_stdin_stays_open() {
     let ws = workspace();
     let root = ws.path();
     let mut server = Server::start(root, root, DANGER);
-    assert_eq!(server.call("list", json!({})), json!({"tasks": []}));
+    assert_eq!(server.call("list", json!({}))["tasks"], json!([]));
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(server.child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,

@@ -23,8 +23,8 @@ async fn a_session_sees_only_its_own_tasks_and_its_end_kills_only_them() {
     let host = common::test_host(ws.path(), 64_000);
     let (alice, bob) = (host.session(), host.session());
     let (alices, bobs) = (sleeper(1), sleeper(2));
-    let a = alice.start(danger(ws.path(), &alices)).unwrap();
-    let b = bob.start(danger(ws.path(), &bobs)).unwrap();
+    let a = alice.start(danger(ws.path(), &alices)).await.unwrap();
+    let b = bob.start(danger(ws.path(), &bobs)).await.unwrap();
     common::wait_for_processes(&alices, 1);
     common::wait_for_processes(&bobs, 1);
 

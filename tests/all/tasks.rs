@@ -41,7 +41,7 @@ async fn start_returns_at_once_and_reads_consume() {
         g = gate.display()
     );
     let started = Instant::now();
-    let task = host.start(danger(ws.path(), &command)).unwrap();
+    let task = host.start(danger(ws.path(), &command)).await.unwrap();
     assert!(
         started.elapsed() < Duration::from_millis(150),
         "start blocked"
@@ -65,17 +65,22 @@ async fn reads_put_stderr_in_its_own_section() {
     let host = host(ws.path(), 64_000);
     let task = host
         .start(danger(ws.path(), "echo out; echo err >&2"))
+        .await
         .unwrap();
     task.wait(None).await;
     assert_eq!(task.read().text, "out\n[stderr]\nerr\n");
 
     let task = host
         .start(danger(ws.path(), "printf out; printf err >&2"))
+        .await
         .unwrap();
     task.wait(None).await;
     assert_eq!(task.read().text, "out\n[stderr]\nerr");
 
-    let task = host.start(danger(ws.path(), "echo only >&2")).unwrap();
+    let task = host
+        .start(danger(ws.path(), "echo only >&2"))
+        .await
+        .unwrap();
     task.wait(None).await;
     assert_eq!(task.read().text, "[stderr]\nonly\n");
 }
@@ -86,6 +91,7 @@ async fn a_reader_that_fell_behind_gets_the_tail_and_the_spill() {
     let host = host(ws.path(), 100);
     let task = host
         .start(danger(ws.path(), "head -c 500 /dev/zero | tr '\\0' y"))
+        .await
         .unwrap();
     task.wait(None).await;
     let read = task.read();
@@ -109,20 +115,20 @@ async fn a_reader_that_fell_behind_gets_the_tail_and_the_spill() {
 async fn kill_is_true_once_while_running() {
     let ws = workspace();
     let host = host(ws.path(), 64_000);
-    let task = host.start(danger(ws.path(), "sleep 60")).unwrap();
+    let task = host.start(danger(ws.path(), "sleep 60")).await.unwrap();
     assert!(task.kill());
     assert!(!task.kill());
     let done = task.wait(Some(Duration::from_secs(10))).await;
     assert_eq!(done.status, TaskStatus::Killed);
     assert!(!task.kill());
-    assert!(!host.remove_task(cordon::TaskId(999)));
+    assert!(!host.remove_task("0123456789abcdef0123456789abcdef".parse().unwrap()));
 }
 
 #[tokio::test]
 async fn wait_is_bounded() {
     let ws = workspace();
     let host = host(ws.path(), 64_000);
-    let task = host.start(danger(ws.path(), "sleep 60")).unwrap();
+    let task = host.start(danger(ws.path(), "sleep 60")).await.unwrap();
     let snapshot = task.wait(Some(Duration::from_millis(50))).await;
     assert_eq!(snapshot.status, TaskStatus::Running);
     assert!(
@@ -138,6 +144,7 @@ async fn an_explicit_timeout_applies_to_a_task() {
     let host = host(ws.path(), 64_000);
     let task = host
         .start(danger(ws.path(), "sleep 60").with_timeout_ms(100))
+        .await
         .unwrap();
     let done = task.wait(Some(Duration::from_secs(10))).await;
     assert_eq!(done.status, TaskStatus::Killed);
@@ -158,6 +165,7 @@ async fn overlapping_tasks_are_stamped_with_their_own_facts() {
             root,
             &format!("sleep 0.3; echo a > {}/a", root.display()),
         ))
+        .await
         .unwrap();
     let allowed = host
         .start(request(
@@ -165,8 +173,9 @@ async fn overlapping_tasks_are_stamped_with_their_own_facts() {
             root,
             &format!("sleep 0.3; echo b > {}/b", root.display()),
         ))
+        .await
         .unwrap();
-    let unconfined = host.start(danger(root, "sleep 0.3; exit 1")).unwrap();
+    let unconfined = host.start(danger(root, "sleep 0.3; exit 1")).await.unwrap();
     // `wait` returns only after the facts are stamped.
     let denied = denied.wait(None).await;
     assert_eq!(
@@ -231,6 +240,7 @@ async fn a_background_runner_failure_is_killed_runner_failed_and_said_once() {
     let marker = ws.path().join("ran");
     let task = host
         .start(ExecRequest::new(format!("touch {}", marker.display())))
+        .await
         .unwrap();
     let done = task.wait(None).await;
     assert_eq!(done.status, TaskStatus::Killed);
@@ -275,7 +285,7 @@ async fn any_spawn_failure_of_a_confined_task_carries_its_sandbox_facts() {
         .confiner(Arc::new(RunnerAt(garbage.to_string_lossy().into_owned())))
         .build()
         .unwrap();
-    let task = host.start(ExecRequest::new("true")).unwrap();
+    let task = host.start(ExecRequest::new("true")).await.unwrap();
     let done = task.wait(None).await;
     assert_eq!(done.status, TaskStatus::Killed);
     assert_eq!(
@@ -298,12 +308,11 @@ async fn shutdown_terminates_every_live_group() {
     let ws = workspace();
     let host = host(ws.path(), 64_000);
     let mark = format!("37.{}", std::process::id());
-    let tasks: Vec<TaskHandle> = (0..3)
-        .map(|_| {
-            host.start(danger(ws.path(), &format!("sleep {mark} & sleep {mark}")))
-                .unwrap()
-        })
-        .collect();
+    let mut tasks: Vec<TaskHandle> = vec![];
+    for _ in 0..3 {
+        let command = format!("sleep {mark} & sleep {mark}");
+        tasks.push(host.start(danger(ws.path(), &command)).await.unwrap());
+    }
     common::wait_for_processes(&format!("sleep {mark}"), 6);
     host.shutdown().await;
     for task in &tasks {
@@ -319,6 +328,7 @@ async fn dropping_the_host_kills_live_groups() {
     let mark = format!("38.{}", std::process::id());
     let host = host(ws.path(), 64_000);
     host.start(danger(ws.path(), &format!("sleep {mark} & sleep {mark}")))
+        .await
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while host_processes_with(&format!("sleep {mark}")).len() < 2 {
@@ -346,7 +356,7 @@ async fn a_character_written_in_two_halves_is_read_whole() {
         "printf 'caf\\303'; while [ ! -e {g} ]; do sleep 0.02; done; printf '\\251\\n'",
         g = gate.display()
     );
-    let task = host.start(danger(ws.path(), &command)).unwrap();
+    let task = host.start(danger(ws.path(), &command)).await.unwrap();
     let first = read_until(&task, |text| text.contains("caf")).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let held = task.read();

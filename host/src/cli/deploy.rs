@@ -117,8 +117,14 @@ impl DeployArgs {
 
     /// A host builder for this deployment in the current directory.
     pub fn host_builder(&self) -> anyhow::Result<(HostBuilder, PathBuf)> {
+        self.host_builder_with(&self.config()?)
+    }
+
+    /// A host builder for `config` (from [`DeployArgs::config`]) in the
+    /// current directory.
+    pub fn host_builder_with(&self, config: &Config) -> anyhow::Result<(HostBuilder, PathBuf)> {
         let cwd = std::env::current_dir().context("cannot determine the current directory")?;
-        let mut builder = self.config()?.host_builder(Path::new(&cwd));
+        let mut builder = config.host_builder(Path::new(&cwd));
         if let Some(cache) = self.cache.open() {
             builder = builder.component_cache(cache);
         }

@@ -20,6 +20,8 @@ pub const SANDBOX_UNAVAILABLE: u8 = 69;
 pub const POLICY_FAILED: u8 = 70;
 /// The command could not be started.
 pub const SPAWN_FAILED: u8 = 71;
+/// `BUSY`: a bound of the host is reached; nothing ran (retry later).
+pub const BUSY: u8 = 73;
 /// `APPROVAL_REQUIRED`: the policy asks a person first; nothing ran.
 pub const APPROVAL_REQUIRED: u8 = 75;
 /// `POLICY_DENIED`: the policy denied the command; nothing ran.
@@ -38,6 +40,7 @@ pub fn for_code(code: ErrorCode) -> u8 {
         ErrorCode::Aborted => INTERRUPTED,
         ErrorCode::ApprovalRequired => APPROVAL_REQUIRED,
         ErrorCode::PolicyDenied => POLICY_DENIED,
+        ErrorCode::Busy => BUSY,
     }
 }
 

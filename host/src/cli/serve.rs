@@ -1,4 +1,5 @@
-//! `cordon serve`: the host as a JSON-RPC 2.0 server on stdin/stdout.
+//! `cordon serve`: the host as a JSON-RPC 2.0 server on stdin/stdout, or
+//! on a Unix socket for many clients (`--listen`).
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -6,7 +7,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 use cordon::PolicySource;
-use cordon::serve::Server;
+use cordon::serve::listen::{Bound, ListenAt, SocketMode, listener_defaults};
+use cordon::serve::{Access, ServeOptions, Server};
 
 use super::deploy::DeployArgs;
 
@@ -14,38 +16,102 @@ use super::deploy::DeployArgs;
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Policy component to use instead of the embedded bash-sandbox
-    /// (replace it later with the `reload` method).
+    /// (replace it later with the `reload` method, where allowed).
     #[arg(long, value_name = "FILE")]
     policy: Option<std::path::PathBuf>,
+
+    /// Serve many clients on a socket instead of stdin/stdout:
+    /// `unix:PATH` (created 0600; removed on exit) or `systemd` (the
+    /// socket of a .socket unit). Who may connect: [serve] allowed_uids.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<ListenAt>,
+
+    /// The socket file's group (name or gid); its mode becomes 0660, and
+    /// members of the group may connect. Replaces [serve] socket_group.
+    #[arg(long, value_name = "GROUP", requires = "listen")]
+    socket_group: Option<String>,
 
     #[command(flatten)]
     deploy: DeployArgs,
 }
 
-/// Serve until EOF on stdin, the `shutdown` method, or SIGINT/SIGTERM.
+/// Serve until EOF on stdin (or, on a socket, until stopped), the
+/// `shutdown` method (stdio), or SIGINT/SIGTERM.
 pub fn main(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let (builder, _) = args.deploy.host_builder()?;
+    let config = args.deploy.config()?;
+    let (builder, _) = args.deploy.host_builder_with(&config)?;
     let source = match args.policy {
         Some(path) => PolicySource::File(path),
         None => PolicySource::Embedded,
     };
     let host = Arc::new(builder.policy(source).build()?);
+    let serve = &config.serve;
+    let mut options = match args.listen {
+        Some(_) => listener_defaults(),
+        None => ServeOptions::default(),
+    };
+    let reload = serve.reload.clone().unwrap_or(options.reload.clone());
+    options = ServeOptions {
+        reload,
+        ..serve.options.clone()
+    };
+    // Bind before the runtime's threads start: the socket is created
+    // under a process-wide umask.
+    let listening = match &args.listen {
+        None => None,
+        Some(at) => {
+            let group = match &args.socket_group {
+                Some(name) => Some(cordon::config::group_id(name).map_err(anyhow::Error::msg)?),
+                None => serve.socket_group,
+            };
+            let mode = SocketMode {
+                mode: if group.is_some() { 0o660 } else { 0o600 },
+                group,
+            };
+            let mut access = Access::owner();
+            if let Some(uids) = &serve.allowed_uids {
+                access.uids = uids.clone();
+            }
+            access.gids = serve.allowed_gids.clone();
+            access.gids.extend(group);
+            for (uid, ceiling) in &serve.ceilings {
+                host.deployment()
+                    .narrowed(ceiling)
+                    .map_err(|why| anyhow::anyhow!("[serve.uid.{uid}]: {why}"))?;
+            }
+            access.ceilings = serve.ceilings.clone();
+            Some((Bound::bind(at, &mode)?, access))
+        }
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     let served = runtime.block_on(async {
-        let server = Server::new(host);
+        let server = Server::with_options(host, options);
+        let server = match &listening {
+            Some((_, access)) => server.with_access(access.clone()),
+            None => server,
+        };
+        let server = Arc::new(server);
         let stop = server.stopper();
         let interrupted = super::interrupted();
         tokio::spawn(async move {
             interrupted.await;
             stop.cancel();
         });
-        server
-            .serve(tokio::io::stdin(), tokio::io::stdout())
-            .await
-            .context("writing responses to stdout")
+        match listening {
+            Some((bound, _)) => {
+                if let Some(path) = bound.path() {
+                    eprintln!("cordon: serving on unix:{}", path.display());
+                }
+                server.listen(bound).await.context("serving the socket")
+            }
+            None => server
+                .serve(tokio::io::stdin(), tokio::io::stdout())
+                .await
+                .context("writing responses to stdout"),
+        }
     });
     // The stdin reader is a blocking thread that a read of an open pipe
     // holds: after SIGTERM or `shutdown` the server must not wait for the

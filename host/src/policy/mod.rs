@@ -23,6 +23,7 @@
 pub mod cache;
 mod call;
 mod engine;
+pub mod pool;
 mod shared;
 mod v0_1_0;
 mod v0_2_0;

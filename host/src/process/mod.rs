@@ -274,8 +274,8 @@ pub(crate) fn spawn_unchecked(
         armed: true,
     };
     let exit = ExitWatch::reap(started.pid);
-    let status = started.status.map(read_report);
-    let init = started.init.map(read_report);
+    let status = started.status.map(read_report).transpose()?;
+    let init = started.init.map(read_report).transpose()?;
 
     let capture = |stream| {
         Arc::new(Mutex::new(Capture::new(
@@ -344,19 +344,21 @@ fn spec_of(launch: &Launch, cgroup: Option<std::os::fd::RawFd>) -> spawn::Spec<'
     }
 }
 
-/// Read a report pipe to its end on the blocking pool, keeping what has
-/// arrived readable meanwhile (bwrap's `child-pid` is needed while the run
-/// is still going). A runner writes a few lines at most; the bound keeps a
-/// misbehaving one from growing the host.
-fn read_report(read: std::os::fd::OwnedFd) -> (Report, JoinHandle<()>) {
+/// Read a report pipe to its end on the runtime, keeping what has arrived
+/// readable meanwhile (bwrap's `child-pid` is needed while the run is still
+/// going). Async, not a blocking thread: a runner holds its report pipe open
+/// for the whole run, and a server with hundreds of live tasks must not
+/// hold as many threads. A runner writes a few lines at most; the bound
+/// keeps a misbehaving one from growing the host.
+fn read_report(read: std::os::fd::OwnedFd) -> Result<(Report, JoinHandle<()>), SpawnError> {
     const REPORT_BOUND: usize = 64 * 1024;
+    let mut pipe = pipe::Receiver::from_owned_fd(read).map_err(SpawnError::Other)?;
     let report = Report::default();
     let filled = report.clone();
-    let reader = tokio::task::spawn_blocking(move || {
-        let mut file = std::fs::File::from(read);
+    let reader = tokio::spawn(async move {
         let mut buf = [0u8; 4096];
         loop {
-            match std::io::Read::read(&mut file, &mut buf) {
+            match pipe.read(&mut buf).await {
                 Ok(0) => break,
                 Ok(n) => {
                     let mut report = filled.lock().expect("report lock");
@@ -369,7 +371,7 @@ fn read_report(read: std::os::fd::OwnedFd) -> (Report, JoinHandle<()>) {
             }
         }
     });
-    (report, reader)
+    Ok((report, reader))
 }
 
 /// Wait a bounded time for a report's reader to finish; what it read.

@@ -22,12 +22,14 @@ use crate::model::{
     Outcome, RunnerStatus, SandboxFacts, SandboxPolicy, WrapFacts,
 };
 use crate::model::{LimitEnforcer, LimitFacts, LimitKind, RunLimits};
-use crate::policy::Policy;
+use crate::policy::pool::{Panicked, PolicyPool};
+use crate::policy::{Phase, Policy};
 use crate::process::spill::{DEFAULT_SPILL_LIMIT, SpillDir};
 use crate::process::{self, Cgroups, Finished, OutputSink, Process, RunCgroup, SpawnError};
 use crate::proxy::{Proxy, ProxyAt};
 use crate::sandbox::grant::{self, Held, expand_home};
 use crate::sandbox::{Confine, StatusReport, Supervision};
+use crate::session::Permit;
 use crate::tasks::{Ending, TaskHandle, TaskStatus, Tasks};
 
 /// Per-run options that are not part of the request.
@@ -73,6 +75,31 @@ pub(crate) struct RunContext {
     /// Where runs get their own cgroup; none: the launcher's `RLIMIT_*`
     /// fallback, or nothing.
     pub cgroups: Option<Arc<Cgroups>>,
+    /// The threads the run's policy calls (and the host's checks between
+    /// them) run on, off the async threads.
+    pub pool: Arc<PolicyPool>,
+}
+
+impl RunContext {
+    /// Run `job` with this context on the policy pool: the async thread
+    /// that awaits it stays free for other runs. A job that panicked is a
+    /// policy failure in `phase`.
+    async fn offload<R: Send + 'static>(
+        &self,
+        phase: Phase,
+        job: impl FnOnce(&RunContext) -> Result<R, RunError> + Send + 'static,
+    ) -> Result<R, RunError> {
+        let cx = self.clone();
+        self.pool
+            .run(move || job(&cx))
+            .await
+            .unwrap_or_else(|Panicked| {
+                Err(RunError::PolicyFailed {
+                    phase,
+                    reason: "the host panicked while running the call".into(),
+                })
+            })
+    }
 }
 
 /// A request resolved, planned and checked: ready to spawn.
@@ -110,7 +137,9 @@ pub(crate) async fn run(
     request: ExecRequest,
     options: RunOptions,
 ) -> Result<ExecResult, RunError> {
-    let prepared = prepare(cx, request)?;
+    let prepared = cx
+        .offload(Phase::Resolve, move |cx| prepare(cx, request))
+        .await?;
     let facts = prepared.facts(false);
     // An abort that came while the request was prepared (or before) ends
     // the run here: nothing is spawned only to be killed.
@@ -154,14 +183,14 @@ pub(crate) async fn run(
     let stderr = stderr.lock().expect("capture lock").stream_output();
     let stdout = stdout.lock().expect("capture lock").stream_output();
     let (exit_code, signal) = prepared.supervision.command_end(&finished);
-    let sandbox = classify(
-        cx,
-        &prepared,
-        &facts,
-        &finished,
-        (exit_code, signal),
-        &stderr.text,
-    )?;
+    let tail = stderr.text.clone();
+    let (prepared, finished, sandbox) = cx
+        .offload(Phase::Settle, move |cx| {
+            let sandbox = classify(cx, &prepared, &facts, &finished, (exit_code, signal), &tail);
+            Ok((prepared, finished, sandbox))
+        })
+        .await?;
+    let sandbox = sandbox?;
     Ok(ExecResult {
         exit_code,
         signal,
@@ -185,13 +214,20 @@ pub(crate) async fn run(
 /// are returned here; a failure of the spawn itself settles the task as
 /// `killed` and is delivered once by its next read. No executor timeout
 /// applies to a task unless the request names one.
-pub(crate) fn start(
+///
+/// `slot` is the task's unit of the host's task bound (held until it is
+/// removed), `running` its unit of the run bound (held until it settles).
+pub(crate) async fn start(
     cx: &RunContext,
     tasks: &Tasks,
     request: ExecRequest,
+    slot: Permit,
+    running: Permit,
 ) -> Result<TaskHandle, RunError> {
     let explicit_timeout = request.timeout_ms.is_some();
-    let prepared = prepare(cx, request)?;
+    let prepared = cx
+        .offload(Phase::Resolve, move |cx| prepare(cx, request))
+        .await?;
     let facts = prepared.facts(true);
     let (cgroup, _limits) = contain(cx, &prepared)?;
     let held = (hold(&prepared)?, start_proxy(cx, &prepared)?);
@@ -202,6 +238,7 @@ pub(crate) fn start(
                 prepared.grant.clone(),
                 process.stdout().clone(),
                 process.stderr().clone(),
+                Some(slot),
             );
             task.set_group(process.group());
             let deadline =
@@ -213,7 +250,7 @@ pub(crate) fn start(
                 facts,
                 process,
                 deadline,
-                held,
+                (held, running),
             ));
             Ok(task)
         }
@@ -231,6 +268,7 @@ pub(crate) fn start(
                 prepared.grant.clone(),
                 empty(),
                 empty(),
+                Some(slot),
             );
             // A missing runner is named in the notice, as the foreground
             // error names it; any other failure of a confined task still
@@ -267,8 +305,8 @@ async fn follow(
     process: Process,
     deadline: Option<Duration>,
     // Released (and removed when last) once the task has ended; the proxy
-    // stops then too.
-    _held: (Held, Option<Proxy>),
+    // stops then too, and the task's unit of the run bound is given back.
+    _held: ((Held, Option<Proxy>), Permit),
 ) {
     let stderr = process.stderr().clone();
     let kill = task.kill_token().clone();
@@ -277,12 +315,19 @@ async fn follow(
             let tail = stderr.lock().expect("capture lock").stream_output().text;
             let (exit_code, signal) = prepared.supervision.command_end(&finished);
             let end = (exit_code, signal);
-            let (sandbox, notice) = match classify(&cx, &prepared, &facts, &finished, end, &tail) {
+            let (timed_out, aborted) = (finished.timed_out, finished.aborted);
+            let classified = cx
+                .offload(Phase::Settle, move |cx| {
+                    Ok(classify(cx, &prepared, &facts, &finished, end, &tail))
+                })
+                .await
+                .and_then(|classified| classified);
+            let (sandbox, notice) = match classified {
                 Ok(sandbox) => (sandbox, None),
                 Err(err) => (None, Some(format!("cordon: {}: {err}\n", err.code()))),
             };
             let runner_failed = sandbox.as_ref().is_some_and(|f| f.runner_failed);
-            let exited = exit_code.is_some() && !finished.aborted && !finished.timed_out;
+            let exited = exit_code.is_some() && !aborted && !timed_out;
             Ending {
                 status: if exited && !runner_failed {
                     TaskStatus::Completed
@@ -291,7 +336,7 @@ async fn follow(
                 },
                 exit_code,
                 signal,
-                timed_out: finished.timed_out,
+                timed_out,
                 sandbox,
                 notice,
             }

@@ -1,70 +1,162 @@
-//! `cordon serve`: the host as a long-lived JSON-RPC 2.0 server over a
-//! byte stream (stdio for the CLI), one request or batch per line.
+//! `cordon serve`: the host as a long-lived JSON-RPC 2.0 server over byte
+//! streams — stdio (one connection) or a Unix socket (many; `listen.rs`) —
+//! one request or batch per line.
 //!
 //! Why a server: agent platforms written in TypeScript, Python or Go drive
 //! one cordon process for many sessions instead of paying a process start
 //! (and a probe) per command. Everything a method does is a call on the
 //! connection's [`Session`] (or, for `probe` and `reload`, its [`Host`]);
-//! this module only frames, dispatches and renders ([`protocol`] has the
-//! wire types and error mapping, `docs/protocol.md` the contract).
+//! this module only frames, bounds, dispatches and renders ([`protocol`]
+//! has the wire types and error mapping, `docs/protocol.md` the contract).
 //!
-//! * Each connection ([`Server::serve`]) is a session of the host: it sees
-//!   only the tasks it started, and its end ends those tasks — not the host,
-//!   and not another connection's. Over stdio there is one connection.
+//! * Each connection is a session of the host: it sees only the tasks it
+//!   started, and its end ends those tasks and deletes its spill files —
+//!   not the host's, and not another connection's.
 //! * Every request is handled in its own task, so a slow `run` never holds
 //!   up a `read`; responses are written whole, one per line, as they finish
-//!   (match them by `id`).
-//! * Each request carries its own sandbox policy (mode + workspace root).
-//! * A malformed line gets a parse error and the server keeps serving; a
-//!   line longer than [`MAX_LINE_BYTES`] is refused whole.
+//!   (match them by `id`, echoed byte for byte).
+//! * **Bounded.** A connection has at most [`ServeOptions::max_in_flight`]
+//!   lines read and not yet answered: when its client stops reading
+//!   replies, the server stops reading its requests (the client's writes
+//!   block) and other connections are unaffected. Lines longer than
+//!   `max_request_bytes` and batches longer than `max_batch` are refused;
+//!   runs and tasks past the host's bounds are `BUSY`.
+//! * A foreground result's spill files stay until the client `release`s
+//!   them, the connection ends, or `spill_ttl` passes.
 //! * EOF on the input or the `shutdown` method end the connection
 //!   gracefully: no further line is read, requests already read are
 //!   answered (a foreground run finishes, within its timeout), the session's
 //!   live background tasks are killed (grace escalation) and settled, every
-//!   response is flushed, and [`Server::serve`] returns.
+//!   response is flushed, and the connection's serve returns.
 //! * [`Server::stopper`] (the CLI cancels it on `SIGINT`/`SIGTERM`) ends
 //!   every connection at once: the same, except that foreground runs in
-//!   flight are aborted too (their groups terminated; their responses still
-//!   written).
+//!   flight are aborted too, and replies get [`FLUSH_BOUND`] to be written
+//!   to a client that is not reading.
 
+mod lines;
+pub mod listen;
 pub mod protocol;
 
-use std::collections::VecDeque;
 use std::io;
-use std::sync::{Arc, Mutex};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
-use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::host::{Host, PolicySource};
-use crate::model::ExecResult;
 use crate::run::RunOptions;
 use crate::session::Session;
 use crate::tasks::TaskHandle;
-use protocol::{NoParams, ReloadParams, RpcError, RunParams, TaskParams, WaitParams, params};
+use lines::{Line, LineReader};
+pub use listen::{Access, Peer};
+use protocol::{
+    Envelope, ListResult, NoParams, ReleaseParams, ReloadParams, RpcError, RunParams, ServerStatus,
+    StartResult, TaskParams, WaitParams, params,
+};
 
-/// The longest request line accepted (16 MiB).
-pub const MAX_LINE_BYTES: usize = 16 << 20;
+/// How long replies get to be written once the server is stopping.
+pub const FLUSH_BOUND: Duration = Duration::from_secs(5);
 
-/// Foreground results whose spill files are kept after their response, so
-/// a client can still read the complete output they name.
-pub const RETAINED_SPILLS: usize = 32;
+/// The operator's bounds and rules of a server (`[serve]` in `cordon.toml`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServeOptions {
+    /// The longest request line accepted, in bytes.
+    pub max_request_bytes: usize,
+    /// The most requests one batch may hold.
+    pub max_batch: usize,
+    /// Lines one connection may have read and not yet answered.
+    pub max_in_flight: usize,
+    /// Connections a socket listener serves at once.
+    pub max_connections: usize,
+    /// How long a foreground result's spill files are kept unreleased.
+    #[serde(serialize_with = "seconds")]
+    #[serde(rename = "spillTtlSecs")]
+    pub spill_ttl: Duration,
+    /// Whether and from where `reload` may load a component.
+    pub reload: ReloadRule,
+}
+
+fn seconds<S: serde::Serializer>(ttl: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(ttl.as_secs())
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            max_request_bytes: 16 << 20,
+            max_batch: 256,
+            max_in_flight: 64,
+            max_connections: 256,
+            spill_ttl: Duration::from_secs(3600),
+            reload: ReloadRule::Any,
+        }
+    }
+}
+
+/// Whether `reload` may replace the policy component.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ReloadRule {
+    /// From any file the server can read (stdio's default: its one client
+    /// is the one who started it).
+    Any,
+    /// Never (a socket listener's default: one client would swap the
+    /// policy of every other).
+    Off,
+    /// Only a component inside this directory (after resolving symlinks).
+    Under(PathBuf),
+}
+
+impl ReloadRule {
+    /// May `path` be loaded? The error says why not.
+    fn admits(&self, path: &Path) -> Result<(), RpcError> {
+        match self {
+            ReloadRule::Any => Ok(()),
+            ReloadRule::Off => Err(RpcError::forbidden(
+                "reload is turned off on this server; the operator sets [serve] reload",
+            )),
+            ReloadRule::Under(dir) => {
+                let real = std::fs::canonicalize(path).map_err(|err| {
+                    RpcError::invalid_params("path", format!("{}: {err}", path.display()))
+                })?;
+                let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+                match real.starts_with(&dir) {
+                    true => Ok(()),
+                    false => Err(RpcError::forbidden(format!(
+                        "reload may load components from {} only; {} is outside it",
+                        dir.display(),
+                        real.display()
+                    ))),
+                }
+            }
+        }
+    }
+}
 
 /// A JSON-RPC server over one [`Host`]: each connection it serves gets a
 /// [`Session`] of its own, ended with the connection.
 pub struct Server {
     host: Arc<Host>,
+    options: ServeOptions,
     /// Cancelled to stop every connection at once (aborting foreground runs).
     stop: CancellationToken,
+    /// Connections being served now.
+    connections: Arc<AtomicUsize>,
+    /// What a socket listener admits (for `probe`).
+    access: Option<Access>,
 }
 
 impl Server {
-    /// A server for `host`.
+    /// A server for `host` with the default [`ServeOptions`].
     ///
     /// ```no_run
     /// # async fn demo() -> anyhow::Result<()> {
@@ -76,10 +168,23 @@ impl Server {
     /// # Ok(()) }
     /// ```
     pub fn new(host: Arc<Host>) -> Self {
+        Server::with_options(host, ServeOptions::default())
+    }
+
+    /// A server for `host` with the operator's `options`.
+    pub fn with_options(host: Arc<Host>, options: ServeOptions) -> Self {
         Server {
             host,
+            options,
             stop: CancellationToken::new(),
+            connections: Arc::new(AtomicUsize::new(0)),
+            access: None,
         }
+    }
+
+    /// The server's options.
+    pub fn options(&self) -> &ServeOptions {
+        &self.options
     }
 
     /// A token that stops the server at once when cancelled (e.g. on
@@ -89,14 +194,8 @@ impl Server {
         self.stop.clone()
     }
 
-    /// Serve one connection: requests from `input`, responses to `output`,
-    /// in a new session of the host, until EOF, `shutdown` or the stopper;
-    /// then end the session as the module docs say. The host and its other
-    /// sessions are untouched. Errors only when `output` fails.
-    ///
-    /// Several connections may be served at once (share the server in an
-    /// `Arc`). Must run inside a tokio runtime; a multi-threaded one lets
-    /// requests proceed in parallel.
+    /// Serve one connection in a new session of the host (see
+    /// [`Server::serve_session`]).
     ///
     /// ```no_run
     /// # async fn demo(server: std::sync::Arc<cordon::serve::Server>) {
@@ -113,18 +212,55 @@ impl Server {
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin + Send + 'static,
     {
+        self.serve_session(self.host.session(), None, input, output)
+            .await
+    }
+
+    /// Serve one connection: requests from `input`, responses to `output`,
+    /// in `session`, until EOF, `shutdown` or the stopper; then end the
+    /// session as the module docs say. `peer` is who is on the other end,
+    /// when known (a socket's credentials). Errors only when `output` fails.
+    ///
+    /// Several connections may be served at once (share the server in an
+    /// `Arc`). Must run inside a tokio runtime; a multi-threaded one lets
+    /// requests proceed in parallel.
+    pub async fn serve_session<R, W>(
+        &self,
+        session: Session,
+        peer: Option<Peer>,
+        input: R,
+        output: W,
+    ) -> io::Result<()>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let _connection = Counted::new(&self.connections);
         let connection = Arc::new(Connection {
             host: self.host.clone(),
-            session: self.host.session(),
+            session,
+            peer,
+            options: self.options.clone(),
+            connections: self.connections.clone(),
+            access: self.access.clone(),
             drain: CancellationToken::new(),
             runs: CancellationToken::new(),
-            spilled: Mutex::new(VecDeque::new()),
         });
-        let (replies, pending) = mpsc::unbounded_channel::<String>();
+        let in_flight = Arc::new(Semaphore::new(self.options.max_in_flight.max(1)));
+        let (replies, pending) = mpsc::unbounded_channel::<Reply>();
         let writer = tokio::spawn(write_lines(output, pending));
+        let sweeper = tokio::spawn(sweep_spills(connection.clone()));
         let mut handlers = JoinSet::new();
-        let mut lines = LineReader::new(input);
+        let mut lines = LineReader::new(input, self.options.max_request_bytes);
         loop {
+            // Back-pressure: no line is read while the connection has its
+            // most lines unanswered (their replies wait on a slow client).
+            let permit = tokio::select! {
+                biased;
+                () = self.stop.cancelled() => break,
+                () = connection.drain.cancelled() => break,
+                permit = in_flight.clone().acquire_owned() => permit.expect("never closed"),
+            };
             let line = tokio::select! {
                 biased;
                 () = self.stop.cancelled() => break,
@@ -135,10 +271,8 @@ impl Server {
                 // EOF, or the input failed: either way nobody is sending.
                 None | Some(Err(_)) => break,
                 Some(Ok(Line::TooLong)) => {
-                    let error = RpcError::invalid_request(format!(
-                        "the line is longer than {MAX_LINE_BYTES} bytes"
-                    ));
-                    let _ = replies.send(render(&failure(Value::Null, error)));
+                    let error = RpcError::too_large(self.options.max_request_bytes);
+                    let _ = replies.send(Reply(protocol::failure(None, error), permit));
                 }
                 Some(Ok(Line::Text(bytes))) => {
                     if bytes.iter().all(u8::is_ascii_whitespace) {
@@ -148,29 +282,62 @@ impl Server {
                     let replies = replies.clone();
                     handlers.spawn(async move {
                         if let Some(reply) = connection.handle_line(&bytes).await {
-                            let _ = replies.send(reply);
+                            let _ = replies.send(Reply(reply, permit));
                         }
                     });
                 }
             }
             while handlers.try_join_next().is_some() {}
         }
-        if self.stop.is_cancelled() {
+        let stopping = self.stop.is_cancelled();
+        if stopping {
             connection.runs.cancel();
         }
         // Kill the session's tasks first: a `wait` in flight returns once
         // they settle.
         connection.session.shutdown().await;
-        while handlers.join_next().await.is_some() {}
-        // And any task a `start` in flight began meanwhile.
-        connection.session.shutdown().await;
-        connection
-            .spilled
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        let answered = async { while handlers.join_next().await.is_some() {} };
+        if stopping {
+            if tokio::time::timeout(FLUSH_BOUND, answered).await.is_err() {
+                handlers.abort_all();
+            }
+        } else {
+            answered.await;
+        }
+        // And any task a `start` in flight began meanwhile; then forget
+        // them all, with their spill files and the retained results'.
+        connection.session.close().await;
+        sweeper.abort();
         drop(replies);
-        writer.await.map_err(io::Error::other)?
+        let written = match stopping {
+            true => tokio::time::timeout(FLUSH_BOUND, writer).await,
+            false => Ok(writer.await),
+        };
+        match written {
+            Ok(done) => done.map_err(io::Error::other)?,
+            // A client that does not read while the server stops: its
+            // replies are dropped.
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+/// A reply line and the connection's in-flight unit it frees once written.
+struct Reply(String, OwnedSemaphorePermit);
+
+/// One unit of a counter, given back on drop.
+struct Counted(Arc<AtomicUsize>);
+
+impl Counted {
+    fn new(counter: &Arc<AtomicUsize>) -> Self {
+        counter.fetch_add(1, Ordering::AcqRel);
+        Counted(counter.clone())
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -178,87 +345,86 @@ impl Server {
 struct Connection {
     host: Arc<Host>,
     session: Session,
+    peer: Option<Peer>,
+    options: ServeOptions,
+    connections: Arc<AtomicUsize>,
+    access: Option<Access>,
     /// Cancelled by the `shutdown` method: stop reading, answer the rest.
     drain: CancellationToken,
     /// Parent of every foreground run's abort token.
     runs: CancellationToken,
-    /// Recent foreground results that spilled (see [`RETAINED_SPILLS`]).
-    spilled: Mutex<VecDeque<ExecResult>>,
 }
 
 impl Connection {
     /// One line: a request or a batch. None when nothing is to be sent
     /// (notifications only).
     async fn handle_line(self: &Arc<Self>, bytes: &[u8]) -> Option<String> {
-        let value: Value = match serde_json::from_slice(bytes) {
-            Ok(value) => value,
-            Err(err) => return Some(render(&failure(Value::Null, RpcError::parse_error(err)))),
+        let line: &RawValue = match serde_json::from_slice(bytes) {
+            Ok(line) => line,
+            Err(err) => return Some(protocol::failure(None, RpcError::parse_error(err))),
         };
-        match value {
-            Value::Array(batch) if batch.is_empty() => Some(render(&failure(
-                Value::Null,
-                RpcError::invalid_request("an empty batch"),
-            ))),
-            Value::Array(batch) => {
-                let mut calls = JoinSet::new();
-                for (index, request) in batch.into_iter().enumerate() {
-                    let connection = self.clone();
-                    calls.spawn(async move { (index, connection.handle_request(request).await) });
-                }
-                let mut replies = Vec::new();
-                while let Some(done) = calls.join_next().await {
-                    if let Ok((index, Some(reply))) = done {
-                        replies.push((index, reply));
-                    }
-                }
-                replies.sort_by_key(|(index, _)| *index);
-                let replies: Vec<Value> = replies.into_iter().map(|(_, reply)| reply).collect();
-                (!replies.is_empty()).then(|| render(&replies))
-            }
-            request => self
-                .handle_request(request)
-                .await
-                .map(|reply| render(&reply)),
+        if !line.get().starts_with('[') {
+            return self.handle_request(line).await;
         }
+        let batch: Vec<&RawValue> = serde_json::from_str(line.get()).unwrap_or_default();
+        if batch.is_empty() {
+            return Some(protocol::failure(
+                None,
+                RpcError::invalid_request("an empty batch"),
+            ));
+        }
+        if batch.len() > self.options.max_batch {
+            return Some(protocol::failure(
+                None,
+                RpcError::batch_too_large(batch.len(), self.options.max_batch),
+            ));
+        }
+        let mut calls = JoinSet::new();
+        for (index, request) in batch.into_iter().enumerate() {
+            let connection = self.clone();
+            let request = request.to_owned();
+            calls.spawn(async move { (index, connection.handle_request(&request).await) });
+        }
+        let mut replies = Vec::new();
+        while let Some(done) = calls.join_next().await {
+            if let Ok((index, Some(reply))) = done {
+                replies.push((index, reply));
+            }
+        }
+        replies.sort_by_key(|(index, _)| *index);
+        let replies: Vec<String> = replies.into_iter().map(|(_, reply)| reply).collect();
+        (!replies.is_empty()).then(|| format!("[{}]", replies.join(",")))
     }
 
     /// One request object; None for a notification.
-    async fn handle_request(self: &Arc<Self>, request: Value) -> Option<Value> {
-        let Value::Object(mut request) = request else {
-            return Some(failure(
-                Value::Null,
-                RpcError::invalid_request("a request must be a JSON object"),
-            ));
+    async fn handle_request(self: &Arc<Self>, request: &RawValue) -> Option<String> {
+        let envelope: Envelope = match serde_json::from_str(request.get()) {
+            Ok(envelope) => envelope,
+            Err(_) => {
+                return Some(protocol::failure(
+                    None,
+                    RpcError::invalid_request("a request must be a JSON object"),
+                ));
+            }
         };
-        let id = request.remove("id");
-        let reply_id = id.clone().unwrap_or(Value::Null);
-        if !matches!(
-            id,
-            None | Some(Value::Null | Value::Number(_) | Value::String(_))
-        ) {
-            return Some(failure(
-                Value::Null,
-                RpcError::invalid_request("\"id\" must be a string, a number or null"),
-            ));
-        }
-        if request.get("jsonrpc") != Some(&json!("2.0")) {
-            return Some(failure(
-                reply_id,
-                RpcError::invalid_request("\"jsonrpc\" must be \"2.0\""),
-            ));
-        }
-        let Some(Value::String(method)) = request.remove("method") else {
-            return Some(failure(
-                reply_id,
-                RpcError::invalid_request("\"method\" must be a string"),
-            ));
+        let id = match envelope.id() {
+            Ok(id) => id,
+            Err(error) => return Some(protocol::failure(None, error)),
         };
-        let outcome = self.dispatch(&method, request.remove("params")).await;
+        if envelope.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
+            let error = RpcError::invalid_request("\"jsonrpc\" must be \"2.0\"");
+            return Some(protocol::failure(id, error));
+        }
+        let Some(Value::String(method)) = &envelope.method else {
+            let error = RpcError::invalid_request("\"method\" must be a string");
+            return Some(protocol::failure(id, error));
+        };
+        let outcome = self.dispatch(method, envelope.params.clone()).await;
         // A request without an id is a notification: never answered.
-        id.as_ref()?;
+        let id = id?;
         Some(match outcome {
-            Ok(result) => json!({"jsonrpc": "2.0", "id": reply_id, "result": result}),
-            Err(error) => failure(reply_id, error),
+            Ok(result) => protocol::success(id, &result),
+            Err(error) => protocol::failure(Some(id), error),
         })
     }
 
@@ -272,17 +438,20 @@ impl Connection {
                 };
                 let result = self.session.run_with(request, options).await?;
                 let rendered = to_value(&result)?;
-                self.retain_spills(result);
+                self.session.retain_spills(result);
                 Ok(rendered)
             }
             "start" => {
-                let handle = self.session.start(params::<RunParams>(raw)?.into())?;
-                Ok(json!({ "taskId": handle.id() }))
+                let request = params::<RunParams>(raw)?.into();
+                let handle = self.session.start(request).await?;
+                to_value(&StartResult {
+                    task_id: handle.id(),
+                })
             }
             "read" => to_value(&self.task(params::<TaskParams>(raw)?.task_id)?.read()),
             "kill" => {
                 let task = self.task(params::<TaskParams>(raw)?.task_id)?;
-                Ok(json!({ "killed": task.kill() }))
+                Ok(serde_json::json!({ "killed": task.kill() }))
             }
             "wait" => {
                 let wait = params::<WaitParams>(raw)?;
@@ -291,12 +460,22 @@ impl Connection {
             }
             "list" => {
                 params::<NoParams>(raw)?;
-                Ok(json!({ "tasks": self.session.tasks() }))
+                to_value(&ListResult {
+                    tasks: self.session.tasks(),
+                    server: self.status(),
+                })
             }
             "remove" => {
                 let id = params::<TaskParams>(raw)?.task_id;
                 self.task(id)?;
-                Ok(json!({ "removed": self.session.remove_task(id) }))
+                Ok(serde_json::json!({ "removed": self.session.remove_task(id) }))
+            }
+            "release" => {
+                let path = params::<ReleaseParams>(raw)?.spill_path;
+                match self.session.release_spill(&path) {
+                    true => Ok(serde_json::json!({ "released": true })),
+                    false => Err(RpcError::unknown_spill(&path)),
+                }
             }
             "probe" => {
                 params::<NoParams>(raw)?;
@@ -305,10 +484,16 @@ impl Connection {
                 let probe = tokio::task::spawn_blocking(move || host.probe())
                     .await
                     .map_err(RpcError::internal)?;
-                to_value(&probe)
+                let mut probe = match to_value(&probe)? {
+                    Value::Object(fields) => fields,
+                    _ => Default::default(),
+                };
+                probe.insert("server".into(), to_value(&self.status())?);
+                Ok(Value::Object(probe))
             }
             "reload" => {
                 let path = params::<ReloadParams>(raw)?.path;
+                self.options.reload.admits(&path)?;
                 let host = self.host.clone();
                 // Compiling a component takes a while: off the reactor.
                 let info =
@@ -320,7 +505,7 @@ impl Connection {
             "shutdown" => {
                 params::<NoParams>(raw)?;
                 self.drain.cancel();
-                Ok(json!({}))
+                Ok(serde_json::json!({}))
             }
             other => Err(RpcError::method_not_found(other)),
         }
@@ -332,16 +517,18 @@ impl Connection {
             .ok_or_else(|| RpcError::unknown_task(id))
     }
 
-    /// Keep a spilled result's files for the next [`RETAINED_SPILLS`]
-    /// spilled runs (or until the connection ends); others are freed at once.
-    fn retain_spills(&self, result: ExecResult) {
-        if result.stdout.spill_path.is_none() && result.stderr.spill_path.is_none() {
-            return;
-        }
-        let mut spilled = self.spilled.lock().unwrap_or_else(|p| p.into_inner());
-        spilled.push_back(result);
-        while spilled.len() > RETAINED_SPILLS {
-            spilled.pop_front();
+    /// The server's bounds and load, as `probe` and `list` show them.
+    fn status(&self) -> ServerStatus {
+        let (threads, busy) = self.host.policy_threads();
+        ServerStatus {
+            options: self.options.clone(),
+            session_limits: self.host.session_limits(),
+            load: self.host.load(),
+            connections: self.connections.load(Ordering::Acquire),
+            policy_threads: threads,
+            policy_threads_busy: busy,
+            peer: self.peer.clone(),
+            access: self.access.clone(),
         }
     }
 }
@@ -350,120 +537,31 @@ fn to_value(value: &impl Serialize) -> Result<Value, RpcError> {
     serde_json::to_value(value).map_err(RpcError::internal)
 }
 
-fn failure(id: Value, error: RpcError) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": error})
-}
-
-fn render(value: &impl Serialize) -> String {
-    serde_json::to_string(value).expect("JSON values always serialize")
+/// Release the connection's unreleased spills as they pass the TTL.
+async fn sweep_spills(connection: Arc<Connection>) {
+    let ttl = connection.options.spill_ttl;
+    let every = (ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(60));
+    loop {
+        tokio::time::sleep(every).await;
+        connection.session.expire_spills(ttl);
+    }
 }
 
 async fn write_lines<W: AsyncWrite + Unpin>(
-    mut output: W,
-    mut pending: mpsc::UnboundedReceiver<String>,
+    output: W,
+    mut pending: mpsc::UnboundedReceiver<Reply>,
 ) -> io::Result<()> {
-    while let Some(mut line) = pending.recv().await {
+    let mut output = tokio::io::BufWriter::with_capacity(64 << 10, output);
+    while let Some(Reply(mut line, permit)) = pending.recv().await {
         line.push('\n');
         output.write_all(line.as_bytes()).await?;
-        output.flush().await?;
-    }
-    Ok(())
-}
-
-/// One line of input.
-enum Line {
-    /// The line's bytes, without the newline.
-    Text(Vec<u8>),
-    /// A line past [`MAX_LINE_BYTES`], skipped up to its newline.
-    TooLong,
-}
-
-/// Splits input into lines, never holding more than [`MAX_LINE_BYTES`].
-struct LineReader<R> {
-    input: BufReader<R>,
-}
-
-impl<R: AsyncRead + Unpin> LineReader<R> {
-    fn new(input: R) -> Self {
-        LineReader {
-            input: BufReader::with_capacity(64 << 10, input),
+        // Flush when nothing else is ready: one write for a burst.
+        if pending.is_empty() {
+            output.flush().await?;
         }
+        // Written (or buffered with the next flush due): the connection
+        // may read another line.
+        drop(permit);
     }
-
-    /// The next line; None at EOF (a last line without a newline counts).
-    async fn next(&mut self) -> Option<io::Result<Line>> {
-        let mut line = Vec::new();
-        let mut too_long = false;
-        loop {
-            let available = match self.input.fill_buf().await {
-                Ok(available) => available,
-                Err(err) => return Some(Err(err)),
-            };
-            if available.is_empty() {
-                return match (line.is_empty() && !too_long, too_long) {
-                    (true, _) => None,
-                    (false, true) => Some(Ok(Line::TooLong)),
-                    (false, false) => Some(Ok(Line::Text(line))),
-                };
-            }
-            let (chunk, found) = match available.iter().position(|&b| b == b'\n') {
-                Some(end) => (&available[..end], Some(end + 1)),
-                None => (available, None),
-            };
-            if !too_long && line.len() + chunk.len() > MAX_LINE_BYTES {
-                too_long = true;
-                line = Vec::new();
-            }
-            if !too_long {
-                line.extend_from_slice(chunk);
-            }
-            let used = found.unwrap_or(available.len());
-            self.input.consume(used);
-            if found.is_some() {
-                return Some(Ok(if too_long {
-                    Line::TooLong
-                } else {
-                    Line::Text(line)
-                }));
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    async fn lines(input: &[u8]) -> Vec<Option<Vec<u8>>> {
-        let mut reader = LineReader::new(input);
-        let mut out = vec![];
-        while let Some(line) = reader.next().await {
-            out.push(match line.unwrap() {
-                Line::Text(text) => Some(text),
-                Line::TooLong => None,
-            });
-        }
-        out
-    }
-
-    #[tokio::test]
-    async fn lines_split_on_newlines_and_keep_a_last_unterminated_one() {
-        assert_eq!(
-            lines(b"a\n\nbc\nd").await,
-            vec![
-                Some(b"a".to_vec()),
-                Some(vec![]),
-                Some(b"bc".to_vec()),
-                Some(b"d".to_vec())
-            ]
-        );
-        assert!(lines(b"").await.is_empty());
-    }
-
-    #[tokio::test]
-    async fn an_overlong_line_is_refused_and_the_next_one_read() {
-        let mut input = vec![b'x'; MAX_LINE_BYTES + 1];
-        input.extend_from_slice(b"\nok\n");
-        assert_eq!(lines(&input).await, vec![None, Some(b"ok".to_vec())]);
-    }
+    output.flush().await
 }

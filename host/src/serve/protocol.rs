@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::error::{ErrorCode, RunError};
@@ -46,11 +47,18 @@ pub mod code {
     pub const POLICY_DENIED: i64 = -32007;
     /// `APPROVAL_REQUIRED`: the policy component asks for approval first.
     pub const APPROVAL_REQUIRED: i64 = -32008;
+    /// `BUSY`: a bound of the server is reached; nothing ran (retry later).
+    pub const BUSY: i64 = -32009;
+    /// `FORBIDDEN`: the operator's rules refuse this client or method.
+    pub const FORBIDDEN: i64 = -32010;
+    /// `UNKNOWN_SPILL`: no result of this session holds this spill file.
+    pub const UNKNOWN_SPILL: i64 = -32011;
 }
 
 /// Every method the server answers, in documentation order.
 pub const METHODS: &[&str] = &[
-    "run", "start", "read", "kill", "wait", "list", "remove", "probe", "reload", "shutdown",
+    "run", "start", "read", "kill", "wait", "list", "remove", "release", "probe", "reload",
+    "shutdown",
 ];
 
 /// A JSON-RPC error object.
@@ -135,6 +143,124 @@ impl RpcError {
     pub fn internal(detail: impl std::fmt::Display) -> Self {
         RpcError::new(code::INTERNAL_ERROR, "INTERNAL_ERROR", detail.to_string())
     }
+
+    /// A line past the server's `maxRequestBytes`. Not `BUSY`: the same
+    /// line would be refused again, so a client must not retry it.
+    pub fn too_large(max: usize) -> Self {
+        let mut error = RpcError::invalid_request(format!(
+            "the line is longer than {max} bytes (maxRequestBytes); send less per request"
+        ));
+        error.data["limit"] = json!("maxRequestBytes");
+        error.data["max"] = json!(max);
+        error
+    }
+
+    /// A batch past the server's `maxBatch` (not `BUSY`, as above).
+    pub fn batch_too_large(len: usize, max: usize) -> Self {
+        let mut error = RpcError::invalid_request(format!(
+            "a batch of {len} requests is more than {max} (maxBatch); split it"
+        ));
+        error.data["limit"] = json!("maxBatch");
+        error.data["max"] = json!(max);
+        error
+    }
+
+    /// The operator's rules refuse this.
+    pub fn forbidden(detail: impl Into<String>) -> Self {
+        RpcError::new(code::FORBIDDEN, "FORBIDDEN", detail)
+    }
+
+    /// No retained result of this session has this spill file.
+    pub fn unknown_spill(path: &std::path::Path) -> Self {
+        let mut error = RpcError::new(
+            code::UNKNOWN_SPILL,
+            "UNKNOWN_SPILL",
+            format!(
+                "no result of this connection holds the spill file {}; it was released \
+                 already, or it belongs to another connection or to a task (remove the task)",
+                path.display()
+            ),
+        );
+        error.data["spillPath"] = json!(path);
+        error
+    }
+}
+
+/// A request as read off the wire: only its envelope is looked at before
+/// dispatch; `id` is kept as the exact text the client sent, so any
+/// JSON-RPC-legal id (a number past 2^64, `1.50`, a string with escapes)
+/// comes back byte for byte.
+#[derive(Debug, Deserialize)]
+pub struct Envelope<'a> {
+    /// Must be `"2.0"`.
+    #[serde(default)]
+    pub jsonrpc: Option<Value>,
+    /// The method's name.
+    #[serde(default)]
+    pub method: Option<Value>,
+    /// The params, passed on to [`params`].
+    #[serde(default)]
+    pub params: Option<Value>,
+    /// The id's text; none when the member is absent (a notification).
+    #[serde(default, borrow, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+}
+
+/// A member that is present, even as `null`.
+fn present<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(deserializer).map(Some)
+}
+
+impl Envelope<'_> {
+    /// The id to answer with; none for a notification. An id that is not
+    /// a string, a number or null is an invalid request.
+    pub fn id(&self) -> Result<Option<Box<RawValue>>, RpcError> {
+        let Some(id) = self.id else { return Ok(None) };
+        let text = id.get();
+        let legal = text == "null"
+            || text.starts_with('"')
+            || text.starts_with(|c: char| c == '-' || c.is_ascii_digit());
+        match legal {
+            true => Ok(Some(id.to_owned())),
+            false => Err(RpcError::invalid_request(
+                "\"id\" must be a string, a number or null",
+            )),
+        }
+    }
+}
+
+/// A success response line.
+pub fn success(id: Box<RawValue>, result: &Value) -> String {
+    #[derive(Serialize)]
+    struct Success<'a> {
+        jsonrpc: &'static str,
+        id: &'a RawValue,
+        result: &'a Value,
+    }
+    let reply = Success {
+        jsonrpc: "2.0",
+        id: &id,
+        result,
+    };
+    serde_json::to_string(&reply).expect("a reply always serializes")
+}
+
+/// An error response line (`id: null` when none is known).
+pub fn failure(id: Option<Box<RawValue>>, error: RpcError) -> String {
+    #[derive(Serialize)]
+    struct Failure<'a> {
+        jsonrpc: &'static str,
+        id: Option<&'a RawValue>,
+        error: RpcError,
+    }
+    let reply = Failure {
+        jsonrpc: "2.0",
+        id: id.as_deref(),
+        error,
+    };
+    serde_json::to_string(&reply).expect("a reply always serializes")
 }
 
 /// The JSON-RPC code of a stable error code (the one place that maps them).
@@ -148,6 +274,7 @@ pub fn numeric(code: ErrorCode) -> i64 {
         ErrorCode::Aborted => code::ABORTED,
         ErrorCode::PolicyDenied => code::POLICY_DENIED,
         ErrorCode::ApprovalRequired => code::APPROVAL_REQUIRED,
+        ErrorCode::Busy => code::BUSY,
     }
 }
 
@@ -271,6 +398,56 @@ pub struct WaitParams {
 pub struct ReloadParams {
     /// A component file (relative paths: from the server's directory).
     pub path: PathBuf,
+}
+
+/// `release`: a foreground result's spill files.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReleaseParams {
+    /// Either `spillPath` of the result (both of its files are released).
+    pub spill_path: PathBuf,
+}
+
+/// `start`'s result.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartResult {
+    /// The new task's id.
+    pub task_id: TaskId,
+}
+
+/// `list`'s result.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListResult {
+    /// This connection's tasks, oldest first.
+    pub tasks: Vec<crate::tasks::TaskSnapshot>,
+    /// The server's bounds and load.
+    pub server: ServerStatus,
+}
+
+/// The server's bounds and load (in `list` and `probe`).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerStatus {
+    /// The server's own bounds and rules.
+    pub options: super::ServeOptions,
+    /// The host's bounds on runs and tasks.
+    pub session_limits: crate::SessionLimits,
+    /// What the host's sessions hold now.
+    pub load: crate::Load,
+    /// Connections being served now.
+    pub connections: usize,
+    /// Threads the policy calls run on.
+    pub policy_threads: usize,
+    /// How many of them are in a call now.
+    pub policy_threads_busy: usize,
+    /// Who this connection's client is (a socket's credentials).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer: Option<super::Peer>,
+    /// Whom a socket listener admits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access: Option<super::Access>,
 }
 
 /// `list`, `probe` and `shutdown` take nothing.

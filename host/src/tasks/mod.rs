@@ -18,10 +18,8 @@
 //!   [`crate::Session`]) and stays there until [`Tasks::remove`] or the
 //!   session's end; its spill files live exactly as long.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -31,15 +29,66 @@ use tokio_util::sync::CancellationToken;
 
 use crate::model::{GrantFacts, SandboxFacts};
 use crate::process::{self, Capture};
+use crate::session::Permit;
 
-/// A task's id, unique across the sessions of its host.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct TaskId(pub u64);
+/// A task's id: 128 random bits, written as 32 lowercase hex digits (a
+/// JSON string, so no client's number type rounds it). Unguessable, so an
+/// id is never a capability another session could derive; and a session
+/// looks ids up only among its own tasks anyway.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TaskId(u128);
+
+impl TaskId {
+    /// A fresh random id.
+    pub(crate) fn random() -> TaskId {
+        let mut bytes = [0u8; 16];
+        // The kernel's CSPRNG; without it there is no unguessable id to give.
+        getrandom::fill(&mut bytes).expect("the kernel's random source is readable");
+        TaskId(u128::from_le_bytes(bytes))
+    }
+}
 
 impl fmt::Display for TaskId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
+        write!(f, "{:032x}", self.0)
+    }
+}
+
+impl fmt::Debug for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TaskId({self})")
+    }
+}
+
+/// A string that is not a task id.
+#[derive(Debug, thiserror::Error)]
+#[error("a task id is 32 lowercase hex digits (as `start` returned it)")]
+pub struct BadTaskId;
+
+impl std::str::FromStr for TaskId {
+    type Err = BadTaskId;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let hex = |b: &u8| b.is_ascii_digit() || (b'a'..=b'f').contains(b);
+        if text.len() != 32 || !text.as_bytes().iter().all(hex) {
+            return Err(BadTaskId);
+        }
+        u128::from_str_radix(text, 16)
+            .map(TaskId)
+            .map_err(|_| BadTaskId)
+    }
+}
+
+impl Serialize for TaskId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for TaskId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -139,7 +188,7 @@ impl TaskHandle {
     ///
     /// ```no_run
     /// # fn demo(host: cordon::Host) -> Result<(), cordon::RunError> {
-    /// let task = host.start(cordon::ExecRequest::new("make"))?;
+    /// let task = host.start(cordon::ExecRequest::new("make")).await?;
     /// println!("started task {}", task.id());
     /// # Ok(()) }
     /// ```
@@ -287,35 +336,38 @@ impl TaskHandle {
     }
 }
 
-/// The tasks of one session.
+/// The tasks of one session, oldest first.
 #[derive(Debug, Default)]
 pub struct Tasks {
-    /// Where ids come from: shared by every session of a host, so ids are
-    /// unique across the host.
-    next: Arc<AtomicU64>,
-    tasks: Mutex<BTreeMap<TaskId, TaskHandle>>,
+    tasks: Mutex<Vec<Held>>,
+}
+
+/// A task in its registry, with what it holds against the host's bounds.
+#[derive(Debug)]
+struct Held {
+    handle: TaskHandle,
+    /// The task's unit of `maxTasks` (released when it is removed).
+    _slot: Option<Permit>,
 }
 
 impl Tasks {
-    /// A registry that draws its ids from `ids`.
-    pub fn with_ids(ids: Arc<AtomicU64>) -> Self {
-        Tasks {
-            next: ids,
-            tasks: Mutex::default(),
-        }
+    /// An empty registry.
+    pub fn new() -> Self {
+        Tasks::default()
     }
 
-    /// Register a new running task for `command` with these captures.
+    /// Register a new running task for `command` with these captures,
+    /// holding `slot` until it is removed.
     pub(crate) fn register(
         &self,
         command: String,
         grant: Option<GrantFacts>,
         stdout: Arc<Mutex<Capture>>,
         stderr: Arc<Mutex<Capture>>,
+        slot: Option<Permit>,
     ) -> TaskHandle {
-        let id = TaskId(self.next.fetch_add(1, Ordering::Relaxed) + 1);
         let handle = TaskHandle(Arc::new(Task {
-            id,
+            id: TaskId::random(),
             command,
             grant,
             stdout,
@@ -335,39 +387,61 @@ impl Tasks {
             kill: CancellationToken::new(),
             done: watch::channel(false).0,
         }));
-        lock(&self.tasks).insert(id, handle.clone());
+        lock(&self.tasks).push(Held {
+            handle: handle.clone(),
+            _slot: slot,
+        });
         handle
     }
 
     /// The task with this id.
     pub fn get(&self, id: TaskId) -> Option<TaskHandle> {
-        lock(&self.tasks).get(&id).cloned()
+        lock(&self.tasks)
+            .iter()
+            .find(|held| held.handle.id() == id)
+            .map(|held| held.handle.clone())
     }
 
     /// Every task, oldest first.
     pub fn list(&self) -> Vec<TaskSnapshot> {
         lock(&self.tasks)
-            .values()
-            .map(TaskHandle::snapshot)
+            .iter()
+            .map(|held| held.handle.snapshot())
             .collect()
+    }
+
+    /// How many tasks are held.
+    pub fn len(&self) -> usize {
+        lock(&self.tasks).len()
+    }
+
+    /// No task is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Forget a settled task (freeing its spill files). Returns false for an
     /// unknown or still running task.
     pub fn remove(&self, id: TaskId) -> bool {
         let mut tasks = lock(&self.tasks);
-        match tasks.get(&id) {
-            Some(task) if lock(&task.0.state).status != TaskStatus::Running => {
-                tasks.remove(&id);
+        let found = tasks.iter().position(|held| {
+            held.handle.id() == id && lock(&held.handle.0.state).status != TaskStatus::Running
+        });
+        match found {
+            Some(index) => {
+                tasks.remove(index);
                 true
             }
-            _ => false,
+            None => false,
         }
     }
 
     /// Kill every running task and wait for each to settle.
     pub async fn shutdown(&self) {
-        let running: Vec<TaskHandle> = lock(&self.tasks).values().cloned().collect();
+        let running: Vec<TaskHandle> = lock(&self.tasks)
+            .iter()
+            .map(|held| held.handle.clone())
+            .collect();
         for task in &running {
             task.kill();
         }
@@ -375,12 +449,19 @@ impl Tasks {
             task.wait(None).await;
         }
     }
+
+    /// Kill every running task, wait for each to settle, and forget them
+    /// all (their spill files and slots go with them).
+    pub async fn clear(&self) {
+        self.shutdown().await;
+        lock(&self.tasks).clear();
+    }
 }
 
 impl Drop for Tasks {
     fn drop(&mut self) {
         // No runtime to wait on here: SIGKILL whatever still runs.
-        for task in lock(&self.tasks).values() {
+        for task in lock(&self.tasks).iter().map(|held| &held.handle) {
             task.0.kill.cancel();
             if let Some(group) = &lock(&task.0.state).group {
                 group.kill_now();

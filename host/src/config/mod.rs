@@ -30,12 +30,17 @@
 //!
 //! [policy.settings]                   # handed to the component as JSON (validate-settings)
 //! opaque = "deny"
+//!
+//! [serve]                             # `cordon serve`: bounds, socket access (serve.rs)
+//! max_session_runs = 16
 //! ```
 //!
 //! Every key is optional and validated; an unknown key, a wrong type or an
 //! inconsistent combination is an error that names the key. The file is
 //! read only when named explicitly (never picked up from the working
 //! directory, which a command could write to).
+
+mod serve;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -48,6 +53,7 @@ use crate::model::{
 use crate::process::cgroup::CgroupChoice;
 use crate::process::env::{EnvPolicy, Inherit};
 use crate::sandbox::{BackendChoice, RunnerCommand, SandboxConfig};
+pub use serve::{ServeConfig, group_id};
 
 /// A configuration file could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +72,17 @@ pub enum ConfigError {
         /// The file.
         path: PathBuf,
         /// What the parser said (it names the key and line).
+        message: String,
+    },
+    /// A key (named at run time, e.g. `serve.uid.1000.max_mode`) has a
+    /// value cordon cannot use.
+    #[error("config {}: {key}: {message}", path.display())]
+    InvalidKey {
+        /// The file.
+        path: PathBuf,
+        /// The key.
+        key: String,
+        /// What is wrong and what to do.
         message: String,
     },
     /// A key has a value cordon cannot use.
@@ -119,6 +136,8 @@ pub struct ConfigFile {
     pub liftable_protected: Option<Vec<String>>,
     /// The policy component's own configuration.
     pub policy: Option<PolicyFile>,
+    /// `cordon serve`'s bounds and socket access.
+    pub serve: Option<serve::ServeFile>,
 }
 
 /// `[policy]` as written.
@@ -199,6 +218,8 @@ pub struct Config {
     pub settings: String,
     /// The file this configuration was read from: protected in every run.
     pub path: Option<PathBuf>,
+    /// `[serve]`.
+    pub serve: ServeConfig,
 }
 
 impl Config {
@@ -420,6 +441,13 @@ impl Config {
             Some(table) => serde_json::to_string(&table)
                 .map_err(|e| invalid("policy.settings", e.to_string()))?,
         };
+        let serve = serve::parse(file.serve.unwrap_or_default()).map_err(|(key, message)| {
+            ConfigError::InvalidKey {
+                path: path.to_path_buf(),
+                key,
+                message,
+            }
+        })?;
         if runner.is_some() && backend != BackendChoice::Auto {
             return Err(invalid(
                 "backend",
@@ -448,6 +476,7 @@ impl Config {
             liftable_protected,
             settings,
             path: None,
+            serve,
         })
     }
 
@@ -459,6 +488,12 @@ impl Config {
             .sandbox(self.sandbox.clone())
             .env_policy(self.env.clone())
             .cgroups(self.cgroups.clone())
+            .session_limits(self.serve.session_limits)
+            .policy_threads(
+                self.serve
+                    .policy_threads
+                    .unwrap_or(crate::policy::pool::DEFAULT_POLICY_THREADS),
+            )
     }
 
     /// The deployment in working directory `cwd`.

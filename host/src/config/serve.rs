@@ -1,0 +1,290 @@
+//! `[serve]` in `cordon.toml`: the server's bounds, whom a socket listener
+//! admits, and per-uid ceilings.
+//!
+//! ```toml
+//! [serve]
+//! max_runs = 1024            # runs in flight across the server (foreground + running tasks)
+//! max_session_runs = 256     # … in one connection
+//! max_tasks = 1024           # tasks held (running or settled, until removed)
+//! max_session_tasks = 512    # … by one connection
+//! policy_threads = 8         # threads the policy calls run on
+//! max_request_bytes = 16777216
+//! max_batch = 256            # requests in one batch
+//! max_in_flight = 64         # lines of one connection read and not yet answered
+//! max_connections = 256      # socket clients at once
+//! spill_ttl_secs = 3600      # a result's unreleased spill files are deleted after this
+//! reload = "off"             # any | off | "/etc/cordon/policies" (components only from there)
+//! allowed_uids = [1000]      # who may connect to the socket (default: the server's user; root always)
+//! allowed_gids = [2000]      # members (by primary gid) of these groups too
+//! socket_group = "agents"    # the socket file's group (name or gid); mode becomes 0660
+//!
+//! [serve.uid.1000]           # a narrower ceiling for one uid's sessions
+//! max_mode = "read-only"
+//! max_network = "none"
+//! allowed_roots = ["/home/alice/src"]
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::network;
+use crate::SessionLimits;
+use crate::model::{Ceiling, SandboxMode};
+use crate::serve::{ReloadRule, ServeOptions};
+
+/// `[serve]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeFile {
+    max_runs: Option<usize>,
+    max_session_runs: Option<usize>,
+    max_tasks: Option<usize>,
+    max_session_tasks: Option<usize>,
+    policy_threads: Option<usize>,
+    max_request_bytes: Option<usize>,
+    max_batch: Option<usize>,
+    max_in_flight: Option<usize>,
+    max_connections: Option<usize>,
+    spill_ttl_secs: Option<u64>,
+    reload: Option<String>,
+    allowed_uids: Option<Vec<u32>>,
+    allowed_gids: Option<Vec<u32>>,
+    socket_group: Option<toml::Value>,
+    uid: Option<BTreeMap<String, CeilingFile>>,
+}
+
+/// `[serve.uid.N]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CeilingFile {
+    max_mode: Option<String>,
+    max_network: Option<toml::Value>,
+    allowed_roots: Option<Vec<PathBuf>>,
+}
+
+/// `[serve]`, validated.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServeConfig {
+    /// The host's bounds on runs and tasks.
+    pub session_limits: SessionLimits,
+    /// Threads the policy calls run on (default: the host's).
+    pub policy_threads: Option<usize>,
+    /// The server's own bounds; `reload` is `None` unless written (each
+    /// transport has its default).
+    pub options: ServeOptions,
+    /// `reload`, when written.
+    pub reload: Option<ReloadRule>,
+    /// Who may connect (default: the server's own user).
+    pub allowed_uids: Option<Vec<u32>>,
+    /// Groups whose members may connect.
+    pub allowed_gids: Vec<u32>,
+    /// The socket file's group.
+    pub socket_group: Option<u32>,
+    /// Narrower ceilings by uid.
+    pub ceilings: BTreeMap<u32, Ceiling>,
+}
+
+/// Validate `[serve]`; errors are `(key, message)`.
+pub(super) fn parse(file: ServeFile) -> Result<ServeConfig, (String, String)> {
+    let invalid = |key: &str, message: String| (format!("serve.{key}"), message);
+    let positive = |key: &str, value: Option<usize>, default: usize| match value {
+        Some(0) => Err(invalid(key, "must be positive".into())),
+        Some(n) => Ok(n),
+        None => Ok(default),
+    };
+    let limits = SessionLimits::default();
+    let session_limits = SessionLimits {
+        max_runs: positive("max_runs", file.max_runs, limits.max_runs)?,
+        max_session_runs: positive(
+            "max_session_runs",
+            file.max_session_runs,
+            limits.max_session_runs,
+        )?,
+        max_tasks: positive("max_tasks", file.max_tasks, limits.max_tasks)?,
+        max_session_tasks: positive(
+            "max_session_tasks",
+            file.max_session_tasks,
+            limits.max_session_tasks,
+        )?,
+    };
+    let policy_threads = match file.policy_threads {
+        Some(n @ 1..=crate::policy::pool::MAX_POLICY_THREADS) => Some(n),
+        Some(_) => {
+            return Err(invalid(
+                "policy_threads",
+                format!("must be 1..={}", crate::policy::pool::MAX_POLICY_THREADS),
+            ));
+        }
+        None => None,
+    };
+    let defaults = ServeOptions::default();
+    let options = ServeOptions {
+        max_request_bytes: positive(
+            "max_request_bytes",
+            file.max_request_bytes,
+            defaults.max_request_bytes,
+        )?,
+        max_batch: positive("max_batch", file.max_batch, defaults.max_batch)?,
+        max_in_flight: positive("max_in_flight", file.max_in_flight, defaults.max_in_flight)?,
+        max_connections: positive(
+            "max_connections",
+            file.max_connections,
+            defaults.max_connections,
+        )?,
+        spill_ttl: match file.spill_ttl_secs {
+            Some(0) => return Err(invalid("spill_ttl_secs", "must be positive".into())),
+            Some(secs) => Duration::from_secs(secs),
+            None => defaults.spill_ttl,
+        },
+        reload: defaults.reload,
+    };
+    let reload = file
+        .reload
+        .map(|rule| match rule.as_str() {
+            "any" => Ok(ReloadRule::Any),
+            "off" => Ok(ReloadRule::Off),
+            dir if dir.starts_with('/') => Ok(ReloadRule::Under(PathBuf::from(dir))),
+            other => Err(invalid(
+                "reload",
+                format!("{other:?} is neither any, off nor an absolute directory"),
+            )),
+        })
+        .transpose()?;
+    let socket_group = file
+        .socket_group
+        .map(|group| match group {
+            toml::Value::Integer(gid) => {
+                u32::try_from(gid).map_err(|_| invalid("socket_group", format!("{gid} is no gid")))
+            }
+            toml::Value::String(name) => group_id(&name).map_err(|e| invalid("socket_group", e)),
+            other => Err(invalid(
+                "socket_group",
+                format!("{other} is neither a group name nor a gid"),
+            )),
+        })
+        .transpose()?;
+    let mut ceilings = BTreeMap::new();
+    for (uid, ceiling) in file.uid.unwrap_or_default() {
+        let key = format!("uid.{uid}");
+        let number: u32 = uid
+            .parse()
+            .map_err(|_| invalid(&key, format!("{uid:?} is not a numeric uid")))?;
+        let max_mode = ceiling
+            .max_mode
+            .map(|mode| mode.parse::<SandboxMode>())
+            .transpose()
+            .map_err(|e| invalid(&format!("{key}.max_mode"), e.to_string()))?;
+        let max_network = ceiling
+            .max_network
+            .map(|value| network(&value))
+            .transpose()
+            .map_err(|e| invalid(&format!("{key}.max_network"), e))?;
+        if let Some(bad) = ceiling
+            .allowed_roots
+            .iter()
+            .flatten()
+            .find(|p| !p.is_absolute())
+        {
+            return Err(invalid(
+                &format!("{key}.allowed_roots"),
+                format!("{} is not an absolute path", bad.display()),
+            ));
+        }
+        ceilings.insert(
+            number,
+            Ceiling {
+                max_mode,
+                max_network,
+                allowed_roots: ceiling.allowed_roots,
+            },
+        );
+    }
+    Ok(ServeConfig {
+        session_limits,
+        policy_threads,
+        options,
+        reload,
+        allowed_uids: file.allowed_uids,
+        allowed_gids: file.allowed_gids.unwrap_or_default(),
+        socket_group,
+        ceilings,
+    })
+}
+
+/// A group's id by name (or a number written as text).
+pub fn group_id(name: &str) -> Result<u32, String> {
+    if let Ok(gid) = name.parse::<u32>() {
+        return Ok(gid);
+    }
+    match nix::unistd::Group::from_name(name) {
+        Ok(Some(group)) => Ok(group.gid.as_raw()),
+        Ok(None) => Err(format!("no group is named {name:?}")),
+        Err(err) => Err(format!("cannot look up group {name:?}: {err}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_text(text: &str) -> Result<ServeConfig, (String, String)> {
+        parse(toml::from_str(text).unwrap())
+    }
+
+    #[test]
+    fn every_key_parses() {
+        let config = parse_text(
+            r#"
+            max_runs = 10
+            max_session_runs = 2
+            max_tasks = 20
+            max_session_tasks = 5
+            policy_threads = 3
+            max_request_bytes = 1000
+            max_batch = 4
+            max_in_flight = 8
+            max_connections = 9
+            spill_ttl_secs = 60
+            reload = "/etc/cordon/policies"
+            allowed_uids = [1000]
+            allowed_gids = [2000]
+            socket_group = 0
+            [uid.1000]
+            max_mode = "read-only"
+            max_network = "none"
+            allowed_roots = ["/home/a"]
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.session_limits.max_session_runs, 2);
+        assert_eq!(config.policy_threads, Some(3));
+        assert_eq!(config.options.max_batch, 4);
+        assert_eq!(config.options.spill_ttl, Duration::from_secs(60));
+        assert_eq!(
+            config.reload,
+            Some(ReloadRule::Under("/etc/cordon/policies".into()))
+        );
+        assert_eq!(config.socket_group, Some(0));
+        assert_eq!(config.ceilings[&1000].max_mode, Some(SandboxMode::ReadOnly));
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let key = |text: &str| parse_text(text).unwrap_err().0;
+        assert_eq!(key("max_runs = 0"), "serve.max_runs");
+        assert_eq!(key("policy_threads = 100000"), "serve.policy_threads");
+        assert_eq!(key("reload = \"sometimes\""), "serve.reload");
+        assert_eq!(
+            key("socket_group = \"no-such-group-here\""),
+            "serve.socket_group"
+        );
+        assert_eq!(
+            key("[uid.alice]\nmax_mode = \"read-only\""),
+            "serve.uid.alice"
+        );
+        assert_eq!(key("[uid.7]\nmax_mode = \"wide\""), "serve.uid.7.max_mode");
+    }
+}

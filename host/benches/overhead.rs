@@ -205,7 +205,7 @@ fn main() {
     let bare_bwrap: Option<Vec<String>> = bwrap.as_ref().map(|bwrap| {
         let policy = SandboxPolicy::new(SandboxMode::ReadOnly, &dir);
         let argv: Vec<String> = ["bash", "-c", "true"].map(String::from).to_vec();
-        let layout = cordon::sandbox::grant::lay_out(&policy, &[]);
+        let layout = cordon::sandbox::grant::lay_out(&policy, &[], &[]);
         let wrapped = cordon::sandbox::bwrap::Bwrap::at(bwrap).wrap(&argv, &policy, &layout);
         wrapped
             .argv()

@@ -251,7 +251,7 @@ impl BuildError {
             | BuildError::Policy(_)
             | BuildError::AboveCeiling { .. } => ErrorCode::PolicyFailed,
             BuildError::Workdir(_) => ErrorCode::Workdir,
-            BuildError::Threads(_) => ErrorCode::SpawnFailed,
+            BuildError::Threads(_) | BuildError::SpillRoot(_) => ErrorCode::SpawnFailed,
         }
     }
 
@@ -264,7 +264,9 @@ impl BuildError {
             BuildError::AboveCeiling { mode, ceiling, .. } => {
                 json!({ "phase": "load", "mode": mode, "ceiling": ceiling })
             }
-            BuildError::Workdir(_) | BuildError::Threads(_) => json!({}),
+            BuildError::Workdir(_) | BuildError::Threads(_) | BuildError::SpillRoot(_) => {
+                json!({})
+            }
         };
         details(self.code(), fields)
     }

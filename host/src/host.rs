@@ -62,6 +62,9 @@ pub enum BuildError {
     /// The host's working directory is unusable.
     #[error("cannot determine the working directory: {0}")]
     Workdir(#[source] std::io::Error),
+    /// The sessions' spill directory cannot be made private.
+    #[error("{0}")]
+    SpillRoot(#[source] std::io::Error),
     /// The policy threads could not be started.
     #[error("cannot start the policy threads: {0}")]
     Threads(#[source] std::io::Error),
@@ -211,8 +214,11 @@ impl HostBuilder {
         self
     }
 
-    /// Create the private spill directory under `parent` instead of the
-    /// system temp dir.
+    /// Create the sessions' private spill directories under `parent`
+    /// instead of the default root (`/run/cordon-spill-<uid>`, or in
+    /// `$XDG_RUNTIME_DIR` or the temp dir), which is hidden from every
+    /// confined run; `parent` is not (hide it with the grant's `denyRead`
+    /// if commands could reach it).
     ///
     /// ```no_run
     /// # fn demo() -> Result<(), cordon::BuildError> {
@@ -342,10 +348,20 @@ impl HostBuilder {
             Some(deployment) => deployment,
             None => Deployment::in_dir(std::env::current_dir().map_err(BuildError::Workdir)?),
         };
+        // The default spill root is hidden from every confined run; an
+        // embedder's own parent is the embedder's to place.
+        let (spill_parent, hide_spills) = match self.spill_parent {
+            Some(parent) => (parent, None),
+            None => {
+                let root = crate::process::spill::default_root().map_err(BuildError::SpillRoot)?;
+                (root.clone(), Some(root))
+            }
+        };
         let confiner = match self.confiner {
             Some(confiner) => confiner,
             None => {
                 let mut config = self.sandbox.unwrap_or_default();
+                config.hidden.extend(hide_spills);
                 config
                     .protected
                     .extend(deployment.protected.iter().cloned());
@@ -380,7 +396,7 @@ impl HostBuilder {
             limits,
             confiner,
             deployment: Arc::new(deployment),
-            spill_parent: self.spill_parent.unwrap_or_else(std::env::temp_dir),
+            spill_parent,
             process: self.process.unwrap_or_default(),
             env: Arc::new(self.env.unwrap_or_default()),
             admission: Arc::new(Admission::new(self.session_limits.unwrap_or_default())),

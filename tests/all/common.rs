@@ -450,3 +450,18 @@ pub fn garbage_executable(dir: &Path) -> PathBuf {
     .unwrap();
     garbage
 }
+
+/// Whether `python3` runs here. When it does not, say so loudly; with
+/// `CORDON_E2E_REQUIRE_PYTHON=1` (set by `.ci/run`) that fails.
+pub fn python_usable(test: &str) -> bool {
+    let python = Command::new("python3").arg("--version").output();
+    if python.is_ok_and(|out| out.status.success()) {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CORDON_E2E_REQUIRE_PYTHON").is_none(),
+        "python3 is required here (CORDON_E2E_REQUIRE_PYTHON) but not usable"
+    );
+    eprintln!("SKIPPED {test}: python3 is not installed");
+    false
+}

@@ -12,13 +12,7 @@ use common::{bwrap_usable, component, workspace};
 
 #[test]
 fn the_python_client_drives_cordon_serve() {
-    let python = Command::new("python3").arg("--version").output();
-    if !python.is_ok_and(|out| out.status.success()) {
-        assert!(
-            std::env::var_os("CORDON_E2E_REQUIRE_PYTHON").is_none(),
-            "python3 is required here (CORDON_E2E_REQUIRE_PYTHON) but not usable"
-        );
-        eprintln!("SKIPPED the_python_client_drives_cordon_serve: python3 is not installed");
+    if !common::python_usable("the_python_client_drives_cordon_serve") {
         return;
     }
     let confined = bwrap_usable("the_python_client_drives_cordon_serve (confined checks)");

@@ -3,35 +3,37 @@
 //! notifications), concurrency, shutdown, load, and reload under load.
 
 use crate::common;
+use crate::rpc::Rpc;
 
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, Stdio};
-use std::sync::{Arc, Condvar, Mutex};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{bwrap_usable, component, cordon, processes_gone, wait_for_processes, workspace};
 use serde_json::{Value, json};
 
-/// Replies are matched by id; replies without one (or batches) queue up.
-#[derive(Default)]
-struct Inbox {
-    by_id: HashMap<String, Value>,
-    other: Vec<Value>,
-    closed: bool,
-}
-
 /// A `cordon serve` child and a line-protocol client for it.
 struct Server {
     child: Child,
-    stdin: Option<ChildStdin>,
-    inbox: Arc<(Mutex<Inbox>, Condvar)>,
-    next_id: u64,
+    rpc: Rpc,
+}
+
+impl std::ops::Deref for Server {
+    type Target = Rpc;
+
+    fn deref(&self) -> &Rpc {
+        &self.rpc
+    }
+}
+
+impl std::ops::DerefMut for Server {
+    fn deref_mut(&mut self) -> &mut Rpc {
+        &mut self.rpc
+    }
 }
 
 impl Server {
-    /// `cordon serve ARGS` in `dir`, with its temp dir (spills) under `tmp`.
+    /// `cordon serve ARGS` in `dir`, with its temp dir under `tmp`.
     fn start(dir: &Path, tmp: &Path, args: &[&str]) -> Server {
         let mut child = cordon()
             .current_dir(dir)
@@ -43,105 +45,11 @@ impl Server {
             .spawn()
             .expect("spawn cordon serve");
         let stdout = child.stdout.take().unwrap();
-        let inbox = Arc::new((Mutex::new(Inbox::default()), Condvar::new()));
-        let filler = inbox.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let reply: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("server wrote non-JSON {line:?}: {e}"));
-                let (lock, ready) = &*filler;
-                let mut inbox = lock.lock().unwrap();
-                match reply.get("id") {
-                    Some(id) if !id.is_null() && reply.is_object() => {
-                        inbox.by_id.insert(id.to_string(), reply);
-                    }
-                    _ => inbox.other.push(reply),
-                }
-                ready.notify_all();
-            }
-            let (lock, ready) = &*filler;
-            lock.lock().unwrap().closed = true;
-            ready.notify_all();
-        });
+        let stdin = child.stdin.take().unwrap();
         Server {
-            stdin: child.stdin.take(),
             child,
-            inbox,
-            next_id: 0,
+            rpc: Rpc::new(stdout, stdin),
         }
-    }
-
-    fn send_line(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        stdin.write_all(line.as_bytes()).unwrap();
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    /// Send a request; returns its id.
-    fn send(&mut self, method: &str, params: Value) -> Value {
-        self.next_id += 1;
-        let id = json!(self.next_id);
-        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        self.send_line(&request.to_string());
-        id
-    }
-
-    /// The reply to `id` (waits up to 60 s).
-    fn reply(&self, id: &Value) -> Value {
-        let (lock, ready) = &*self.inbox;
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let mut inbox = lock.lock().unwrap();
-        loop {
-            if let Some(reply) = inbox.by_id.remove(&id.to_string()) {
-                return reply;
-            }
-            assert!(
-                !inbox.closed,
-                "the server closed stdout before answering {id}"
-            );
-            let left = deadline.saturating_duration_since(Instant::now());
-            assert!(!left.is_zero(), "no reply to {id}");
-            inbox = ready.wait_timeout(inbox, left).unwrap().0;
-        }
-    }
-
-    /// The next reply that had no id (or was a batch).
-    fn other_reply(&self) -> Value {
-        let (lock, ready) = &*self.inbox;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let mut inbox = lock.lock().unwrap();
-        loop {
-            if !inbox.other.is_empty() {
-                return inbox.other.remove(0);
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            assert!(!left.is_zero(), "no id-less reply came");
-            inbox = ready.wait_timeout(inbox, left).unwrap().0;
-        }
-    }
-
-    /// Call and return the `result`, panicking on an error reply.
-    fn call(&mut self, method: &str, params: Value) -> Value {
-        let id = self.send(method, params);
-        let reply = self.reply(&id);
-        assert_eq!(reply["jsonrpc"], "2.0");
-        reply
-            .get("result")
-            .cloned()
-            .unwrap_or_else(|| panic!("{method} failed: {reply}"))
-    }
-
-    /// Call and return the `error`, panicking on a result.
-    fn call_err(&mut self, method: &str, params: Value) -> Value {
-        let id = self.send(method, params);
-        let reply = self.reply(&id);
-        assert_eq!(reply["id"], id);
-        reply
-            .get("error")
-            .cloned()
-            .unwrap_or_else(|| panic!("{method} succeeded: {reply}"))
     }
 
     /// Wait (up to `bound`) for the server to exit with stdin still open.
@@ -158,7 +66,7 @@ impl Server {
 
     /// Close stdin and wait (up to `bound`) for the server to exit.
     fn close_and_wait(&mut self, bound: Duration) -> std::process::ExitStatus {
-        drop(self.stdin.take());
+        self.rpc.close();
         let deadline = Instant::now() + bound;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -480,11 +388,7 @@ fn batches_answer_in_order_and_leave_notifications_out() {
     server.send_line(&json!([{"jsonrpc": "2.0", "method": "list"}]).to_string());
     server.send_line(r#"{"jsonrpc": "2.0", "method": "list"}"#);
     assert!(server.call("list", json!({}))["tasks"].is_array());
-    let (lock, _) = &*server.inbox;
-    assert!(
-        lock.lock().unwrap().other.is_empty(),
-        "notifications were answered"
-    );
+    assert!(server.unmatched() == 0, "notifications were answered");
 }
 
 #[test]

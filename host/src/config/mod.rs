@@ -466,6 +466,7 @@ impl Config {
                 launcher: file.landlock_launcher,
                 bwrap: file.bwrap_path,
                 protected: vec![],
+                hidden: vec![],
             },
             env,
             limits,

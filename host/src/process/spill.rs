@@ -14,8 +14,6 @@
 //! [`SpillFile::keep`]. The directory itself is removed with the last spill
 //! handle once it is empty.
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
 use std::io::{self, Write};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -222,15 +220,51 @@ impl SpillWriter {
 
 /// A random 64-bit value for unguessable names (not for cryptography: the
 /// exclusive create is what makes a name safe to use).
+/// The directory a host's sessions make their spill directories in, when
+/// the embedder names none: `cordon-spill-<uid>` in `/run` (root) or
+/// `$XDG_RUNTIME_DIR`, else in the temp dir — outside `/tmp` where it can
+/// be, since a workspace-write run may write there under Landlock. Made
+/// 0700 if absent; one that is not a directory of ours, private, is refused
+/// (someone else made it first).
+pub fn default_root() -> io::Result<PathBuf> {
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { nix::libc::geteuid() };
+    let base = match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+        _ if uid == 0 && Path::new("/run").is_dir() => PathBuf::from("/run"),
+        Some(dir) if dir.is_absolute() && dir.is_dir() => dir,
+        _ => std::env::temp_dir(),
+    };
+    let root = base.join(format!("cordon-spill-{uid}"));
+    match std::fs::DirBuilder::new().mode(0o700).create(&root) {
+        Ok(()) => {}
+        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(err) => {
+            return Err(io::Error::new(
+                err.kind(),
+                format!("cannot make the spill directory {}: {err}", root.display()),
+            ));
+        }
+    }
+    let meta = std::fs::symlink_metadata(&root)?;
+    use std::os::unix::fs::MetadataExt;
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is not a private directory of uid {uid} (someone else made it?); remove it \
+                 or name a spill directory",
+                root.display()
+            ),
+        ));
+    }
+    Ok(root)
+}
+
 fn random() -> u64 {
-    let mut hasher = RandomState::new().build_hasher();
-    hasher.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default(),
-    );
-    hasher.finish()
+    // The kernel's CSPRNG: names no other client can guess.
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).expect("the kernel's random source is readable");
+    u64::from_le_bytes(bytes)
 }
 
 #[cfg(test)]

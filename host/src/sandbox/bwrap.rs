@@ -386,7 +386,7 @@ mod tests {
 
     /// `policy` laid out with nothing protected (the shape tests).
     fn bare(policy: &SandboxPolicy) -> Layout {
-        let mut layout = lay_out(policy, &[]);
+        let mut layout = lay_out(policy, &[], &[]);
         layout.protected.clear();
         layout
     }
@@ -576,7 +576,7 @@ mod tests {
         let mut policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, &root);
         policy.writable_roots.push(extra.path().to_path_buf());
         policy.deny_read = vec![root.join("secrets"), root.join("token")];
-        let layout = lay_out(&policy, &[]);
+        let layout = lay_out(&policy, &[], &[]);
         let wrap = Bwrap::at("bwrap").wrap(&["true".into()], &policy, &layout);
         let args = wrap.argv().join(" ");
         let at = |needle: &str| {

@@ -50,6 +50,9 @@ pub struct Hidden {
     pub path: PathBuf,
     /// A directory (hidden under an empty one) rather than a file.
     pub dir: bool,
+    /// The host's own (the spill root), not the grant's: what a backend
+    /// enforces of it only in part is not the grant's partial.
+    pub host: bool,
 }
 
 /// A policy laid out on this host's file tree.
@@ -193,8 +196,14 @@ fn normalize(path: &Path) -> PathBuf {
 
 /// Lay `policy` out on this host. `host_protected` are the operator's own
 /// files (the deployed policy and config), protected wherever they lie in
-/// a writable root.
-pub fn lay_out(policy: &SandboxPolicy, host_protected: &[PathBuf]) -> Layout {
+/// a writable root; `host_hidden` are the host's own directories (the
+/// sessions' spill root), hidden from every run like a deny-read path but
+/// not reported among the grant's.
+pub fn lay_out(
+    policy: &SandboxPolicy,
+    host_protected: &[PathBuf],
+    host_hidden: &[PathBuf],
+) -> Layout {
     let writable: Vec<PathBuf> = policy
         .writable()
         .into_iter()
@@ -298,11 +307,14 @@ pub fn lay_out(policy: &SandboxPolicy, host_protected: &[PathBuf]) -> Layout {
         .collect();
     let mut hidden: Vec<Hidden> = deny_read
         .iter()
-        .filter_map(|path| {
+        .map(|path| (path, false))
+        .chain(host_hidden.iter().map(|path| (path, true)))
+        .filter_map(|(path, host)| {
             let meta = std::fs::metadata(path).ok()?;
             Some(Hidden {
                 path: path.clone(),
                 dir: meta.is_dir(),
+                host,
             })
         })
         .collect();
@@ -501,7 +513,7 @@ mod tests {
         std::fs::write(a.path().join(".bashrc"), "").unwrap();
         let mut policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, a.path());
         policy.writable_roots.push(b.path().to_path_buf());
-        let layout = lay_out(&policy, &[]);
+        let layout = lay_out(&policy, &[], &[]);
         let find = |p: PathBuf| layout.protected.iter().find(|x| x.path == p).cloned();
         assert!(find(a.path().join(".git")).unwrap().present);
         assert!(find(a.path().join(".git/hooks")).is_some_and(|p| !p.present));
@@ -519,11 +531,11 @@ mod tests {
         let a = ws();
         let mut policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, a.path());
         policy.unprotected.push(".bashrc".into());
-        let layout = lay_out(&policy, &[]);
+        let layout = lay_out(&policy, &[], &[]);
         assert!(!layout.facts.protected.contains(&a.path().join(".bashrc")));
         assert!(layout.facts.protected.contains(&a.path().join(".profile")));
         let ro = SandboxPolicy::new(SandboxMode::ReadOnly, a.path());
-        assert!(lay_out(&ro, &[]).protected.is_empty());
+        assert!(lay_out(&ro, &[], &[]).protected.is_empty());
     }
 
     #[test]
@@ -531,10 +543,10 @@ mod tests {
         let a = ws();
         let mut policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, a.path());
         policy.unprotected.push(".git".into());
-        let layout = lay_out(&policy, &[]);
+        let layout = lay_out(&policy, &[], &[]);
         assert!(!layout.facts.protected.contains(&a.path().join(".git")));
         std::fs::create_dir(a.path().join(".git")).unwrap();
-        let layout = lay_out(&policy, &[]);
+        let layout = lay_out(&policy, &[], &[]);
         assert!(
             layout
                 .facts
@@ -560,6 +572,7 @@ mod tests {
         let layout = lay_out(
             &policy,
             &[a.path().join("main/cordon.toml"), "/etc/cordon.toml".into()],
+            &[],
         );
         let paths = &layout.facts.protected;
         assert!(paths.contains(&gitdir), "{paths:?}");
@@ -579,7 +592,7 @@ mod tests {
             a.path().join("key"),
             a.path().join("absent"),
         ];
-        let layout = lay_out(&policy, &[]);
+        let layout = lay_out(&policy, &[], &[]);
         assert_eq!(layout.hidden.len(), 2);
         assert!(
             layout

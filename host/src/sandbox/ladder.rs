@@ -74,6 +74,10 @@ pub struct SandboxConfig {
     /// The operator's own files (the deployed policy and config files),
     /// protected in every run wherever they lie in a writable root.
     pub protected: Vec<PathBuf>,
+    /// The host's own directories hidden from every confined run (the
+    /// sessions' spill root: one client's command must not read another
+    /// client's output).
+    pub hidden: Vec<PathBuf>,
 }
 
 impl Default for SandboxConfig {
@@ -85,6 +89,7 @@ impl Default for SandboxConfig {
             launcher: None,
             bwrap: None,
             protected: vec![],
+            hidden: vec![],
         }
     }
 }
@@ -253,7 +258,11 @@ impl Confine for Sandbox {
             });
         }
         match &self.probe().chosen {
-            Some(chosen) => Ok(chosen.wrap(argv, policy, &lay_out(policy, &self.config.protected))),
+            Some(chosen) => Ok(chosen.wrap(
+                argv,
+                policy,
+                &lay_out(policy, &self.config.protected, &self.config.hidden),
+            )),
             None => Err(Unavailable {
                 mode: policy.mode,
                 detail: None,

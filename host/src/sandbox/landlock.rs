@@ -35,6 +35,7 @@ pub fn grants(layout: &Layout) -> (Vec<String>, Vec<String>) {
     };
     let (outside, inside): (Vec<&Hidden>, Vec<&Hidden>) =
         layout.hidden.iter().partition(|h| !writable_here(&h.path));
+    let inside: Vec<&Hidden> = inside.into_iter().filter(|h| !h.host).collect();
     if !inside.is_empty() {
         partial.push(format!(
             "deny-read: Landlock cannot hide a path inside a writable root ({})",
@@ -43,7 +44,7 @@ pub fn grants(layout: &Layout) -> (Vec<String>, Vec<String>) {
     }
     let hidden: Vec<&Path> = outside.iter().map(|h| h.path.as_path()).collect();
     let mut args = read_grants(&hidden);
-    if outside.iter().any(|h| h.dir) {
+    if outside.iter().any(|h| h.dir && !h.host) {
         partial.push(
             "deny-read: under Landlock a hidden directory's entries can still be listed \
              (not read)"
@@ -365,7 +366,7 @@ mod tests {
     use crate::sandbox::grant::lay_out;
 
     fn layout(policy: &SandboxPolicy) -> Layout {
-        lay_out(policy, &[])
+        lay_out(policy, &[], &[])
     }
 
     #[test]

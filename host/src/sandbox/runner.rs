@@ -129,7 +129,7 @@ mod tests {
         )
         .unwrap();
         let policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/w");
-        let layout = crate::sandbox::grant::lay_out(&policy, &[]);
+        let layout = crate::sandbox::grant::lay_out(&policy, &[], &[]);
         let wrap = runner.wrap(&["bash".into(), "-c".into(), "x".into()], &policy, &layout);
         assert_eq!(
             wrap.argv().join(" "),

@@ -155,7 +155,7 @@ mod tests {
             network: crate::model::Network::Full,
             ..policy.clone()
         };
-        let mut layout = lay_out(&policy, &[]);
+        let mut layout = lay_out(&policy, &[], &[]);
         layout.protected.clear();
         layout
     }
@@ -164,7 +164,7 @@ mod tests {
     fn a_closed_network_is_denied_but_for_the_exposed_sockets() {
         let mut policy = SandboxPolicy::new(SandboxMode::ReadOnly, "/Users/me/ws");
         policy.sockets.push("/Users/me/.ssh/agent.sock".into());
-        let profile = profile(&lay_out(&policy, &[]), None);
+        let profile = profile(&lay_out(&policy, &[], &[]), None);
         assert!(
             profile.ends_with(
                 "(deny network*) (allow network-outbound (remote unix-socket \
@@ -178,7 +178,7 @@ mod tests {
     fn protected_and_hidden_paths_are_denied_after_the_writable_roots() {
         let mut policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/Users/me/ws");
         policy.deny_read.push("/Users/me/.ssh".into());
-        let profile = profile(&lay_out(&policy, &[]), None);
+        let profile = profile(&lay_out(&policy, &[], &[]), None);
         let allow = profile.find("(allow file-write* (subpath").unwrap();
         let deny = profile.find("(deny file-write* (subpath").unwrap();
         assert!(allow < deny, "{profile}");

@@ -187,7 +187,7 @@ impl TaskHandle {
     /// The task's id.
     ///
     /// ```no_run
-    /// # fn demo(host: cordon::Host) -> Result<(), cordon::RunError> {
+    /// # async fn demo(host: cordon::Host) -> Result<(), cordon::RunError> {
     /// let task = host.start(cordon::ExecRequest::new("make")).await?;
     /// println!("started task {}", task.id());
     /// # Ok(()) }

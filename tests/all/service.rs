@@ -1,0 +1,603 @@
+//! `cordon serve --listen unix:PATH` end to end: the real binary as a
+//! service for many clients — sessions that cannot see or touch each
+//! other (under every backend, the host checked after), bounds that answer
+//! `BUSY` instead of freezing, back-pressure on a client that stops
+//! reading, the spill lifecycle, the policy pool, access by peer
+//! credentials and per-uid ceilings, reload guard-rails, exact ids, and
+//! SIGTERM with clients connected.
+
+use crate::common;
+use crate::rpc::Rpc;
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{component, confined_backends, cordon, processes_gone, workspace};
+use serde_json::{Value, json};
+
+/// A `cordon serve --listen` child, its socket and its config.
+struct Listener {
+    child: Child,
+    socket: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Listener {
+    /// `cordon serve --listen unix:…` in `root` with `config` as its
+    /// cordon.toml and `args` after it.
+    fn start(root: &Path, config: &str, args: &[&str]) -> Listener {
+        let dir = workspace();
+        // Traversable by the unprivileged clients of the access test.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let socket = dir.path().join("cordon.sock");
+        let config_file = dir.path().join("cordon.toml");
+        std::fs::write(&config_file, config).unwrap();
+        let child = cordon()
+            .current_dir(root)
+            .arg("serve")
+            .arg("--listen")
+            .arg(format!("unix:{}", socket.display()))
+            .arg("--config")
+            .arg(&config_file)
+            .args(args)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn cordon serve --listen");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while UnixStream::connect(&socket).is_err() {
+            assert!(Instant::now() < deadline, "the listener never came up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Listener {
+            child,
+            socket,
+            _dir: dir,
+        }
+    }
+
+    /// A new client connection.
+    fn connect(&self) -> Rpc {
+        Rpc::over(UnixStream::connect(&self.socket).expect("connect"))
+    }
+
+    /// The server's resident memory, in KiB.
+    fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS")
+    }
+
+    /// SIGTERM, and the exit within `bound` (none if it did not exit).
+    fn terminate(&mut self, bound: Duration) -> Option<std::process::ExitStatus> {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        let deadline = Instant::now() + bound;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn policy(mode: &str, root: &Path) -> Value {
+    json!({"mode": mode, "workspaceRoot": root})
+}
+
+const DANGER: &str = "max_mode = \"danger-full-access\"\n";
+
+/// A command whose stdout spills (more than the 64 000-byte tail).
+const SPILLING: &str = "head -c 100000 /dev/zero | tr '\\0' a";
+
+#[test]
+fn two_clients_cannot_see_or_touch_each_others_tasks_or_spills() {
+    for (backend, _) in confined_backends("two_clients_cannot_see_or_touch") {
+        let ws = workspace();
+        let root = ws.path();
+        let server = Listener::start(root, "", backend);
+        let (mut alice, mut bob) = (server.connect(), server.connect());
+        let mark = format!("71.{}", std::process::id());
+        let task = alice.call(
+            "start",
+            json!({"command": format!("sleep {mark}"), "policy": policy("read-only", root)}),
+        )["taskId"]
+            .clone();
+        let spilled = alice.call(
+            "run",
+            json!({"command": SPILLING, "policy": policy("read-only", root)}),
+        );
+        let spill = PathBuf::from(spilled["stdout"]["spillPath"].as_str().expect("spilled"));
+        assert_eq!(std::fs::read(&spill).unwrap(), vec![b'a'; 100_000]);
+
+        // Bob sees none of it and can touch none of it.
+        assert_eq!(bob.call("list", json!({}))["tasks"], json!([]));
+        for method in ["read", "kill", "remove", "wait"] {
+            let err = bob.call_err(method, json!({"taskId": task}));
+            assert_eq!(
+                err["data"]["code"], "UNKNOWN_TASK",
+                "{backend:?} {method}: {err}"
+            );
+        }
+        let err = bob.call_err("release", json!({"spillPath": spill}));
+        assert_eq!(err["data"]["code"], "UNKNOWN_SPILL", "{err}");
+        // Nor can his commands, under either mode.
+        let dir = spill.parent().unwrap().display().to_string();
+        let spill_text = spill.display().to_string();
+        let attack = format!(
+            "cat {spill_text}; ls -a {dir}; echo forged > {spill_text}; rm -f {spill_text}; \
+             ls -a $(dirname {dir})"
+        );
+        for mode in ["read-only", "workspace-write"] {
+            let seen = bob.call(
+                "run",
+                json!({"command": attack, "policy": policy(mode, root)}),
+            );
+            assert!(
+                !seen["stdout"]["text"].as_str().unwrap().contains("aaaa"),
+                "{backend:?} {mode}: bob read alice's output: {seen}"
+            );
+        }
+        assert_eq!(
+            std::fs::read(&spill).unwrap(),
+            vec![b'a'; 100_000],
+            "{backend:?}: alice's spill file is untouched on the host"
+        );
+        // Alice's task runs on; she can read it (the positive control).
+        assert_eq!(
+            alice.call("read", json!({"taskId": task}))["status"],
+            "running"
+        );
+        assert_eq!(common::sleepers(&mark).len(), 1);
+
+        // Released, her spill is gone; her disconnect ends her task.
+        assert_eq!(
+            alice.call("release", json!({"spillPath": spill}))["released"],
+            true
+        );
+        assert!(!spill.exists(), "released spill files are deleted");
+        let again = alice.call("run", json!({"command": SPILLING}));
+        let second = PathBuf::from(again["stdout"]["spillPath"].as_str().unwrap());
+        drop(alice);
+        assert!(processes_gone(&format!("sleep {mark}")), "{backend:?}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while second.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "the session's spills outlived it"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(bob.call("list", json!({}))["tasks"] == json!([]));
+    }
+}
+
+#[test]
+fn past_the_task_bounds_a_start_is_busy_and_the_server_stays_responsive() {
+    let ws = workspace();
+    let root = ws.path();
+    let config = format!("{DANGER}[serve]\nmax_tasks = 500\nmax_session_tasks = 125\n");
+    let server = Listener::start(root, &config, &[]);
+    let mark = format!("72.{}", std::process::id());
+    let command = format!("sleep {mark}");
+    let clients: Vec<Rpc> = std::thread::scope(|scope| {
+        let starting: Vec<_> = (0..4)
+            .map(|_| {
+                let (server, command) = (&server, &command);
+                scope.spawn(move || {
+                    let mut client = server.connect();
+                    for _ in 0..125 {
+                        client.call(
+                            "start",
+                            json!({"command": command, "policy": policy("danger-full-access", root)}),
+                        );
+                    }
+                    client
+                })
+            })
+            .collect();
+        starting.into_iter().map(|s| s.join().unwrap()).collect()
+    });
+    let mut clients = clients;
+    assert_eq!(common::sleepers(&mark).len(), 500);
+    // One more in a full session: its own bound.
+    let err = clients[0].call_err("start", json!({"command": command}));
+    assert_eq!(
+        (err["code"].as_i64(), &err["data"]),
+        (
+            Some(-32009),
+            &json!({"code": "BUSY", "limit": "maxSessionTasks", "max": 125})
+        ),
+        "{err}"
+    );
+    // One more from a fresh client: the server's bound.
+    let mut fresh = server.connect();
+    let err = fresh.call_err("start", json!({"command": command}));
+    assert_eq!(
+        err["data"],
+        json!({"code": "BUSY", "limit": "maxTasks", "max": 500})
+    );
+    assert!(err["message"].as_str().unwrap().contains("retry"), "{err}");
+    // Every client is still served, and sees its own tasks and the load.
+    for client in &mut clients {
+        let list = client.call("list", json!({}));
+        assert_eq!(list["tasks"].as_array().unwrap().len(), 125);
+        assert_eq!(list["server"]["load"]["tasks"], 500);
+        assert_eq!(list["server"]["sessionLimits"]["maxTasks"], 500);
+    }
+    assert_eq!(
+        fresh.call("run", json!({"command": "echo ok"}))["stdout"]["text"],
+        "ok\n"
+    );
+    drop(clients);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !common::sleepers(&mark).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "disconnects did not end every task"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // And the ended sessions give back what they held.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let list = fresh.call("list", json!({}));
+        if list["server"]["load"] == json!({"runs": 0, "sessions": 2, "tasks": 0}) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the load never fell: {list}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_client_that_stops_reading_is_held_back_and_others_keep_running() {
+    let ws = workspace();
+    let root = ws.path();
+    let server = Listener::start(root, DANGER, &[]);
+    let mut other = server.connect();
+    assert_eq!(
+        other.call("run", json!({"command": "echo warm"}))["exitCode"],
+        0
+    );
+    let before = server.rss_kib();
+
+    // A client that only writes: requests whose replies are 60 kB each.
+    let mut flood = UnixStream::connect(&server.socket).unwrap();
+    flood
+        .set_write_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
+    let request = json!({"jsonrpc": "2.0", "id": 1, "method": "run", "params": {
+        "command": "head -c 60000 /dev/zero | tr '\\0' x",
+        "policy": policy("danger-full-access", root)}})
+    .to_string()
+        + "\n";
+    let limit = 64 << 20;
+    let mut written = 0usize;
+    let blocked = loop {
+        match flood.write(request.as_bytes()) {
+            Ok(n) => written += n,
+            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => break true,
+            Err(err) => panic!("the flood's write failed: {err}"),
+        }
+        if written > limit {
+            break false;
+        }
+    };
+    assert!(
+        blocked,
+        "the server kept reading a client that reads nothing ({written} bytes taken)"
+    );
+    let after = server.rss_kib();
+    assert!(
+        after < before + 100 * 1024,
+        "the server grew from {before} KiB to {after} KiB for one stalled client"
+    );
+    // Another client's runs keep flowing meanwhile.
+    for i in 0..5 {
+        let run = other.call("run", json!({"command": format!("echo {i}")}));
+        assert_eq!(run["stdout"]["text"], format!("{i}\n"));
+    }
+    assert!(server.rss_kib() < before + 100 * 1024);
+}
+
+#[test]
+fn spill_paths_of_a_batch_all_exist_when_it_is_answered_until_released() {
+    let ws = workspace();
+    let root = ws.path();
+    let server = Listener::start(root, "", &[]);
+    let mut client = server.connect();
+    let batch: Vec<Value> = (0..100)
+        .map(|i| {
+            json!({"jsonrpc": "2.0", "id": i, "method": "run",
+                   "params": {"command": SPILLING, "policy": policy("read-only", root)}})
+        })
+        .collect();
+    client.send_line(&Value::Array(batch).to_string());
+    let replies = client.other_reply();
+    let replies = replies.as_array().expect("a batch reply");
+    assert_eq!(replies.len(), 100);
+    let spills: Vec<PathBuf> = replies
+        .iter()
+        .map(|reply| {
+            let path = reply["result"]["stdout"]["spillPath"]
+                .as_str()
+                .expect("spilled");
+            PathBuf::from(path)
+        })
+        .collect();
+    let missing: Vec<&PathBuf> = spills.iter().filter(|p| !p.exists()).collect();
+    assert!(
+        missing.is_empty(),
+        "spill files gone before release: {missing:?}"
+    );
+    for spill in &spills {
+        assert_eq!(
+            client.call("release", json!({"spillPath": spill}))["released"],
+            true
+        );
+        assert!(!spill.exists());
+    }
+    let err = client.call_err("release", json!({"spillPath": spills[0]}));
+    assert_eq!(err["data"]["code"], "UNKNOWN_SPILL");
+}
+
+#[test]
+fn unreleased_spills_expire_after_the_operators_ttl() {
+    let ws = workspace();
+    let root = ws.path();
+    let server = Listener::start(root, "[serve]\nspill_ttl_secs = 1\n", &[]);
+    let mut client = server.connect();
+    let run = client.call("run", json!({"command": SPILLING}));
+    let spill = PathBuf::from(run["stdout"]["spillPath"].as_str().unwrap());
+    assert!(spill.exists());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while spill.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the TTL never released the spill"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn looping_policy_calls_do_not_hold_up_an_unrelated_run() {
+    let ws = workspace();
+    let root = ws.path();
+    let hostile = component("hostile-policy.wasm");
+    let server = Listener::start(
+        root,
+        "[serve]\npolicy_threads = 12\n",
+        &["--policy", hostile.to_str().unwrap()],
+    );
+    let mut client = server.connect();
+    // Each of these spins in the component until its call deadline (1 s).
+    let loops: Vec<Value> = (0..10)
+        .map(|_| client.send("run", json!({"command": "loop-resolve"})))
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let echo = client.send("run", json!({"command": "echo unrelated"}));
+    let reply = client.reply(&echo);
+    assert_eq!(reply["result"]["stdout"]["text"], "unrelated\n", "{reply}");
+    let pending = loops
+        .iter()
+        .filter(|id| client.reply_within(id, Duration::ZERO).is_none())
+        .count();
+    assert_eq!(
+        pending, 10,
+        "the unrelated run was answered only after looping calls ended"
+    );
+    for id in &loops {
+        let reply = client.reply(id);
+        assert_eq!(reply["error"]["data"]["code"], "POLICY_FAILED", "{reply}");
+    }
+}
+
+#[test]
+fn sigterm_ends_a_listener_with_clients_and_tasks() {
+    let ws = workspace();
+    let root = ws.path();
+    let mut server = Listener::start(root, DANGER, &[]);
+    let mark = format!("73.{}", std::process::id());
+    let mut alice = server.connect();
+    let _bob = server.connect();
+    alice.call(
+        "start",
+        json!({"command": format!("sleep {mark}"), "policy": policy("danger-full-access", root)}),
+    );
+    let running = alice.send(
+        "run",
+        json!({"command": format!("sleep {mark}"), "policy": policy("danger-full-access", root)}),
+    );
+    common::wait_for_processes(&format!("sleep {mark}"), 2);
+    let status = server.terminate(Duration::from_secs(15));
+    assert!(status.is_some(), "SIGTERM did not end the listener");
+    assert!(status.unwrap().success());
+    assert!(
+        processes_gone(&format!("sleep {mark}")),
+        "tasks outlived the server"
+    );
+    assert!(
+        !server.socket.exists(),
+        "the socket file outlived the server"
+    );
+    // The foreground run was aborted and answered before the end.
+    let reply = alice.reply(&running);
+    assert_eq!(reply["result"]["aborted"], true, "{reply}");
+}
+
+#[test]
+fn ids_of_every_legal_form_are_echoed_byte_for_byte() {
+    let ws = workspace();
+    let server = Listener::start(ws.path(), "", &[]);
+    let mut client = server.connect();
+    let ids = [
+        "123456789012345678901234567890",
+        "-1.50",
+        "1e400",
+        "\"t\\u0041sk\"",
+        "null",
+    ];
+    for id in ids {
+        client.send_line(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"list"}}"#));
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while client.raw_lines().len() < ids.len() {
+        assert!(Instant::now() < deadline, "not every request was answered");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let lines = client.raw_lines();
+    for id in ids {
+        let echoed = format!(r#""id":{id},"#);
+        assert!(
+            lines.iter().any(|line| line.contains(&echoed)),
+            "{id} was not echoed exactly: {lines:?}"
+        );
+    }
+}
+
+/// One request from a process with these credentials; the reply line (or
+/// the connect error).
+fn call_as(socket: &Path, uid: u32, gid: u32, groups: &[u32], request: &Value) -> String {
+    let script = "import socket,sys\n\
+        s=socket.socket(socket.AF_UNIX)\n\
+        try:\n s.connect(sys.argv[1])\n\
+        except OSError as e:\n print('connect:', e.strerror); sys.exit(0)\n\
+        s.sendall(sys.argv[2].encode()+b'\\n')\n\
+        print(s.makefile().readline().strip())\n";
+    let groups = groups.to_vec();
+    let mut command = std::process::Command::new("python3");
+    command
+        .arg("-c")
+        .arg(script)
+        .arg(socket)
+        .arg(request.to_string());
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            let list: Vec<nix::libc::gid_t> = groups.clone();
+            if nix::libc::setgroups(list.len(), list.as_ptr()) != 0
+                || nix::libc::setgid(gid) != 0
+                || nix::libc::setuid(uid) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let output = command.output().expect("run python3 as another user");
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+#[test]
+fn peers_are_admitted_by_their_credentials_and_bounded_by_their_uids_ceiling() {
+    if !common::python_usable("peers_are_admitted") {
+        return;
+    }
+    let ws = workspace();
+    let root = ws.path();
+    std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config = "[serve]\nsocket_group = 65534\n[serve.uid.12345]\nmax_mode = \"read-only\"\n";
+    let server = Listener::start(root, config, &[]);
+    let meta = std::fs::metadata(&server.socket).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o660);
+    assert_eq!(std::os::unix::fs::MetadataExt::gid(&meta), 65534);
+
+    let run = |mode: &str| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "run",
+               "params": {"command": "echo in", "policy": policy(mode, root)}})
+    };
+    // A member of the socket's group by primary gid: admitted, under the
+    // operator's ceiling for its uid.
+    let reply: Value = serde_json::from_str(&call_as(
+        &server.socket,
+        12345,
+        65534,
+        &[],
+        &run("read-only"),
+    ))
+    .unwrap();
+    assert_eq!(reply["result"]["stdout"]["text"], "in\n", "{reply}");
+    let reply: Value = serde_json::from_str(&call_as(
+        &server.socket,
+        12345,
+        65534,
+        &[],
+        &run("workspace-write"),
+    ))
+    .unwrap();
+    assert_eq!(reply["error"]["data"]["ceiling"], "read-only", "{reply}");
+    // The file's group lets this one connect; its credentials do not admit it.
+    let reply: Value = serde_json::from_str(&call_as(
+        &server.socket,
+        12346,
+        12346,
+        &[65534],
+        &run("read-only"),
+    ))
+    .unwrap();
+    assert_eq!(reply["error"]["data"]["code"], "FORBIDDEN", "{reply}");
+    assert_eq!(reply["error"]["data"]["uid"], 12346);
+    assert!(!root.join("in").exists());
+    // Anyone else cannot even connect.
+    let refused = call_as(&server.socket, 12347, 12347, &[], &run("read-only"));
+    assert!(refused.starts_with("connect:"), "{refused}");
+    // Root is served, with the host's ceiling.
+    let mut admin = server.connect();
+    let wider = admin.call(
+        "run",
+        json!({"command": "true", "policy": policy("workspace-write", root)}),
+    );
+    assert_eq!(wider["exitCode"], 0);
+    let probe = admin.call("probe", json!({}));
+    assert_eq!(probe["server"]["peer"]["uid"], 0, "{probe}");
+    assert_eq!(probe["server"]["access"]["gids"], json!([65534]));
+}
+
+#[test]
+fn reload_is_off_on_a_socket_unless_the_operator_names_a_directory() {
+    let ws = workspace();
+    let root = ws.path();
+    let strict = component("strict-policy.wasm");
+    let server = Listener::start(root, "", &[]);
+    let mut client = server.connect();
+    let err = client.call_err("reload", json!({"path": strict}));
+    assert_eq!(err["data"]["code"], "FORBIDDEN", "{err}");
+    assert_eq!(err["code"], -32010);
+    drop(client);
+    drop(server);
+
+    let allowed = workspace();
+    let inside = allowed.path().join("strict.wasm");
+    std::fs::copy(&strict, &inside).unwrap();
+    let config = format!("[serve]\nreload = \"{}\"\n", allowed.path().display());
+    let server = Listener::start(root, &config, &[]);
+    let mut client = server.connect();
+    let err = client.call_err("reload", json!({"path": strict}));
+    assert_eq!(
+        err["data"]["code"], "FORBIDDEN",
+        "outside the directory: {err}"
+    );
+    let info = client.call("reload", json!({"path": inside}));
+    assert_eq!(info["name"], "strict-policy", "{info}");
+}

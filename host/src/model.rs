@@ -18,7 +18,19 @@ use serde::{Deserialize, Serialize};
 
 /// What a command may change on disk; ordered narrowest first, so `<`
 /// compares width (`ReadOnly < WorkspaceWrite < DangerFullAccess`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum SandboxMode {
     /// No writes except `/dev/null`.
@@ -75,7 +87,7 @@ impl FromStr for SandboxMode {
 }
 
 /// How completely a backend enforces what a mode promises.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Enforcement {
     /// Everything the mode promises.
@@ -85,7 +97,7 @@ pub enum Enforcement {
 }
 
 /// The platform mechanism that confines a run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Backend {
     /// bubblewrap.
@@ -101,7 +113,7 @@ pub enum Backend {
 /// One endpoint a command may reach: a host pattern (`github.com`, or
 /// `*.npmjs.org` for any subdomain) or an IP address, and a port (none:
 /// any port).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Endpoint {
     /// Host name pattern or address.
@@ -172,7 +184,9 @@ impl fmt::Display for Endpoint {
 
 /// The network a run may reach; ordered narrowest first by
 /// [`Network::within`].
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Network {
     /// No route out, no host loopback, no host unix socket (pathname or
@@ -180,8 +194,8 @@ pub enum Network {
     /// the default of every confined run.
     #[default]
     None,
-    /// Only these endpoints (through the host's proxy, which is not built
-    /// yet: until it is, such a run gets `none`, and says so).
+    /// Only these endpoints, through the run's allow-list proxy, which
+    /// has the policy component decide each connection.
     Allow(Vec<Endpoint>),
     /// Anything the host reaches.
     Full,
@@ -245,7 +259,7 @@ impl fmt::Display for Network {
 /// Which sandbox a run gets: the grant. Besides the mode and the workspace
 /// root, a policy component decides per command the fields below; the host
 /// checks each against the operator's ceiling and enforces it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SandboxPolicy {
     /// The file-effect mode.
@@ -331,7 +345,7 @@ impl SandboxPolicy {
 /// The grant a confined run had, as the host enforced it: every writable
 /// root, every protected and hidden path (host defaults included), and
 /// what the backend could not enforce.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GrantFacts {
     /// Directories the command could write to.
@@ -365,7 +379,7 @@ pub struct GrantFacts {
 }
 
 /// A connection of an allow-list run that its policy refused.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RefusedConnection {
     /// The destination host, as the command named it.
     pub host: String,
@@ -398,7 +412,7 @@ pub const MAX_TIMEOUT_MS: u64 = 600_000;
 
 /// A caller's request to run one shell command. Everything but the command
 /// may be left out; the policy component fills in the defaults.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", default)]
 pub struct ExecRequest {
     /// The shell command line.
@@ -477,7 +491,7 @@ impl ExecRequest {
 }
 
 /// What the operator configured: the defaults and the ceiling of a host.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Deployment {
     /// The policy for requests that bring none.
@@ -541,7 +555,7 @@ impl Deployment {
 
 /// A narrower ceiling for some clients of a host (e.g. one uid of a
 /// server's): each field set narrows the deployment's; none widens it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub struct Ceiling {
     /// The widest mode these clients' runs may have.
@@ -628,7 +642,7 @@ pub const DEFAULT_PIDS_LIMIT: u64 = 1024;
 /// A run's resource limits (none: unbounded). Enforced by the run's own
 /// cgroup where the host can make one, else by the `RLIMIT_NPROC` /
 /// `RLIMIT_AS` fallback in cordon's launcher; [`LimitFacts`] says which.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct RunLimits {
     /// Processes (and threads) alive at once.
@@ -660,7 +674,7 @@ impl RunLimits {
 }
 
 /// What enforced a run's limits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum LimitEnforcer {
     /// The run's own cgroup on the v1 hierarchy (`pids`, `memory`, `cpu`,
@@ -677,7 +691,7 @@ pub enum LimitEnforcer {
 }
 
 /// A limit a run ran into.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum LimitKind {
     /// A fork or clone failed because the run had `pids` processes.
@@ -688,7 +702,7 @@ pub enum LimitKind {
 }
 
 /// The limits a run had, what enforced them and which it ran into.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LimitFacts {
     /// What enforced them.
@@ -703,7 +717,7 @@ pub struct LimitFacts {
 
 /// A fully-defaulted request, as resolved by the policy component and
 /// canonicalised by the host.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ExecSpec {
     /// The shell command line.
@@ -720,7 +734,7 @@ pub struct ExecSpec {
 
 /// A backend's message dialect: how its runner failures and its denials
 /// look on stderr (case-insensitive substrings of one line).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Signatures {
     /// Lines meaning the runner itself failed.
@@ -734,7 +748,7 @@ pub struct Signatures {
 }
 
 /// The facts of one confinement, fixed when the host wrapped the argv.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WrapFacts {
     /// The backend.
@@ -746,7 +760,7 @@ pub struct WrapFacts {
 }
 
 /// How a run was launched, as handed back to the policy's settle.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LaunchFacts {
     /// A background task rather than a foreground run.
@@ -756,7 +770,7 @@ pub struct LaunchFacts {
 }
 
 /// What the runner reported out of band.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum RunnerStatus {
     /// The runner started the command.
@@ -769,7 +783,7 @@ pub enum RunnerStatus {
 }
 
 /// How a launched process ended, as observed by the host.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Outcome {
     /// Exit code; none when killed by a signal.
@@ -787,7 +801,7 @@ pub struct Outcome {
 }
 
 /// The sandbox facts stamped on a result.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxFacts {
     /// The mode the run had.
@@ -816,7 +830,7 @@ pub trait SpillHandle: fmt::Debug + Send + Sync {
 /// When the stream outgrew its tail, `spill_path` names a file with the
 /// complete stream (up to the spill limit). The file lives as long as this
 /// value (or a clone) does; [`StreamOutput::keep_spill`] keeps it for good.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StreamOutput {
     /// The retained tail, decoded as lossy UTF-8.
@@ -860,13 +874,14 @@ impl Eq for StreamOutput {}
 
 /// The result of a foreground run: facts, never an interpretation. A
 /// nonzero exit, a timeout or a denial is a result, not an error.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ExecResult {
     /// Exit code; none when the command died by a signal.
     pub exit_code: Option<i32>,
     /// The signal that ended the command (by name in JSON: `"SIGKILL"`).
     #[serde(with = "signal_name")]
+    #[schemars(with = "Option<String>")]
     pub signal: Option<i32>,
     /// The host killed the command at its timeout.
     pub timed_out: bool,

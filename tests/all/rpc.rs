@@ -8,6 +8,36 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+/// Panic unless `instance` is valid against the part of the protocol's
+/// JSON Schema at `pointer` (`/methods/run/result`, `/error`). Params a
+/// test sends on purpose wrong are not checked (see `call_err`).
+pub fn conforms(pointer: &str, instance: &Value) {
+    use std::sync::OnceLock;
+    static VALIDATORS: OnceLock<Mutex<HashMap<String, Arc<jsonschema::Validator>>>> =
+        OnceLock::new();
+    static DOCUMENT: OnceLock<Value> = OnceLock::new();
+    let document = DOCUMENT.get_or_init(cordon::serve::schema::document);
+    let validator = {
+        let mut cache = VALIDATORS.get_or_init(Default::default).lock().unwrap();
+        cache
+            .entry(pointer.to_owned())
+            .or_insert_with(|| {
+                let part = cordon::serve::schema::part(document, pointer)
+                    .unwrap_or_else(|| panic!("the schema has no {pointer}"));
+                Arc::new(jsonschema::validator_for(&part).expect("the schema compiles"))
+            })
+            .clone()
+    };
+    let errors: Vec<String> = validator
+        .iter_errors(instance)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "not valid against the schema's {pointer}: {errors:?}\n{instance}"
+    );
+}
+
 /// Replies are matched by id; replies without one (or batches) queue up.
 #[derive(Default)]
 struct Inbox {
@@ -150,26 +180,37 @@ impl Rpc {
         }
     }
 
-    /// Call and return the `result`, panicking on an error reply.
+    /// Call and return the `result`, panicking on an error reply. The
+    /// params and the result are checked against the protocol's schema.
     pub fn call(&mut self, method: &str, params: Value) -> Value {
+        let given = match &params {
+            Value::Null => json!({}),
+            other => other.clone(),
+        };
+        conforms(&format!("/methods/{method}/params"), &given);
         let id = self.send(method, params);
         let reply = self.reply(&id);
         assert_eq!(reply["jsonrpc"], "2.0");
-        reply
+        let result = reply
             .get("result")
             .cloned()
-            .unwrap_or_else(|| panic!("{method} failed: {reply}"))
+            .unwrap_or_else(|| panic!("{method} failed: {reply}"));
+        conforms(&format!("/methods/{method}/result"), &result);
+        result
     }
 
-    /// Call and return the `error`, panicking on a result.
+    /// Call and return the `error`, panicking on a result. The error is
+    /// checked against the protocol's schema.
     pub fn call_err(&mut self, method: &str, params: Value) -> Value {
         let id = self.send(method, params);
         let reply = self.reply(&id);
         assert_eq!(reply["id"], id);
-        reply
+        let error = reply
             .get("error")
             .cloned()
-            .unwrap_or_else(|| panic!("{method} succeeded: {reply}"))
+            .unwrap_or_else(|| panic!("{method} succeeded: {reply}"));
+        conforms("/error", &error);
+        error
     }
 }
 

@@ -31,6 +31,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "GROUP", requires = "listen")]
     socket_group: Option<String>,
 
+    /// Print the protocol's JSON Schema (every method's params and result,
+    /// and the error object) and exit.
+    #[arg(long, exclusive = true)]
+    schema: bool,
+
     #[command(flatten)]
     deploy: DeployArgs,
 }
@@ -38,6 +43,11 @@ pub struct ServeArgs {
 /// Serve until EOF on stdin (or, on a socket, until stopped), the
 /// `shutdown` method (stdio), or SIGINT/SIGTERM.
 pub fn main(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    if args.schema {
+        let document = cordon::serve::schema::document();
+        println!("{}", serde_json::to_string_pretty(&document)?);
+        return Ok(ExitCode::SUCCESS);
+    }
     let config = args.deploy.config()?;
     let (builder, _) = args.deploy.host_builder_with(&config)?;
     let source = match args.policy {

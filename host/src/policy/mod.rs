@@ -80,7 +80,7 @@ pub fn bounded_text(text: &str) -> String {
 }
 
 /// The call of a run in which a component failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Phase {
     /// `resolve`: defaulting the request.
@@ -147,7 +147,7 @@ impl LoadError {
 }
 
 /// What a component says about itself (`describe`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ExecutorInfo {
     /// Short name.

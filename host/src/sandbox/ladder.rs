@@ -25,7 +25,7 @@ use super::{Confine, RunnerCommand, Unavailable, Wrap};
 pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_millis(5_000);
 
 /// Which backend to use: the platform ladder, or one pinned rung.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum BackendChoice {
     /// The platform ladder: bwrap, then Landlock (Linux); Seatbelt (macOS).
@@ -95,7 +95,7 @@ impl Default for SandboxConfig {
 }
 
 /// One rung of the ladder and what its probe found.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Rung {
     /// The backend.
@@ -110,7 +110,7 @@ pub struct Rung {
 }
 
 /// The ladder's verdict.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Probe {
     /// The backend that confines runs; none means every confined run fails

@@ -33,7 +33,7 @@ use crate::host::Host;
 use crate::model::Ceiling;
 
 /// Who is on the other end of a socket connection, as the kernel says.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Peer {
     /// The client's user id.
     pub uid: u32,
@@ -46,16 +46,16 @@ pub struct Peer {
 
 /// Which clients a socket listener serves, and under which ceiling
 /// (`[serve]` in `cordon.toml`). Root is always admitted.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Access {
     /// Users who may connect (the server's own user by default).
     pub uids: Vec<u32>,
     /// Groups whose members (by primary gid) may connect.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gids: Vec<u32>,
     /// A narrower ceiling for some users' sessions.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub ceilings: BTreeMap<u32, Ceiling>,
 }
 
@@ -327,12 +327,27 @@ fn session_under(host: &Host, ceiling: &Ceiling) -> Result<crate::Session, RpcEr
         .map_err(|why| RpcError::internal(format!("the operator's ceiling for this uid: {why}")))
 }
 
-/// Tell a client why it is not served, and close.
+/// Tell a client why it is not served, and close. What the client sent
+/// meanwhile is read (briefly, boundedly) before the close: closing a
+/// socket with unread input resets it, and the reset would destroy the
+/// error line before the client reads it.
 async fn refuse(mut stream: UnixStream, error: RpcError) {
+    use tokio::io::AsyncReadExt;
     let mut line = protocol::failure(None, error);
     line.push('\n');
     let _ = tokio::time::timeout(super::FLUSH_BOUND, stream.write_all(line.as_bytes())).await;
     let _ = stream.shutdown().await;
+    let drain = async {
+        let mut sink = [0u8; 4096];
+        let mut left = 64usize << 10;
+        while let Ok(n @ 1..) = stream.read(&mut sink).await {
+            left = left.saturating_sub(n);
+            if left == 0 {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), drain).await;
 }
 
 /// The options a socket listener starts from: the defaults, with `reload`

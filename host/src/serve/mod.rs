@@ -36,6 +36,7 @@
 mod lines;
 pub mod listen;
 pub mod protocol;
+pub mod schema;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -58,15 +59,16 @@ use crate::tasks::TaskHandle;
 use lines::{Line, LineReader};
 pub use listen::{Access, Peer};
 use protocol::{
-    Envelope, ListResult, NoParams, ReleaseParams, ReloadParams, RpcError, RunParams, ServerStatus,
-    StartResult, TaskParams, WaitParams, params,
+    Empty, Envelope, KillResult, ListResult, NoParams, ProbeResult, ReleaseParams, ReleaseResult,
+    ReloadParams, RemoveResult, RpcError, RunParams, ServerStatus, StartResult, TaskParams,
+    WaitParams, params,
 };
 
 /// How long replies get to be written once the server is stopping.
 pub const FLUSH_BOUND: Duration = Duration::from_secs(5);
 
 /// The operator's bounds and rules of a server (`[serve]` in `cordon.toml`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ServeOptions {
     /// The longest request line accepted, in bytes.
@@ -80,6 +82,7 @@ pub struct ServeOptions {
     /// How long a foreground result's spill files are kept unreleased.
     #[serde(serialize_with = "seconds")]
     #[serde(rename = "spillTtlSecs")]
+    #[schemars(with = "u64")]
     pub spill_ttl: Duration,
     /// Whether and from where `reload` may load a component.
     pub reload: ReloadRule,
@@ -103,7 +106,7 @@ impl Default for ServeOptions {
 }
 
 /// Whether `reload` may replace the policy component.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum ReloadRule {
     /// From any file the server can read (stdio's default: its one client
@@ -451,7 +454,9 @@ impl Connection {
             "read" => to_value(&self.task(params::<TaskParams>(raw)?.task_id)?.read()),
             "kill" => {
                 let task = self.task(params::<TaskParams>(raw)?.task_id)?;
-                Ok(serde_json::json!({ "killed": task.kill() }))
+                to_value(&KillResult {
+                    killed: task.kill(),
+                })
             }
             "wait" => {
                 let wait = params::<WaitParams>(raw)?;
@@ -468,12 +473,14 @@ impl Connection {
             "remove" => {
                 let id = params::<TaskParams>(raw)?.task_id;
                 self.task(id)?;
-                Ok(serde_json::json!({ "removed": self.session.remove_task(id) }))
+                to_value(&RemoveResult {
+                    removed: self.session.remove_task(id),
+                })
             }
             "release" => {
                 let path = params::<ReleaseParams>(raw)?.spill_path;
                 match self.session.release_spill(&path) {
-                    true => Ok(serde_json::json!({ "released": true })),
+                    true => to_value(&ReleaseResult { released: true }),
                     false => Err(RpcError::unknown_spill(&path)),
                 }
             }
@@ -484,12 +491,10 @@ impl Connection {
                 let probe = tokio::task::spawn_blocking(move || host.probe())
                     .await
                     .map_err(RpcError::internal)?;
-                let mut probe = match to_value(&probe)? {
-                    Value::Object(fields) => fields,
-                    _ => Default::default(),
-                };
-                probe.insert("server".into(), to_value(&self.status())?);
-                Ok(Value::Object(probe))
+                to_value(&ProbeResult {
+                    probe,
+                    server: self.status(),
+                })
             }
             "reload" => {
                 let path = params::<ReloadParams>(raw)?.path;
@@ -505,7 +510,7 @@ impl Connection {
             "shutdown" => {
                 params::<NoParams>(raw)?;
                 self.drain.cancel();
-                Ok(serde_json::json!({}))
+                to_value(&Empty {})
             }
             other => Err(RpcError::method_not_found(other)),
         }

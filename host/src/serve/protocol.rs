@@ -62,7 +62,7 @@ pub const METHODS: &[&str] = &[
 ];
 
 /// A JSON-RPC error object.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct RpcError {
     /// The numeric code (see [`code`]).
     pub code: i64,
@@ -133,7 +133,7 @@ impl RpcError {
         let mut error = RpcError::new(
             code::UNKNOWN_TASK,
             "UNKNOWN_TASK",
-            format!("no task has id {id}; `list` shows the tasks this server holds"),
+            format!("this connection has no task with id {id}; `list` shows its tasks"),
         );
         error.data["taskId"] = json!(id);
         error
@@ -326,7 +326,7 @@ pub fn params<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError>
 }
 
 /// `run` and `start`: one command, mirroring [`ExecRequest`].
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RunParams {
     /// The shell command line.
@@ -374,7 +374,7 @@ impl From<RunParams> for ExecRequest {
 }
 
 /// `read`, `kill` and `remove`: one task.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TaskParams {
     /// The task's id (from `start`).
@@ -382,7 +382,7 @@ pub struct TaskParams {
 }
 
 /// `wait`: one task, with an optional bound.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WaitParams {
     /// The task's id (from `start`).
@@ -393,7 +393,7 @@ pub struct WaitParams {
 }
 
 /// `reload`: the new policy component.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReloadParams {
     /// A component file (relative paths: from the server's directory).
@@ -401,7 +401,7 @@ pub struct ReloadParams {
 }
 
 /// `release`: a foreground result's spill files.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReleaseParams {
     /// Either `spillPath` of the result (both of its files are released).
@@ -409,15 +409,53 @@ pub struct ReleaseParams {
 }
 
 /// `start`'s result.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StartResult {
     /// The new task's id.
     pub task_id: TaskId,
 }
 
+/// `kill`'s result.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct KillResult {
+    /// True only for the first kill of a running task.
+    pub killed: bool,
+}
+
+/// `remove`'s result.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct RemoveResult {
+    /// False for a task that is still running.
+    pub removed: bool,
+}
+
+/// `release`'s result.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct ReleaseResult {
+    /// Always true (an unknown spill file is `UNKNOWN_SPILL`).
+    pub released: bool,
+}
+
+/// `shutdown`'s result: nothing.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Empty {}
+
+/// `probe`'s result: the sandbox ladder's verdict (absent when the host
+/// was given its own confiner) and the server's bounds and load.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProbeResult {
+    /// The ladder's verdict.
+    #[serde(flatten)]
+    pub probe: Option<crate::sandbox::Probe>,
+    /// The server's bounds and load.
+    pub server: ServerStatus,
+}
+
 /// `list`'s result.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ListResult {
     /// This connection's tasks, oldest first.
@@ -427,7 +465,7 @@ pub struct ListResult {
 }
 
 /// The server's bounds and load (in `list` and `probe`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerStatus {
     /// The server's own bounds and rules.
@@ -451,7 +489,7 @@ pub struct ServerStatus {
 }
 
 /// `list`, `probe` and `shutdown` take nothing.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}
 

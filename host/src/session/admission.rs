@@ -21,7 +21,7 @@ use crate::RunError;
 
 /// The operator's bounds (see the module docs). Zero is not a bound: a
 /// zero field is refused by the configuration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionLimits {
     /// Runs in flight across the host.
@@ -46,7 +46,9 @@ impl Default for SessionLimits {
 }
 
 /// What the sessions of a host hold right now.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct Load {
     /// Live sessions (the host's own counts as one).

@@ -79,6 +79,20 @@ impl std::str::FromStr for TaskId {
     }
 }
 
+impl schemars::JsonSchema for TaskId {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "TaskId".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A task's id: 128 random bits as 32 lowercase hex digits.",
+            "type": "string",
+            "pattern": "^[0-9a-f]{32}$"
+        })
+    }
+}
+
 impl Serialize for TaskId {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(self)
@@ -93,7 +107,7 @@ impl<'de> Deserialize<'de> for TaskId {
 }
 
 /// Where a task is in its life.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum TaskStatus {
     /// Still running.
@@ -105,7 +119,7 @@ pub enum TaskStatus {
 }
 
 /// A consuming read of a task's output.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskRead {
     /// New stdout, then (when stderr has new text) `[stderr]\n` and that text.
@@ -121,7 +135,7 @@ pub struct TaskRead {
 }
 
 /// A task's state at one moment.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskSnapshot {
     /// The task's id.
@@ -134,6 +148,7 @@ pub struct TaskSnapshot {
     pub exit_code: Option<i32>,
     /// The signal that ended it (by name in JSON: `"SIGKILL"`).
     #[serde(with = "crate::model::signal_name")]
+    #[schemars(with = "Option<String>")]
     pub signal: Option<i32>,
     /// Killed at an explicit timeout.
     pub timed_out: bool,

@@ -1,22 +1,29 @@
-"""A small client for `cordon serve` (JSON-RPC 2.0 over stdio), stdlib only.
+"""A small client for `cordon serve` (JSON-RPC 2.0), stdlib only.
 
     from cordon_client import CordonClient
 
-    with CordonClient() as cordon:
+    with CordonClient() as cordon:                      # starts `cordon serve`
         result = cordon.run("ls -la", mode="read-only", workspace_root="/srv/project")
         print(result["exitCode"], result["stdout"]["text"])
 
-One client owns one `cordon serve` process and may be used from many
-threads at once: every call gets its own id and waits only for its own
-reply, so a slow `run` never holds up a `read`. Errors come back as
-`CordonError` with the server's stable name (`error.name`, e.g.
-"SANDBOX_UNAVAILABLE") and structured `data`. The protocol is documented in
-docs/protocol.md.
+    with CordonClient.connect("/run/cordon/cordon.sock") as cordon:  # a running server
+        print(cordon.list())
+
+A client owns one `cordon serve` process (over its stdio) or one connection
+to a server's Unix socket, and may be used from many threads at once: every
+call gets its own id and waits only for its own reply, so a slow `run` never
+holds up a `read`. A socket client whose connection drops (the server
+restarted) fails the calls in flight with a `CLOSED` error and reconnects on
+the next call — as a new session: the old session's tasks are gone. Errors
+come back as `CordonError` with the server's stable name (`error.name`, e.g.
+"SANDBOX_UNAVAILABLE", "BUSY") and structured `data`. The protocol is
+documented in docs/protocol.md.
 """
 
 import itertools
 import json
 import os
+import socket
 import subprocess
 import threading
 
@@ -43,27 +50,90 @@ class CordonError(Exception):
         return f"CordonError({self.code}, {self.name!r}, {self.message!r})"
 
 
+class _Process:
+    """`cordon serve` as a child process: requests to its stdin."""
+
+    reconnects = False
+
+    def __init__(self, argv, cwd, env):
+        self.process = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=cwd, env=env
+        )
+        self.replies = self.process.stdout
+
+    def send(self, data):
+        self.process.stdin.write(data)
+        self.process.stdin.flush()
+
+    def close(self, timeout):
+        if not self.process.stdin.closed:
+            self.process.stdin.close()
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait()
+
+
+class _Socket:
+    """One connection to a server's Unix socket."""
+
+    reconnects = True
+
+    def __init__(self, path, timeout):
+        self.socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.socket.settimeout(timeout)
+        self.socket.connect(str(path))
+        self.socket.settimeout(None)
+        self.replies = self.socket.makefile("rb")
+
+    def send(self, data):
+        self.socket.sendall(data)
+
+    def close(self, timeout):
+        try:
+            self.socket.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.socket.close()
+        return 0
+
+
 class CordonClient:
-    """Starts `cordon serve` and talks to it.
+    """Starts `cordon serve` and talks to it over its stdio, or (with
+    `CordonClient.connect`) talks to a server's Unix socket.
 
     `binary` defaults to $CORDON_BIN, else `cordon` on PATH; `args` are
     extra flags for `cordon serve` (e.g. ["--max-mode", "workspace-write"]).
     """
 
-    def __init__(self, binary=None, args=(), cwd=None, env=None):
-        binary = binary or os.environ.get("CORDON_BIN", "cordon")
-        self._process = subprocess.Popen(
-            [binary, "serve", *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            cwd=cwd,
-            env=env,
-        )
+    def __init__(self, binary=None, args=(), cwd=None, env=None, _opener=None):
+        if _opener is None:
+            binary = binary or os.environ.get("CORDON_BIN", "cordon")
+            argv = [binary, "serve", *args]
+            _opener = lambda: _Process(argv, cwd, env)  # noqa: E731
+        self._open = _opener
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._pending = {}
         self._closed = False
-        self._reader = threading.Thread(target=self._read_replies, daemon=True)
+        self._connection = None
+        self._reader = None
+        self._connect()
+
+    @classmethod
+    def connect(cls, path, timeout=30.0):
+        """A client of the server listening on the Unix socket `path`
+        (`cordon serve --listen unix:PATH`); it reconnects when the
+        connection drops."""
+        return cls(_opener=lambda: _Socket(path, timeout))
+
+    def _connect(self):
+        connection = self._open()
+        self._connection = connection
+        self._reader = threading.Thread(
+            target=self._read_replies, args=(connection,), daemon=True
+        )
         self._reader.start()
 
     # -- the methods ------------------------------------------------------
@@ -92,7 +162,7 @@ class CordonClient:
         return self.call("wait", params)
 
     def list(self):
-        """Every task the server holds, oldest first."""
+        """Every task of this session, oldest first."""
         return self.call("list")["tasks"]
 
     def remove(self, task_id):
@@ -113,44 +183,58 @@ class CordonClient:
 
     # -- plumbing ---------------------------------------------------------
 
+    def release(self, spill_path):
+        """Let a foreground result's spill files go (both of its streams')."""
+        return self.call("release", {"spillPath": str(spill_path)})["released"]
+
     def call(self, method, params=None, timeout=DEFAULT_TIMEOUT):
         """Send one request and wait for its reply (at most `timeout`
         seconds, then TimeoutError); raises CordonError for an error reply."""
         request_id = next(self._ids)
         slot = {"event": threading.Event()}
+        line = json.dumps(
+            {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}}
+        )
         with self._lock:
-            if self._closed:
-                raise CordonError(-32603, "the cordon server is gone", {"code": "CLOSED"})
+            if self._connection is None:
+                if self._closed:
+                    raise CordonError(-32603, "the client is closed", {"code": "CLOSED"})
+                try:
+                    self._connect()
+                except OSError as err:
+                    raise CordonError(
+                        -32603, f"cannot reach the cordon server: {err}", {"code": "CLOSED"}
+                    ) from err
             self._pending[request_id] = slot
-            line = json.dumps(
-                {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}}
-            )
-            self._process.stdin.write(line.encode() + b"\n")
-            self._process.stdin.flush()
+            try:
+                self._connection.send(line.encode() + b"\n")
+            except OSError as err:
+                self._pending.pop(request_id, None)
+                raise CordonError(
+                    -32603, f"the cordon server is gone: {err}", {"code": "CLOSED"}
+                ) from err
         if not slot["event"].wait(timeout):
             with self._lock:
                 self._pending.pop(request_id, None)
             raise TimeoutError(f"no reply to {method} within {timeout} s")
         reply = slot.get("reply")
         if reply is None:
-            raise CordonError(-32603, "the cordon server exited before replying", {"code": "CLOSED"})
+            raise CordonError(-32603, "the cordon server went away before replying", {"code": "CLOSED"})
         if "error" in reply:
             error = reply["error"]
             raise CordonError(error["code"], error["message"], error.get("data"))
         return reply["result"]
 
     def close(self, timeout=30):
-        """Close stdin (the server answers what it was asked, kills live
-        tasks and exits) and wait for it; returns its exit code."""
+        """End the connection (over stdio: close stdin — the server answers
+        what it was asked, kills live tasks and exits — and wait for it);
+        returns the server's exit code (0 for a socket)."""
         with self._lock:
-            if not self._process.stdin.closed:
-                self._process.stdin.close()
-        try:
-            code = self._process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            code = self._process.wait()
-        self._reader.join(timeout)
+            self._closed = True
+            connection, self._connection = self._connection, None
+        code = connection.close(timeout) if connection is not None else 0
+        if self._reader is not None:
+            self._reader.join(timeout)
         return code
 
     def __enter__(self):
@@ -159,17 +243,24 @@ class CordonClient:
     def __exit__(self, *exc):
         self.close()
 
-    def _read_replies(self):
-        for line in self._process.stdout:
-            reply = json.loads(line)
-            with self._lock:
-                slot = self._pending.pop(reply.get("id"), None)
-            if slot is not None:
-                slot["reply"] = reply
-                slot["event"].set()
-        self._process.stdout.close()
+    def _read_replies(self, connection):
+        try:
+            for line in connection.replies:
+                reply = json.loads(line)
+                with self._lock:
+                    slot = self._pending.pop(reply.get("id"), None)
+                if slot is not None:
+                    slot["reply"] = reply
+                    slot["event"].set()
+        except (OSError, ValueError):
+            pass
+        connection.replies.close()
         with self._lock:
-            self._closed = True
+            # A socket client reconnects on its next call; a process is gone.
+            if self._connection is connection:
+                self._connection = None
+                if not connection.reconnects:
+                    self._closed = True
             pending, self._pending = self._pending, {}
         for slot in pending.values():
             slot["event"].set()

@@ -14,6 +14,7 @@ By hand: CORDON_BIN=target/debug/cordon CORDON_TEST_DIR=$(mktemp -d -p /var/tmp)
 import os
 import pathlib
 import sys
+import subprocess
 import threading
 import time
 import unittest
@@ -168,3 +169,59 @@ class ApprovalFromPython(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class SocketFromPython(unittest.TestCase):
+    """`CordonClient.connect` to a `cordon serve --listen` server: two
+    clients are two sessions, and a client reconnects after a restart."""
+
+    def _listen(self):
+        process = subprocess.Popen(
+            [os.environ["CORDON_BIN"], "serve", "--listen", f"unix:{self.socket}"],
+            cwd=self.base,
+        )
+        deadline = time.monotonic() + 30
+        while not self.socket.exists():
+            self.assertIsNone(process.poll(), "cordon serve --listen exited")
+            self.assertLess(time.monotonic(), deadline, "the listener never came up")
+            time.sleep(0.02)
+        return process
+
+    def setUp(self):
+        # A socket's path is short (at most 107 bytes).
+        self.base = pathlib.Path(os.environ["CORDON_TEST_DIR"]) / "sock"
+        self.base.mkdir()
+        self.socket = self.base / "cordon.sock"
+        self.server = self._listen()
+
+    def tearDown(self):
+        self.server.terminate()
+        self.server.wait(30)
+
+    def test_two_clients_are_two_sessions_and_a_client_reconnects(self):
+        alice = CordonClient.connect(self.socket)
+        bob = CordonClient.connect(self.socket)
+        task = alice.start("sleep 30")
+        self.assertEqual([t["id"] for t in alice.list()], [task])
+        self.assertEqual(bob.list(), [])
+        with self.assertRaises(CordonError) as caught:
+            bob.kill(task)
+        self.assertEqual(caught.exception.name, "UNKNOWN_TASK")
+        spilled = alice.run("head -c 100000 /dev/zero")
+        self.assertTrue(alice.release(spilled["stdout"]["spillPath"]))
+        # The server restarts: the next call reconnects, as a new session.
+        self.server.terminate()
+        self.assertEqual(self.server.wait(30), 0)
+        self.server = self._listen()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.assertEqual(alice.list(), [])
+                break
+            except CordonError as err:
+                self.assertEqual(err.name, "CLOSED")
+                self.assertLess(time.monotonic(), deadline, "never reconnected")
+                time.sleep(0.05)
+        self.assertEqual(alice.run("echo back")["stdout"]["text"], "back\n")
+        alice.close()
+        bob.close()

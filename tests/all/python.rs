@@ -36,5 +36,5 @@ fn the_python_client_drives_cordon_serve() {
         output.status.success(),
         "the Python client's tests failed:\n{report}"
     );
-    assert!(report.contains("Ran 6 tests"), "{report}");
+    assert!(report.contains("Ran 7 tests"), "{report}");
 }

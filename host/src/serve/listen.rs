@@ -147,6 +147,18 @@ impl Bound {
                 path: None,
             }),
             ListenAt::Unix(path) => {
+                // sun_path holds 108 bytes, the last a NUL.
+                let length = path.as_os_str().len();
+                if length > 107 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "cannot listen on {}: a Unix socket's path is at most 107 bytes and \
+                             this one has {length}; choose a shorter path (e.g. under /run)",
+                            path.display()
+                        ),
+                    ));
+                }
                 clear_stale(path)?;
                 let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
                 let bound = std::os::unix::net::UnixListener::bind(path);
@@ -393,6 +405,13 @@ mod tests {
         let err = access.admits(&peer(1001, 1001)).unwrap_err();
         assert_eq!(err.data["code"], "FORBIDDEN");
         assert_eq!(err.data["uid"], 1001);
+    }
+
+    #[test]
+    fn a_path_too_long_for_a_socket_is_named_with_the_limit() {
+        let long = PathBuf::from(format!("/run/{}.sock", "x".repeat(120)));
+        let err = Bound::bind(&ListenAt::Unix(long), &SocketMode::default()).unwrap_err();
+        assert!(err.to_string().contains("at most 107 bytes"), "{err}");
     }
 
     #[test]

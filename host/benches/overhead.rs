@@ -7,13 +7,17 @@
 //!
 //! `CORDON_BENCH_BEFORE=/path/to/older/cordon` adds that binary's CLI run
 //! and served mode to the same interleaved rounds, so a change is measured
-//! before and after side by side in one run.
+//! before and after side by side in one run. `CORDON_BENCH_ONLY=serving`
+//! runs only the served-mode figures (`support/serving.rs`).
 
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cordon::{Deployment, ExecRequest, Host, SandboxMode, SandboxPolicy};
+
+#[path = "support/serving.rs"]
+mod serving;
 
 const FLOOD_BYTES: u64 = 100 << 20;
 
@@ -215,6 +219,18 @@ fn main() {
             .map(|(_, a)| a.clone())
             .collect()
     });
+    if std::env::var("CORDON_BENCH_ONLY").as_deref() == Ok("serving") {
+        let bare = bare_bwrap.expect("the served-mode figures need bwrap");
+        serving::throughput(
+            cordon_bin,
+            before_bin.as_deref(),
+            &dir,
+            &bare,
+            (rounds * 2).max(50),
+        );
+        serving::many_tasks(cordon_bin, &dir);
+        return;
+    }
     if let Some(bare) = bare_bwrap.clone() {
         let runner = bare[0].clone();
         cases.push((
@@ -410,141 +426,14 @@ fn main() {
         rounds
     );
     if let Some(bare) = &bare_bwrap {
-        throughput(
+        serving::throughput(
             cordon_bin,
             before_bin.as_deref(),
             &dir,
             bare,
             (rounds * 2).max(50),
         );
-    }
-}
-
-/// Served mode: read-only `true` runs per second through one `cordon
-/// serve` (one request at a time, and four in flight) against spawning
-/// bwrap with the same profile in a loop — and through the `before` build's
-/// server too, when there is one. Three alternating blocks; each figure is
-/// the median block.
-fn throughput(
-    cordon_bin: &str,
-    before_bin: Option<&str>,
-    dir: &std::path::Path,
-    bare: &[String],
-    runs: usize,
-) {
-    let bare: Vec<&str> = bare.iter().map(String::as_str).collect();
-    let mut servers = vec![("`cordon serve`", Served::start(cordon_bin, dir))];
-    if let Some(before) = before_bin {
-        servers.push(("`cordon serve` **before**", Served::start(before, dir)));
-    }
-    for (_, server) in &mut servers {
-        server.runs(1, 5);
-    }
-    let mut blocks: Vec<Vec<f64>> = vec![vec![]; 1 + 2 * servers.len()];
-    for _ in 0..3 {
-        let start = Instant::now();
-        for _ in 0..runs {
-            direct(&bare);
-        }
-        blocks[0].push(runs as f64 / start.elapsed().as_secs_f64());
-        for (i, (_, server)) in servers.iter_mut().enumerate() {
-            for (slot, window) in [(1 + 2 * i, 1), (2 + 2 * i, 4)] {
-                let start = Instant::now();
-                server.runs(window, runs);
-                blocks[slot].push(runs as f64 / start.elapsed().as_secs_f64());
-            }
-        }
-    }
-    let rates: Vec<f64> = blocks
-        .iter_mut()
-        .map(|block| {
-            block.sort_by(f64::total_cmp);
-            block[1]
-        })
-        .collect();
-    println!();
-    println!("| served mode ({runs} read-only `true` runs per block) | runs/s | vs bwrap loop |");
-    println!("|---|---|---|");
-    println!(
-        "| `bwrap <read-only profile> -- bash -c true` in a loop | {:.0} | 1.00× |",
-        rates[0]
-    );
-    for (i, (name, _)) in servers.iter().enumerate() {
-        for (slot, how) in [
-            (1 + 2 * i, "one request at a time"),
-            (2 + 2 * i, "four requests in flight"),
-        ] {
-            let rate = rates[slot];
-            println!("| {name}, {how} | {rate:.0} | {:.2}× |", rate / rates[0]);
-        }
-    }
-    for (_, server) in servers {
-        server.stop();
-    }
-}
-
-/// A `cordon serve` child driven over its stdio.
-struct Served {
-    child: std::process::Child,
-    stdin: std::process::ChildStdin,
-    stdout: std::io::BufReader<std::process::ChildStdout>,
-    next_id: u64,
-}
-
-impl Served {
-    fn start(cordon_bin: &str, dir: &std::path::Path) -> Self {
-        let mut child = Command::new(cordon_bin)
-            .current_dir(dir)
-            .arg("serve")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("cordon serve");
-        Served {
-            stdin: child.stdin.take().unwrap(),
-            stdout: std::io::BufReader::new(child.stdout.take().unwrap()),
-            child,
-            next_id: 0,
-        }
-    }
-
-    fn send(&mut self) {
-        use std::io::Write;
-        self.next_id += 1;
-        writeln!(
-            self.stdin,
-            r#"{{"jsonrpc":"2.0","id":{},"method":"run","params":{{"command":"true"}}}}"#,
-            self.next_id
-        )
-        .expect("write request");
-        self.stdin.flush().expect("flush");
-    }
-
-    fn receive(&mut self) {
-        use std::io::BufRead;
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).expect("read reply");
-        assert!(line.contains(r#""exitCode":0"#), "{line}");
-    }
-
-    /// `count` runs with up to `window` requests in flight.
-    fn runs(&mut self, window: usize, count: usize) {
-        let first = window.min(count);
-        for _ in 0..first {
-            self.send();
-        }
-        for done in 0..count {
-            self.receive();
-            if done + first < count {
-                self.send();
-            }
-        }
-    }
-
-    fn stop(self) {
-        drop(self.stdin);
-        let mut child = self.child;
-        assert!(child.wait().expect("wait").success());
+        serving::many_tasks(cordon_bin, &dir);
     }
 }
 

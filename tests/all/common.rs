@@ -465,3 +465,12 @@ pub fn python_usable(test: &str) -> bool {
     eprintln!("SKIPPED {test}: python3 is not installed");
     false
 }
+
+/// Wait until `done` holds, polling; panic with `what` after `bound`.
+pub fn eventually(bound: std::time::Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + bound;
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -48,11 +48,11 @@ impl Listener {
             .stdin(Stdio::null())
             .spawn()
             .expect("spawn cordon serve --listen");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while UnixStream::connect(&socket).is_err() {
-            assert!(Instant::now() < deadline, "the listener never came up");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        common::eventually(
+            Duration::from_secs(30),
+            "the listener never came up",
+            || UnixStream::connect(&socket).is_ok(),
+        );
         Listener {
             child,
             socket,
@@ -179,14 +179,11 @@ fn two_clients_cannot_see_or_touch_each_others_tasks_or_spills() {
         let second = PathBuf::from(again["stdout"]["spillPath"].as_str().unwrap());
         drop(alice);
         assert!(processes_gone(&format!("sleep {mark}")), "{backend:?}");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while second.exists() {
-            assert!(
-                Instant::now() < deadline,
-                "the session's spills outlived it"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        common::eventually(
+            Duration::from_secs(10),
+            "the session's spills outlived it",
+            || !second.exists(),
+        );
         assert!(bob.call("list", json!({}))["tasks"] == json!([]));
     }
 }
@@ -218,11 +215,11 @@ fn past_the_task_bounds_a_start_is_busy_and_the_server_stays_responsive() {
         starting.into_iter().map(|s| s.join().unwrap()).collect()
     });
     let mut clients = clients;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while common::sleepers(&mark).len() < 500 {
-        assert!(Instant::now() < deadline, "not all 500 tasks are running");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::eventually(
+        Duration::from_secs(30),
+        "not all 500 tasks are running",
+        || common::sleepers(&mark).len() >= 500,
+    );
     // One more in a full session: its own bound.
     let err = clients[0].call_err("start", json!({"command": command}));
     assert_eq!(
@@ -253,14 +250,11 @@ fn past_the_task_bounds_a_start_is_busy_and_the_server_stays_responsive() {
         "ok\n"
     );
     drop(clients);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !common::sleepers(&mark).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "disconnects did not end every task"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::eventually(
+        Duration::from_secs(60),
+        "disconnects did not end every task",
+        || common::sleepers(&mark).is_empty(),
+    );
     // And the ended sessions give back what they held.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -374,14 +368,11 @@ fn unreleased_spills_expire_after_the_operators_ttl() {
     let run = client.call("run", json!({"command": SPILLING}));
     let spill = PathBuf::from(run["stdout"]["spillPath"].as_str().unwrap());
     assert!(spill.exists());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while spill.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "the TTL never released the spill"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::eventually(
+        Duration::from_secs(10),
+        "the TTL never released the spill",
+        || !spill.exists(),
+    );
 }
 
 #[test]
@@ -465,11 +456,11 @@ fn ids_of_every_legal_form_are_echoed_byte_for_byte() {
     for id in ids {
         client.send_line(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"list"}}"#));
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while client.raw_lines().len() < ids.len() {
-        assert!(Instant::now() < deadline, "not every request was answered");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    common::eventually(
+        Duration::from_secs(10),
+        "not every request was answered",
+        || client.raw_lines().len() >= ids.len(),
+    );
     let lines = client.raw_lines();
     for id in ids {
         let echoed = format!(r#""id":{id},"#);
@@ -604,4 +595,120 @@ fn reload_is_off_on_a_socket_unless_the_operator_names_a_directory() {
     );
     let info = client.call("reload", json!({"path": inside}));
     assert_eq!(info["name"], "strict-policy", "{info}");
+}
+
+#[test]
+fn detached_tasks_wait_for_their_token_and_die_at_the_ttl() {
+    let ws = workspace();
+    let root = ws.path();
+    // Off by default: a disconnect kills (tested above), and detach says so.
+    let server = Listener::start(root, "", &[]);
+    let err = server.connect().call_err("detach", json!({}));
+    assert_eq!(err["data"]["code"], "FORBIDDEN", "{err}");
+    drop(server);
+
+    let config = format!("{DANGER}[serve]\ndetach_ttl_secs = 2\n");
+    let server = Listener::start(root, &config, &[]);
+    let mark = format!("74.{}", std::process::id());
+    let mut first = server.connect();
+    let task = first.call(
+        "start",
+        json!({"command": format!("sleep {mark}; echo done"), "policy": policy("danger-full-access", root)}),
+    )["taskId"]
+        .clone();
+    let detached = first.call("detach", json!({}));
+    let token = detached["attachToken"].clone();
+    assert_eq!(detached["ttlSecs"], 2);
+    drop(first);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        common::sleepers(&mark).len(),
+        1,
+        "the detached task runs on"
+    );
+
+    let mut second = server.connect();
+    let err = second.call_err("attach", json!({"attachToken": "0".repeat(32)}));
+    assert_eq!(err["data"]["code"], "UNKNOWN_ATTACH_TOKEN");
+    let attached = second.call("attach", json!({"attachToken": token}));
+    assert_eq!(attached["tasks"][0]["id"], task, "{attached}");
+    assert_eq!(
+        second.call("read", json!({"taskId": task}))["status"],
+        "running"
+    );
+    let err = second.call_err("attach", json!({"attachToken": token}));
+    assert_eq!(
+        err["data"]["code"], "UNKNOWN_ATTACH_TOKEN",
+        "a token is single-use"
+    );
+    assert_eq!(second.call("kill", json!({"taskId": task}))["killed"], true);
+    assert!(processes_gone(&format!("sleep {mark}")));
+
+    // Unclaimed, a detached task dies when the TTL passes.
+    let late = format!("75.{}", std::process::id());
+    let mut third = server.connect();
+    third.call(
+        "start",
+        json!({"command": format!("sleep {late}"), "policy": policy("danger-full-access", root)}),
+    );
+    third.call("detach", json!({}));
+    drop(third);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(common::sleepers(&late).len(), 1);
+    common::eventually(
+        Duration::from_secs(15),
+        "the TTL never ended the detached task",
+        || common::sleepers(&late).is_empty(),
+    );
+}
+
+#[test]
+fn systemd_socket_activation_serves_the_socket_it_is_given() {
+    let Ok(activate) = which::systemd_socket_activate() else {
+        eprintln!("SKIPPED systemd_socket_activation: systemd-socket-activate is not installed");
+        return;
+    };
+    let ws = workspace();
+    let dir = workspace();
+    let socket = dir.path().join("activated.sock");
+    let mut child = std::process::Command::new(activate)
+        .arg("-l")
+        .arg(&socket)
+        .arg(env!("CARGO_BIN_EXE_cordon"))
+        .args(["serve", "--listen", "systemd"])
+        .current_dir(ws.path())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn systemd-socket-activate");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let stream = loop {
+        if let Ok(stream) = UnixStream::connect(&socket) {
+            break stream;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the activated socket never came up"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut client = Rpc::over(stream);
+    let run = client.call("run", json!({"command": "echo activated"}));
+    assert_eq!(run["stdout"]["text"], "activated\n");
+    let probe = client.call("probe", json!({}));
+    assert_eq!(probe["server"]["peer"]["uid"], 0, "{probe}");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+mod which {
+    /// `systemd-socket-activate`, where systemd installs it.
+    pub fn systemd_socket_activate() -> Result<&'static str, ()> {
+        [
+            "/usr/bin/systemd-socket-activate",
+            "/bin/systemd-socket-activate",
+        ]
+        .into_iter()
+        .find(|path| std::path::Path::new(path).is_file())
+        .ok_or(())
+    }
 }

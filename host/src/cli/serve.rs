@@ -117,10 +117,15 @@ pub fn main(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 }
                 server.listen(bound).await.context("serving the socket")
             }
-            None => server
-                .serve(tokio::io::stdin(), tokio::io::stdout())
-                .await
-                .context("writing responses to stdout"),
+            None => {
+                let served = server
+                    .serve(tokio::io::stdin(), tokio::io::stdout())
+                    .await
+                    .context("writing responses to stdout");
+                // Nobody can come back to a stdio server's detached tasks.
+                server.clear_detached().await;
+                served
+            }
         }
     });
     // The stdin reader is a blocking thread that a read of an open pipe

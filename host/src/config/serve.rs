@@ -13,6 +13,7 @@
 //! max_in_flight = 64         # lines of one connection read and not yet answered
 //! max_connections = 256      # socket clients at once
 //! spill_ttl_secs = 3600      # a result's unreleased spill files are deleted after this
+//! detach_ttl_secs = 600      # `detach` on: a detached connection's tasks wait this long
 //! reload = "off"             # any | off | "/etc/cordon/policies" (components only from there)
 //! allowed_uids = [1000]      # who may connect to the socket (default: the server's user; root always)
 //! allowed_gids = [2000]      # members (by primary gid) of these groups too
@@ -49,6 +50,7 @@ pub struct ServeFile {
     max_in_flight: Option<usize>,
     max_connections: Option<usize>,
     spill_ttl_secs: Option<u64>,
+    detach_ttl_secs: Option<u64>,
     reload: Option<String>,
     allowed_uids: Option<Vec<u32>>,
     allowed_gids: Option<Vec<u32>>,
@@ -140,6 +142,10 @@ pub(super) fn parse(file: ServeFile) -> Result<ServeConfig, (String, String)> {
             None => defaults.spill_ttl,
         },
         reload: defaults.reload,
+        detach_ttl: match file.detach_ttl_secs {
+            Some(0) => return Err(invalid("detach_ttl_secs", "must be positive".into())),
+            secs => secs.map(Duration::from_secs),
+        },
     };
     let reload = file
         .reload
@@ -248,6 +254,7 @@ mod tests {
             max_in_flight = 8
             max_connections = 9
             spill_ttl_secs = 60
+            detach_ttl_secs = 30
             reload = "/etc/cordon/policies"
             allowed_uids = [1000]
             allowed_gids = [2000]
@@ -263,6 +270,7 @@ mod tests {
         assert_eq!(config.policy_threads, Some(3));
         assert_eq!(config.options.max_batch, 4);
         assert_eq!(config.options.spill_ttl, Duration::from_secs(60));
+        assert_eq!(config.options.detach_ttl, Some(Duration::from_secs(30)));
         assert_eq!(
             config.reload,
             Some(ReloadRule::Under("/etc/cordon/policies".into()))

@@ -291,6 +291,7 @@ impl Server {
             connections.spawn(async move { server.accepted(stream, &access).await });
         }
         while connections.join_next().await.is_some() {}
+        self.clear_detached().await;
         drop(bound);
         Ok(())
     }

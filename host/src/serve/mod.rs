@@ -35,6 +35,7 @@
 
 mod lines;
 pub mod listen;
+mod parking;
 pub mod protocol;
 pub mod schema;
 
@@ -59,9 +60,9 @@ use crate::tasks::TaskHandle;
 use lines::{Line, LineReader};
 pub use listen::{Access, Peer};
 use protocol::{
-    Empty, Envelope, KillResult, ListResult, NoParams, ProbeResult, ReleaseParams, ReleaseResult,
-    ReloadParams, RemoveResult, RpcError, RunParams, ServerStatus, StartResult, TaskParams,
-    WaitParams, params,
+    AttachParams, AttachResult, DetachResult, Empty, Envelope, KillResult, ListResult, NoParams,
+    ProbeResult, ReleaseParams, ReleaseResult, ReloadParams, RemoveResult, RpcError, RunParams,
+    ServerStatus, StartResult, TaskParams, WaitParams, params,
 };
 
 /// How long replies get to be written once the server is stopping.
@@ -80,16 +81,31 @@ pub struct ServeOptions {
     /// Connections a socket listener serves at once.
     pub max_connections: usize,
     /// How long a foreground result's spill files are kept unreleased.
-    #[serde(serialize_with = "seconds")]
-    #[serde(rename = "spillTtlSecs")]
+    #[serde(rename = "spillTtlSecs", serialize_with = "seconds")]
     #[schemars(with = "u64")]
     pub spill_ttl: Duration,
     /// Whether and from where `reload` may load a component.
     pub reload: ReloadRule,
+    /// How long a detached connection's tasks wait to be re-attached
+    /// (none: `detach` is off, and a connection's end kills its tasks).
+    #[serde(
+        rename = "detachTtlSecs",
+        serialize_with = "some_seconds",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<u64>")]
+    pub detach_ttl: Option<Duration>,
 }
 
 fn seconds<S: serde::Serializer>(ttl: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(ttl.as_secs())
+}
+
+fn some_seconds<S: serde::Serializer>(ttl: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match ttl {
+        Some(ttl) => s.serialize_some(&ttl.as_secs()),
+        None => s.serialize_none(),
+    }
 }
 
 impl Default for ServeOptions {
@@ -101,6 +117,7 @@ impl Default for ServeOptions {
             max_connections: 256,
             spill_ttl: Duration::from_secs(3600),
             reload: ReloadRule::Any,
+            detach_ttl: None,
         }
     }
 }
@@ -156,6 +173,8 @@ pub struct Server {
     connections: Arc<AtomicUsize>,
     /// What a socket listener admits (for `probe`).
     access: Option<Access>,
+    /// Detached connections' tasks, by attach token.
+    parking: Arc<parking::Parking>,
 }
 
 impl Server {
@@ -182,7 +201,14 @@ impl Server {
             stop: CancellationToken::new(),
             connections: Arc::new(AtomicUsize::new(0)),
             access: None,
+            parking: Arc::default(),
         }
+    }
+
+    /// Kill every detached connection's tasks (call when the server stops;
+    /// a socket listener does it itself).
+    pub async fn clear_detached(&self) {
+        self.parking.clear().await;
     }
 
     /// The server's options.
@@ -246,6 +272,8 @@ impl Server {
             options: self.options.clone(),
             connections: self.connections.clone(),
             access: self.access.clone(),
+            parking: self.parking.clone(),
+            detached: std::sync::Mutex::new(None),
             drain: CancellationToken::new(),
             runs: CancellationToken::new(),
         });
@@ -295,6 +323,18 @@ impl Server {
         let stopping = self.stop.is_cancelled();
         if stopping {
             connection.runs.cancel();
+        }
+        // A detached connection's tasks wait for their client to come back
+        // (unless the whole server is stopping).
+        let token = connection
+            .detached
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let (Some(token), Some(ttl), false) = (token, self.options.detach_ttl, stopping) {
+            let uid = connection.peer.as_ref().map(|peer| peer.uid);
+            self.parking
+                .park(token, connection.session.detach_tasks(), uid, ttl);
         }
         // Kill the session's tasks first: a `wait` in flight returns once
         // they settle.
@@ -352,6 +392,9 @@ struct Connection {
     options: ServeOptions,
     connections: Arc<AtomicUsize>,
     access: Option<Access>,
+    parking: Arc<parking::Parking>,
+    /// The attach token `detach` gave: the connection's end parks its tasks.
+    detached: std::sync::Mutex<Option<String>>,
     /// Cancelled by the `shutdown` method: stop reading, answer the rest.
     drain: CancellationToken,
     /// Parent of every foreground run's abort token.
@@ -484,6 +527,33 @@ impl Connection {
                     false => Err(RpcError::unknown_spill(&path)),
                 }
             }
+            "detach" => {
+                params::<NoParams>(raw)?;
+                let Some(ttl) = self.options.detach_ttl else {
+                    return Err(RpcError::forbidden(
+                        "detached tasks are off on this server; the operator sets [serve] \
+                         detach_ttl_secs",
+                    ));
+                };
+                let mut detached = self.detached.lock().unwrap_or_else(|p| p.into_inner());
+                let token = detached.get_or_insert_with(parking::token).clone();
+                to_value(&DetachResult {
+                    attach_token: token,
+                    ttl_secs: ttl.as_secs(),
+                })
+            }
+            "attach" => {
+                let token = params::<AttachParams>(raw)?.attach_token;
+                let uid = self.peer.as_ref().map(|peer| peer.uid);
+                let tasks = self
+                    .parking
+                    .claim(&token, uid)
+                    .ok_or_else(RpcError::unknown_attach_token)?;
+                self.session.adopt(&tasks);
+                to_value(&AttachResult {
+                    tasks: self.session.tasks(),
+                })
+            }
             "probe" => {
                 params::<NoParams>(raw)?;
                 let host = self.host.clone();
@@ -534,6 +604,7 @@ impl Connection {
             policy_threads_busy: busy,
             peer: self.peer.clone(),
             access: self.access.clone(),
+            detached: self.parking.len(),
         }
     }
 }

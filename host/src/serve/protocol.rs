@@ -53,12 +53,15 @@ pub mod code {
     pub const FORBIDDEN: i64 = -32010;
     /// `UNKNOWN_SPILL`: no result of this session holds this spill file.
     pub const UNKNOWN_SPILL: i64 = -32011;
+    /// `UNKNOWN_ATTACH_TOKEN`: no detached tasks wait under this token for
+    /// this client.
+    pub const UNKNOWN_ATTACH_TOKEN: i64 = -32012;
 }
 
 /// Every method the server answers, in documentation order.
 pub const METHODS: &[&str] = &[
-    "run", "start", "read", "kill", "wait", "list", "remove", "release", "probe", "reload",
-    "shutdown",
+    "run", "start", "read", "kill", "wait", "list", "remove", "release", "detach", "attach",
+    "probe", "reload", "shutdown",
 ];
 
 /// A JSON-RPC error object.
@@ -183,6 +186,18 @@ impl RpcError {
         );
         error.data["spillPath"] = json!(path);
         error
+    }
+}
+
+impl RpcError {
+    /// No detached tasks wait under this token for this client.
+    pub fn unknown_attach_token() -> Self {
+        RpcError::new(
+            code::UNKNOWN_ATTACH_TOKEN,
+            "UNKNOWN_ATTACH_TOKEN",
+            "no detached tasks wait under this token for this user: it was used already, its \
+             TTL passed, the server restarted, or another uid detached them",
+        )
     }
 }
 
@@ -416,6 +431,32 @@ pub struct StartResult {
     pub task_id: TaskId,
 }
 
+/// `attach`: the token `detach` gave.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AttachParams {
+    /// The token.
+    pub attach_token: String,
+}
+
+/// `detach`'s result.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DetachResult {
+    /// What `attach` takes, on a later connection of the same user.
+    pub attach_token: String,
+    /// How long the tasks wait after this connection ends.
+    pub ttl_secs: u64,
+}
+
+/// `attach`'s result: this connection's tasks, the re-attached among them.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AttachResult {
+    /// Every task of this connection, oldest first.
+    pub tasks: Vec<crate::tasks::TaskSnapshot>,
+}
+
 /// `kill`'s result.
 #[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct KillResult {
@@ -486,6 +527,8 @@ pub struct ServerStatus {
     /// Whom a socket listener admits.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub access: Option<super::Access>,
+    /// Detached connections whose tasks wait to be re-attached.
+    pub detached: usize,
 }
 
 /// `list`, `probe` and `shutdown` take nothing.

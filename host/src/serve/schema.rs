@@ -10,8 +10,9 @@ use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
 use super::protocol::{
-    Empty, KillResult, ListResult, NoParams, ProbeResult, ReleaseParams, ReleaseResult,
-    ReloadParams, RemoveResult, RpcError, RunParams, StartResult, TaskParams, WaitParams,
+    AttachParams, AttachResult, DetachResult, Empty, KillResult, ListResult, NoParams, ProbeResult,
+    ReleaseParams, ReleaseResult, ReloadParams, RemoveResult, RpcError, RunParams, StartResult,
+    TaskParams, WaitParams,
 };
 use crate::model::ExecResult;
 use crate::policy::ExecutorInfo;
@@ -64,6 +65,16 @@ pub fn document() -> Value {
         "release",
         sub::<ReleaseParams>(&mut generator),
         sub::<ReleaseResult>(&mut generator),
+    );
+    method(
+        "detach",
+        sub::<NoParams>(&mut generator),
+        sub::<DetachResult>(&mut generator),
+    );
+    method(
+        "attach",
+        sub::<AttachParams>(&mut generator),
+        sub::<AttachResult>(&mut generator),
     );
     method(
         "probe",

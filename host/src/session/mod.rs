@@ -211,6 +211,22 @@ impl Session {
             .collect()
     }
 
+    /// Take every task out of this session, to be re-attached to another
+    /// with [`Session::adopt`] (they keep running; nothing kills them but
+    /// the holder of the returned registry, or its drop).
+    pub fn detach_tasks(&self) -> Tasks {
+        let detached = Tasks::new();
+        detached.absorb(&self.tasks);
+        detached
+    }
+
+    /// Make `tasks` (from [`Session::detach_tasks`]) this session's own.
+    /// They still count against the bounds of the session that started
+    /// them until they are removed.
+    pub fn adopt(&self, tasks: &Tasks) {
+        self.tasks.absorb(tasks);
+    }
+
     /// End the session's work: terminate every live task group (with the
     /// kill grace) and wait for each task to settle. Other sessions of the
     /// host are untouched.

@@ -465,6 +465,14 @@ impl Tasks {
         }
     }
 
+    /// Move every task of `other` into this registry (after its own,
+    /// oldest first), leaving `other` empty: a detached session's tasks
+    /// re-attached to a new one. Each keeps the slot it was started with.
+    pub fn absorb(&self, other: &Tasks) {
+        let moved = std::mem::take(&mut *lock(&other.tasks));
+        lock(&self.tasks).extend(moved);
+    }
+
     /// Kill every running task, wait for each to settle, and forget them
     /// all (their spill files and slots go with them).
     pub async fn clear(&self) {

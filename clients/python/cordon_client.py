@@ -183,6 +183,16 @@ class CordonClient:
 
     # -- plumbing ---------------------------------------------------------
 
+    def detach(self):
+        """Keep this session's tasks for a later connection when this one
+        ends (where the operator allows it); returns the attach token."""
+        return self.call("detach")["attachToken"]
+
+    def attach(self, token):
+        """Make the tasks detached under `token` this session's; returns
+        every task of the session."""
+        return self.call("attach", {"attachToken": token})["tasks"]
+
     def release(self, spill_path):
         """Let a foreground result's spill files go (both of its streams')."""
         return self.call("release", {"spillPath": str(spill_path)})["released"]

@@ -173,11 +173,15 @@ if __name__ == "__main__":
 
 class SocketFromPython(unittest.TestCase):
     """`CordonClient.connect` to a `cordon serve --listen` server: two
-    clients are two sessions, and a client reconnects after a restart."""
+    clients are two sessions, a detached task is re-attached, and a client
+    reconnects after a restart."""
 
     def _listen(self):
+        config = self.base / "cordon.toml"
+        config.write_text("[serve]\ndetach_ttl_secs = 30\n")
         process = subprocess.Popen(
-            [os.environ["CORDON_BIN"], "serve", "--listen", f"unix:{self.socket}"],
+            [os.environ["CORDON_BIN"], "serve", "--listen", f"unix:{self.socket}",
+             "--config", str(config)],
             cwd=self.base,
         )
         deadline = time.monotonic() + 30
@@ -209,6 +213,12 @@ class SocketFromPython(unittest.TestCase):
         self.assertEqual(caught.exception.name, "UNKNOWN_TASK")
         spilled = alice.run("head -c 100000 /dev/zero")
         self.assertTrue(alice.release(spilled["stdout"]["spillPath"]))
+        # Detached, alice's task waits for her next connection.
+        token = alice.detach()
+        alice.close()
+        alice = CordonClient.connect(self.socket)
+        self.assertEqual([t["id"] for t in alice.attach(token)], [task])
+        self.assertTrue(alice.kill(task))
         # The server restarts: the next call reconnects, as a new session.
         self.server.terminate()
         self.assertEqual(self.server.wait(30), 0)

@@ -712,3 +712,25 @@ mod which {
         .ok_or(())
     }
 }
+
+#[test]
+fn many_long_waits_in_flight_do_not_stop_a_kill_from_being_read() {
+    let ws = workspace();
+    let root = ws.path();
+    let server = Listener::start(root, DANGER, &[]);
+    let mut client = server.connect();
+    let mark = format!("76.{}", std::process::id());
+    let task = client.call(
+        "start",
+        json!({"command": format!("sleep {mark}"), "policy": policy("danger-full-access", root)}),
+    )["taskId"]
+        .clone();
+    // More waits than replies may queue: they are in flight, not queued.
+    let waits: Vec<Value> = (0..100)
+        .map(|_| client.send("wait", json!({"taskId": task})))
+        .collect();
+    assert_eq!(client.call("kill", json!({"taskId": task}))["killed"], true);
+    for id in &waits {
+        assert_eq!(client.reply(id)["result"]["status"], "killed");
+    }
+}

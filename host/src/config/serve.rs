@@ -10,7 +10,8 @@
 //! policy_threads = 8         # threads the policy calls run on
 //! max_request_bytes = 16777216
 //! max_batch = 256            # requests in one batch
-//! max_in_flight = 64         # lines of one connection read and not yet answered
+//! max_in_flight = 256        # lines of one connection read and not yet answered
+//! max_queued_replies = 32    # replies not yet taken by a client; at it, its lines wait
 //! max_connections = 256      # socket clients at once
 //! spill_ttl_secs = 3600      # a result's unreleased spill files are deleted after this
 //! detach_ttl_secs = 600      # `detach` on: a detached connection's tasks wait this long
@@ -48,6 +49,7 @@ pub struct ServeFile {
     max_request_bytes: Option<usize>,
     max_batch: Option<usize>,
     max_in_flight: Option<usize>,
+    max_queued_replies: Option<usize>,
     max_connections: Option<usize>,
     spill_ttl_secs: Option<u64>,
     detach_ttl_secs: Option<u64>,
@@ -131,6 +133,11 @@ pub(super) fn parse(file: ServeFile) -> Result<ServeConfig, (String, String)> {
         )?,
         max_batch: positive("max_batch", file.max_batch, defaults.max_batch)?,
         max_in_flight: positive("max_in_flight", file.max_in_flight, defaults.max_in_flight)?,
+        max_queued_replies: positive(
+            "max_queued_replies",
+            file.max_queued_replies,
+            defaults.max_queued_replies,
+        )?,
         max_connections: positive(
             "max_connections",
             file.max_connections,

@@ -16,9 +16,11 @@
 //!   up a `read`; responses are written whole, one per line, as they finish
 //!   (match them by `id`, echoed byte for byte).
 //! * **Bounded.** A connection has at most [`ServeOptions::max_in_flight`]
-//!   lines read and not yet answered: when its client stops reading
-//!   replies, the server stops reading its requests (the client's writes
-//!   block) and other connections are unaffected. Lines longer than
+//!   lines read and not yet answered, and at most
+//!   [`ServeOptions::max_queued_replies`] replies written to it and not yet
+//!   taken by its client: when the client stops reading replies, the
+//!   server stops reading its requests (the client's writes block) and
+//!   other connections are unaffected. Lines longer than
 //!   `max_request_bytes` and batches longer than `max_batch` are refused;
 //!   runs and tasks past the host's bounds are `BUSY`.
 //! * A foreground result's spill files stay until the client `release`s
@@ -76,8 +78,13 @@ pub struct ServeOptions {
     pub max_request_bytes: usize,
     /// The most requests one batch may hold.
     pub max_batch: usize,
-    /// Lines one connection may have read and not yet answered.
+    /// Lines one connection may have read and not yet answered (a long
+    /// `wait` counts until it returns).
     pub max_in_flight: usize,
+    /// Replies one connection may have queued and not yet written to a
+    /// client that is not reading; at the bound, no more of its lines are
+    /// read.
+    pub max_queued_replies: usize,
     /// Connections a socket listener serves at once.
     pub max_connections: usize,
     /// How long a foreground result's spill files are kept unreleased.
@@ -113,7 +120,8 @@ impl Default for ServeOptions {
         ServeOptions {
             max_request_bytes: 16 << 20,
             max_batch: 256,
-            max_in_flight: 64,
+            max_in_flight: 256,
+            max_queued_replies: 32,
             max_connections: 256,
             spill_ttl: Duration::from_secs(3600),
             reload: ReloadRule::Any,
@@ -278,6 +286,7 @@ impl Server {
             runs: CancellationToken::new(),
         });
         let in_flight = Arc::new(Semaphore::new(self.options.max_in_flight.max(1)));
+        let room = Arc::new(Semaphore::new(self.options.max_queued_replies.max(1)));
         let (replies, pending) = mpsc::unbounded_channel::<Reply>();
         let writer = tokio::spawn(write_lines(output, pending));
         let sweeper = tokio::spawn(sweep_spills(connection.clone()));
@@ -285,13 +294,20 @@ impl Server {
         let mut lines = LineReader::new(input, self.options.max_request_bytes);
         loop {
             // Back-pressure: no line is read while the connection has its
-            // most lines unanswered (their replies wait on a slow client).
+            // most lines unanswered…
             let permit = tokio::select! {
                 biased;
                 () = self.stop.cancelled() => break,
                 () = connection.drain.cancelled() => break,
                 permit = in_flight.clone().acquire_owned() => permit.expect("never closed"),
             };
+            // …nor while its client is not taking the replies already written.
+            tokio::select! {
+                biased;
+                () = self.stop.cancelled() => break,
+                () = connection.drain.cancelled() => break,
+                slot = room.acquire() => drop(slot.expect("never closed")),
+            }
             let line = tokio::select! {
                 biased;
                 () = self.stop.cancelled() => break,
@@ -303,7 +319,9 @@ impl Server {
                 None | Some(Err(_)) => break,
                 Some(Ok(Line::TooLong)) => {
                     let error = RpcError::too_large(self.options.max_request_bytes);
-                    let _ = replies.send(Reply(protocol::failure(None, error), permit));
+                    let slot = room.clone().acquire_owned().await.expect("never closed");
+                    drop(permit);
+                    let _ = replies.send(Reply(protocol::failure(None, error), slot));
                 }
                 Some(Ok(Line::Text(bytes))) => {
                     if bytes.iter().all(u8::is_ascii_whitespace) {
@@ -311,9 +329,13 @@ impl Server {
                     }
                     let connection = connection.clone();
                     let replies = replies.clone();
+                    let room = room.clone();
                     handlers.spawn(async move {
                         if let Some(reply) = connection.handle_line(&bytes).await {
-                            let _ = replies.send(Reply(reply, permit));
+                            // Waits while the client is not reading.
+                            let slot = room.acquire_owned().await.expect("never closed");
+                            drop(permit);
+                            let _ = replies.send(Reply(reply, slot));
                         }
                     });
                 }
@@ -352,20 +374,25 @@ impl Server {
         connection.session.close().await;
         sweeper.abort();
         drop(replies);
+        let mut writer = writer;
         let written = match stopping {
-            true => tokio::time::timeout(FLUSH_BOUND, writer).await,
-            false => Ok(writer.await),
+            true => tokio::time::timeout(FLUSH_BOUND, &mut writer).await,
+            false => Ok((&mut writer).await),
         };
         match written {
             Ok(done) => done.map_err(io::Error::other)?,
             // A client that does not read while the server stops: its
-            // replies are dropped.
-            Err(_) => Ok(()),
+            // replies are dropped, and so is the writer blocked on it.
+            Err(_) => {
+                writer.abort();
+                Ok(())
+            }
         }
     }
 }
 
-/// A reply line and the connection's in-flight unit it frees once written.
+/// A reply line and the unit of the connection's reply queue it frees once
+/// written.
 struct Reply(String, OwnedSemaphorePermit);
 
 /// One unit of a counter, given back on drop.

@@ -21,6 +21,7 @@ pub mod config;
 mod error;
 pub mod files;
 mod host;
+pub mod mcp;
 pub mod model;
 pub mod policy;
 pub mod process;

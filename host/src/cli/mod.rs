@@ -4,6 +4,7 @@
 
 mod deploy;
 mod exit;
+mod mcp;
 mod policy;
 mod probe;
 mod run;
@@ -30,8 +31,10 @@ enum Command {
     Probe(probe::ProbeArgs),
     /// Work with policy components.
     Policy(policy::PolicyArgs),
-    /// Serve JSON-RPC 2.0 on stdin/stdout, one request per line (see docs/protocol.md).
+    /// Serve JSON-RPC 2.0 on stdin/stdout or a Unix socket, one request per line (see docs/protocol.md).
     Serve(serve::ServeArgs),
+    /// Serve the Model Context Protocol on stdin/stdout: shell tools for an agent (see docs/mcp.md).
+    Mcp(mcp::McpArgs),
 }
 
 /// Resolves at the first Ctrl-C (`SIGINT`) or `SIGTERM` to cordon.
@@ -62,6 +65,10 @@ pub fn main() -> ExitCode {
             ExitCode::from(exit::CONFIG)
         }),
         Command::Serve(args) => serve::main(args).unwrap_or_else(|error| {
+            eprintln!("cordon: {error:#}");
+            exit::for_setup(&error)
+        }),
+        Command::Mcp(args) => mcp::main(args).unwrap_or_else(|error| {
             eprintln!("cordon: {error:#}");
             exit::for_setup(&error)
         }),

@@ -1,0 +1,58 @@
+//! `cordon mcp`: the host as an MCP server on stdin/stdout.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use cordon::PolicySource;
+use cordon::mcp::McpServer;
+use rmcp::ServiceExt;
+
+use super::deploy::DeployArgs;
+
+/// Flags of `cordon mcp`.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// Policy component to use instead of the embedded bash-sandbox.
+    #[arg(long, value_name = "FILE")]
+    policy: Option<std::path::PathBuf>,
+
+    #[command(flatten)]
+    deploy: DeployArgs,
+}
+
+/// Serve MCP until the client closes stdin, or SIGINT/SIGTERM.
+pub fn main(args: McpArgs) -> anyhow::Result<ExitCode> {
+    let (builder, _) = args.deploy.host_builder()?;
+    let source = match args.policy {
+        Some(path) => PolicySource::File(path),
+        None => PolicySource::Embedded,
+    };
+    let host = builder.policy(source).build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let served = runtime.block_on(async {
+        let server = McpServer::new(&host);
+        let interrupted = super::interrupted();
+        let running = server
+            .clone()
+            .serve(rmcp::transport::stdio())
+            .await
+            .context("the MCP handshake failed")?;
+        let cancel = running.cancellation_token();
+        tokio::spawn(async move {
+            interrupted.await;
+            cancel.cancel();
+        });
+        let ended = running.waiting().await.context("serving MCP");
+        // The client is gone: its jobs end with it.
+        server.shutdown().await;
+        ended.map(|_| ())
+    });
+    // The stdin reader may be a blocking thread a read of an open pipe holds.
+    runtime.shutdown_background();
+    served?;
+    Ok(ExitCode::SUCCESS)
+}

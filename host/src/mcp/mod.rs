@@ -1,0 +1,218 @@
+//! `cordon mcp`: the host as a Model Context Protocol server, on the
+//! official Rust SDK (`rmcp`), so any agent that speaks MCP can mount it.
+//!
+//! Why a surface of its own: `serve` gives programs facts; an agent's model
+//! needs the same facts *told*: the output, one exit line, a marker when
+//! the sandbox denied something, and the guidance that keeps it from
+//! retrying around a denial (`render.rs`). The facts go beside the text as
+//! structured content — the very `ExecResult` `run` and `serve` return, from
+//! the same library host, so a result never differs between surfaces.
+//!
+//! * Tools: `shell` (a command, optionally in the background), and for
+//!   background jobs `shell_output` (consuming), `shell_kill`, `shell_list`.
+//! * The model chooses only the command, its working directory, its
+//!   timeout and whether it runs in the background: never the sandbox
+//!   policy, never `approved`. The deployment's default policy, ceiling and
+//!   component apply, exactly as for `cordon run`.
+//! * One connection is one [`Session`]: its jobs are its own and end with it.
+
+pub mod render;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::{ErrorData, ServerHandler, tool, tool_handler, tool_router};
+use serde::Deserialize;
+
+use crate::model::ExecRequest;
+use crate::session::Session;
+use crate::tasks::{TaskId, TaskStatus};
+use crate::{Host, RunError};
+
+/// `shell`'s input.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ShellArgs {
+    /// The shell command line to run.
+    pub command: String,
+    /// The directory to run it in (default: the deployment's).
+    #[serde(default)]
+    pub workdir: Option<PathBuf>,
+    /// Kill it after this many milliseconds (default 120000, at most 600000).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Run it as a background job and return its id at once; read it with
+    /// `shell_output`.
+    #[serde(default)]
+    pub background: bool,
+}
+
+/// `shell_output` and `shell_kill`'s input.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JobArgs {
+    /// The job's id, as `shell` returned it.
+    pub job_id: String,
+}
+
+/// `shell_list`'s input: nothing.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoArgs {}
+
+/// An MCP server over one session of a host.
+#[derive(Clone)]
+pub struct McpServer {
+    session: Arc<Session>,
+    tool_router: ToolRouter<Self>,
+}
+
+impl McpServer {
+    /// A server whose tools run in a new session of `host`.
+    pub fn new(host: &Host) -> Self {
+        McpServer {
+            session: Arc::new(host.session()),
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    /// End the session: its live jobs are killed (with the grace).
+    pub async fn shutdown(&self) {
+        self.session.close().await;
+    }
+
+    fn job(&self, id: &str) -> Result<crate::TaskHandle, CallToolResult> {
+        let unknown = || {
+            CallToolResult::error(vec![ContentBlock::text(format!(
+                "no job has id {id}; shell_list shows the jobs"
+            ))])
+        };
+        let id: TaskId = id.parse().map_err(|_| unknown())?;
+        self.session.task(id).ok_or_else(unknown)
+    }
+}
+
+/// A tool result for a run error: the text for the model, the stable
+/// details as structured content.
+fn refusal(error: &RunError) -> CallToolResult {
+    let mut result = CallToolResult::error(vec![ContentBlock::text(render::error(error))]);
+    result.structured_content = Some(serde_json::Value::Object(error.details()));
+    result
+}
+
+fn with_facts(text: String, facts: &impl serde::Serialize, failed: bool) -> CallToolResult {
+    let mut result = match failed {
+        true => CallToolResult::error(vec![ContentBlock::text(text)]),
+        false => CallToolResult::success(vec![ContentBlock::text(text)]),
+    };
+    result.structured_content = serde_json::to_value(facts).ok();
+    result
+}
+
+#[tool_router]
+impl McpServer {
+    /// Run a shell command in the sandbox.
+    #[tool(
+        description = "Run a shell command in cordon's sandbox (the deployment's policy decides \
+                       what it may read, write and reach). Returns its output and exit code; \
+                       with background: true, returns a job id at once."
+    )]
+    async fn shell(
+        &self,
+        Parameters(args): Parameters<ShellArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let mut request = ExecRequest::new(args.command);
+        request.workdir = args.workdir;
+        request.timeout_ms = args.timeout_ms;
+        if args.background {
+            return Ok(match self.session.start(request).await {
+                Ok(task) => with_facts(
+                    format!("started job {}; read it with shell_output", task.id()),
+                    &serde_json::json!({ "jobId": task.id() }),
+                    false,
+                ),
+                Err(error) => refusal(&error),
+            });
+        }
+        Ok(match self.session.run(request).await {
+            Ok(result) => {
+                let text = render::result(&result);
+                let failed = result.exit_code != Some(0);
+                let reply = with_facts(text, &result, failed);
+                self.session.retain_spills(result);
+                reply
+            }
+            Err(error) => refusal(&error),
+        })
+    }
+
+    /// A job's new output (consuming), and its facts once it has ended.
+    #[tool(
+        description = "Read what a background job printed since the last read; once it has \
+                       ended, also its exit code and sandbox facts."
+    )]
+    async fn shell_output(
+        &self,
+        Parameters(args): Parameters<JobArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let task = match self.job(&args.job_id) {
+            Ok(task) => task,
+            Err(unknown) => return Ok(unknown),
+        };
+        let read = task.read();
+        let settled = (read.status != TaskStatus::Running).then(|| task.snapshot());
+        let text = render::read(&read, settled.as_ref());
+        let facts = serde_json::json!({ "read": read, "job": settled });
+        Ok(with_facts(text, &facts, false))
+    }
+
+    /// Kill a background job.
+    #[tool(description = "Kill a background job's whole process tree.")]
+    async fn shell_kill(
+        &self,
+        Parameters(args): Parameters<JobArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let task = match self.job(&args.job_id) {
+            Ok(task) => task,
+            Err(unknown) => return Ok(unknown),
+        };
+        let killed = task.kill();
+        let done = task.wait(Some(Duration::from_secs(10))).await;
+        let text = match killed {
+            true => format!("killed job {}", done.id),
+            false => format!("job {} had already ended", done.id),
+        };
+        Ok(with_facts(text, &done, false))
+    }
+
+    /// Every job of this connection.
+    #[tool(description = "List this connection's background jobs and their status.")]
+    async fn shell_list(
+        &self,
+        Parameters(NoArgs {}): Parameters<NoArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let tasks = self.session.tasks();
+        let text = render::list(&tasks);
+        Ok(with_facts(
+            text,
+            &serde_json::json!({ "jobs": tasks }),
+            false,
+        ))
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("cordon", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Run shell commands with the shell tool. Every command runs in cordon's sandbox \
+                 under the operator's policy; a denial is final, not a transient error.",
+            )
+    }
+}

@@ -4,7 +4,9 @@
 #     target the policy components are built for;
 #   * bubblewrap, the Linux sandbox runner, python3 for the Python client's
 #     tests, and node/npm for the JavaScript policy component (needs root or
-#     sudo for apt-get).
+#     sudo for apt-get);
+#   * the official MCP Python SDK (`mcp`, pinned), the client `cordon mcp`'s
+#     end-to-end test drives.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,4 +42,10 @@ if [ "${#missing[@]}" -gt 0 ]; then
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
     $sudo apt-get update -qq
     $sudo apt-get install -y -qq "${missing[@]}"
+fi
+
+# The MCP client cordon did not write: the official Python SDK.
+if ! python3 -c 'import mcp' >/dev/null 2>&1; then
+    python3 -m pip install --quiet --disable-pip-version-check "mcp==2.3.0" 2>/dev/null ||
+        python3 -m pip install --quiet --disable-pip-version-check --break-system-packages "mcp==2.3.0"
 fi

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, unit tests, component tests and
 # the end-to-end suites (real bwrap, real wasmtime, real components).
-# On Linux CI the bwrap, Landlock, cgroup, Python-client and JavaScript-component
-# suites must run: a missing or broken runner (or python3, or node) fails
-# them instead of skipping.
+# On Linux CI the bwrap, Landlock, cgroup, Python-client, MCP-SDK and
+# JavaScript-component suites must run: a missing or broken runner (or
+# python3, the mcp package, or node) fails them instead of skipping.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -11,6 +11,8 @@ if [ "${CI:-}" = true ] && [ "$(uname -s)" = Linux ]; then
     export CORDON_E2E_REQUIRE_BWRAP=1 CORDON_E2E_REQUIRE_LANDLOCK=1 CORDON_E2E_REQUIRE_PYTHON=1 CORDON_E2E_REQUIRE_JS=1
     # Runs get their own cgroup there (root, cgroup v1): the limits suites must run.
     export CORDON_E2E_REQUIRE_CGROUPS=1
+    # setup.sh installs the MCP Python SDK: `cordon mcp`'s e2e must run.
+    export CORDON_E2E_REQUIRE_MCP=1
 fi
 cargo fmt --all --check
 # The policy component written in JavaScript (componentize-js from npm).

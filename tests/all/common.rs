@@ -474,3 +474,29 @@ pub fn eventually(bound: std::time::Duration, what: &str, mut done: impl FnMut()
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// Run the Python unittest `module` in `dir` (relative to the repository)
+/// against the cordon binary under test, and check that `tests` tests ran
+/// and passed. It gets `CORDON_BIN`, a scratch `CORDON_TEST_DIR`,
+/// `CORDON_TEST_CONFINED`, and the fixture components `CORDON_STRICT_POLICY`,
+/// `CORDON_RULES_POLICY` with `CORDON_RULES_SETTINGS`.
+pub fn python_suite(test: &str, dir: &str, module: &str, tests: usize) {
+    let confined = bwrap_usable(&format!("{test} (confined checks)"));
+    let scratch = workspace();
+    let output = Command::new("python3")
+        .args(["-m", "unittest", "-v", module])
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(dir))
+        .env("CORDON_BIN", env!("CARGO_BIN_EXE_cordon"))
+        .env("CORDON_TEST_DIR", scratch.path())
+        .env("CORDON_TEST_CONFINED", if confined { "1" } else { "0" })
+        .env("CORDON_STRICT_POLICY", component("strict-policy.wasm"))
+        .env("CORDON_RULES_POLICY", component("rules-policy.wasm"))
+        .env("CORDON_RULES_SETTINGS", rule_file())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .expect("run python3");
+    let report = String::from_utf8_lossy(&output.stderr);
+    eprintln!("{report}");
+    assert!(output.status.success(), "{module} failed:\n{report}");
+    assert!(report.contains(&format!("Ran {tests} tests")), "{report}");
+}

@@ -21,6 +21,7 @@ mod hostile;
 mod landlock;
 mod launcher;
 mod limits;
+mod mcp;
 mod network;
 mod policy;
 mod probe;

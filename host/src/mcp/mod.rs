@@ -141,7 +141,14 @@ impl McpServer {
         Ok(match self.session.run(request).await {
             Ok(result) => {
                 let text = render::result(&result);
-                let failed = result.exit_code != Some(0);
+                // A denial is an error for the model even when the
+                // command's last step exited 0.
+                let failed = result.exit_code != Some(0)
+                    || result.timed_out
+                    || result
+                        .sandbox
+                        .as_ref()
+                        .is_some_and(|s| s.denied || s.runner_failed);
                 let reply = with_facts(text, &result, failed);
                 self.session.retain_spills(result);
                 reply

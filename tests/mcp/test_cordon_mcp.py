@@ -1,0 +1,144 @@
+"""`cordon mcp` driven by the official MCP Python SDK (`mcp`), a client
+cordon did not write.
+
+Run by tests/all/mcp.rs, which sets CORDON_BIN (the binary under test),
+CORDON_TEST_DIR (a scratch directory outside /tmp), CORDON_TEST_CONFINED
+("1" when bwrap confines runs here), CORDON_RULES_POLICY and
+CORDON_RULES_SETTINGS (rules-policy and its rule file).
+"""
+
+import asyncio
+import os
+import pathlib
+import unittest
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+CONFINED = os.environ.get("CORDON_TEST_CONFINED") == "1"
+
+
+def host_processes_with(needle):
+    found = []
+    for entry in pathlib.Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if needle in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+async def session_with(args, body):
+    params = StdioServerParameters(
+        command=os.environ["CORDON_BIN"],
+        args=["mcp", *args],
+        cwd=os.environ["CORDON_TEST_DIR"],
+    )
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            return await body(session)
+
+
+def text(result):
+    return "".join(block.text for block in result.content if block.type == "text")
+
+
+class CordonMcp(unittest.TestCase):
+    def test_tools_are_listed_with_their_input_schemas(self):
+        async def body(session):
+            return await session.list_tools()
+
+        tools = {tool.name: tool for tool in asyncio.run(session_with([], body)).tools}
+        self.assertEqual(set(tools), {"shell", "shell_output", "shell_kill", "shell_list"})
+        shell = tools["shell"].input_schema
+        self.assertEqual(shell["required"], ["command"])
+        self.assertIn("background", shell["properties"])
+        self.assertNotIn("policy", shell["properties"], "the model never names the policy")
+        self.assertEqual(tools["shell_output"].input_schema["required"], ["jobId"])
+
+    def test_a_command_runs_and_one_the_sandbox_denies_says_so(self):
+        marker = pathlib.Path("/etc/cordon-mcp-denied")
+
+        async def body(session):
+            ok = await session.call_tool("shell", {"command": "echo hello"})
+            denied = await session.call_tool(
+                "shell", {"command": f"echo before; touch {marker}"}
+            )
+            return ok, denied
+
+        ok, denied = asyncio.run(session_with([], body))
+        self.assertFalse(ok.is_error)
+        self.assertIn("hello\n", text(ok))
+        self.assertIn("exit code 0", text(ok))
+        self.assertEqual(ok.structured_content["exitCode"], 0)
+        if CONFINED:
+            self.assertTrue(denied.is_error)
+            self.assertIn("[sandbox: denied]", text(denied))
+            self.assertIn("do not retry", text(denied))
+            self.assertTrue(denied.structured_content["sandbox"]["denied"])
+            self.assertFalse(marker.exists(), "the host's /etc was written")
+
+    def test_a_command_the_policy_refuses_never_runs(self):
+        args = [
+            "--policy", os.environ["CORDON_RULES_POLICY"],
+            "--settings", os.environ["CORDON_RULES_SETTINGS"],
+        ]
+        marker = pathlib.Path(os.environ["CORDON_TEST_DIR"]) / "refused-ran"
+
+        async def body(session):
+            return await session.call_tool(
+                "shell", {"command": f"touch {marker}; curl https://example.com"}
+            )
+
+        refused = asyncio.run(session_with(args, body))
+        self.assertTrue(refused.is_error)
+        self.assertIn("[refused by policy]", text(refused))
+        self.assertIn("vendor the file", text(refused))
+        self.assertEqual(refused.structured_content["code"], "POLICY_DENIED")
+        self.assertFalse(marker.exists(), "a refused command ran")
+
+    def test_background_jobs_are_read_to_completion_and_killed(self):
+        mark = f"77.{os.getpid()}"
+
+        async def body(session):
+            started = await session.call_tool(
+                "shell",
+                {"command": "for i in 1 2 3; do echo tick $i; sleep 0.2; done", "background": True},
+            )
+            job = started.structured_content["jobId"]
+            seen = ""
+            for _ in range(200):
+                read = await session.call_tool("shell_output", {"jobId": job})
+                seen += text(read)
+                if read.structured_content["job"] is not None:
+                    break
+                await asyncio.sleep(0.05)
+            sleeper = await session.call_tool(
+                "shell", {"command": f"sleep {mark}", "background": True}
+            )
+            victim = sleeper.structured_content["jobId"]
+            for _ in range(100):
+                if host_processes_with(f"sleep {mark}"):
+                    break
+                await asyncio.sleep(0.05)
+            listed = await session.call_tool("shell_list", {})
+            killed = await session.call_tool("shell_kill", {"jobId": victim})
+            return seen, listed, killed, victim
+
+        seen, listed, killed, victim = asyncio.run(session_with([], body))
+        self.assertIn("tick 1\n", seen)
+        self.assertIn("tick 3\n", seen)
+        self.assertIn("exit code 0", seen)
+        self.assertIn(victim, text(listed))
+        self.assertIn(f"killed job {victim}", text(killed))
+        self.assertEqual(killed.structured_content["status"], "killed")
+        self.assertEqual(host_processes_with(f"sleep {mark}"), [], "the killed job lives on")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -13,6 +13,7 @@ import pathlib
 import unittest
 
 from mcp import ClientSession, StdioServerParameters
+from mcp import types
 from mcp.client.stdio import stdio_client
 
 CONFINED = os.environ.get("CORDON_TEST_CONFINED") == "1"
@@ -32,14 +33,14 @@ def host_processes_with(needle):
     return found
 
 
-async def session_with(args, body):
+async def session_with(args, body, elicitation=None):
     params = StdioServerParameters(
         command=os.environ["CORDON_BIN"],
         args=["mcp", *args],
         cwd=os.environ["CORDON_TEST_DIR"],
     )
     async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write) as session:
+        async with ClientSession(read, write, elicitation_callback=elicitation) as session:
             await session.initialize()
             return await body(session)
 
@@ -138,6 +139,59 @@ class CordonMcp(unittest.TestCase):
         self.assertIn(f"killed job {victim}", text(killed))
         self.assertEqual(killed.structured_content["status"], "killed")
         self.assertEqual(host_processes_with(f"sleep {mark}"), [], "the killed job lives on")
+
+    def test_an_ask_runs_only_when_the_person_accepts_it(self):
+        ws = pathlib.Path(os.environ["CORDON_TEST_DIR"]) / "asked"
+        ws.mkdir()
+        config = ws.parent / "asked.toml"
+        config.write_text(f'default_mode = "workspace-write"\nworkspace_root = "{ws}"\n')
+        args = [
+            "--policy", os.environ["CORDON_RULES_POLICY"],
+            "--settings", os.environ["CORDON_RULES_SETTINGS"],
+            "--config", str(config),
+        ]
+        asked = []
+
+        def answering(action, content=None):
+            async def answer(context, params):
+                asked.append(params.message)
+                return types.ElicitResult(action=action, content=content)
+            return answer
+
+        def shell(marker):
+            async def body(session):
+                return await session.call_tool(
+                    "shell",
+                    {"command": f"rm -rf build && touch {marker}", "workdir": str(ws)},
+                )
+            return body
+
+        accepted = asyncio.run(
+            session_with(args, shell("accepted"), answering("accept", {"approve": True}))
+        )
+        self.assertFalse(accepted.is_error, text(accepted))
+        self.assertTrue((ws / "accepted").exists(), "the approved command did not run")
+        self.assertIn("rm -rf build", asked[0])
+        self.assertIn("a recursive delete cannot be undone", asked[0])
+
+        declined = asyncio.run(session_with(args, shell("declined"), answering("decline")))
+        self.assertTrue(declined.is_error)
+        self.assertIn("[needs approval]", text(declined))
+        self.assertIn("declined", text(declined))
+        self.assertFalse((ws / "declined").exists(), "a declined command ran")
+
+        refused = asyncio.run(
+            session_with(args, shell("unapproved"), answering("accept", {"approve": False}))
+        )
+        self.assertTrue(refused.is_error)
+        self.assertFalse((ws / "unapproved").exists(), "a command approve: false ran")
+
+        unasked = asyncio.run(session_with(args, shell("unasked")))
+        self.assertTrue(unasked.is_error)
+        self.assertIn("[needs approval]", text(unasked))
+        self.assertEqual(unasked.structured_content["code"], "APPROVAL_REQUIRED")
+        self.assertFalse((ws / "unasked").exists(), "an ask ran without a person")
+        self.assertEqual(len(asked), 3, "only a client with elicitation is asked")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,11 @@
 //!   policy, never `approved`. The deployment's default policy, ceiling and
 //!   component apply, exactly as for `cordon run`.
 //! * One connection is one [`Session`]: its jobs are its own and end with it.
+//! * A policy *ask* becomes an MCP elicitation when the client supports
+//!   one: the person sees the command, the reason and the proposed grant;
+//!   only their *accept* runs it (with that grant, still under every
+//!   ceiling). A decline, a dismissal or a client without elicitation gets
+//!   the refusal text, and nothing runs.
 
 pub mod render;
 
@@ -25,7 +30,8 @@ use std::time::Duration;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
-use rmcp::{ErrorData, ServerHandler, tool, tool_handler, tool_router};
+use rmcp::service::ElicitationError;
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use serde::Deserialize;
 
 use crate::model::ExecRequest;
@@ -59,6 +65,15 @@ pub struct JobArgs {
     pub job_id: String,
 }
 
+/// What a person answers when the policy asks.
+#[derive(Debug, serde::Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Approval {
+    /// Run the command with the grant shown.
+    pub approve: bool,
+}
+
+rmcp::elicit_safe!(Approval);
+
 /// `shell_list`'s input: nothing.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -85,6 +100,69 @@ impl McpServer {
         self.session.close().await;
     }
 
+    /// Run (or start) `request` once; a tool result, or the run error.
+    async fn shell_once(
+        &self,
+        request: ExecRequest,
+        background: bool,
+    ) -> Result<CallToolResult, RunError> {
+        if background {
+            let task = self.session.start(request).await?;
+            return Ok(with_facts(
+                format!("started job {}; read it with shell_output", task.id()),
+                &serde_json::json!({ "jobId": task.id() }),
+                false,
+            ));
+        }
+        let result = self.session.run(request).await?;
+        let text = render::result(&result);
+        // A denial is an error for the model even when the command's last
+        // step exited 0.
+        let failed = result.exit_code != Some(0)
+            || result.timed_out
+            || result
+                .sandbox
+                .as_ref()
+                .is_some_and(|s| s.denied || s.runner_failed);
+        let reply = with_facts(text, &result, failed);
+        self.session.retain_spills(result);
+        Ok(reply)
+    }
+
+    /// Ask the person behind the client (an MCP elicitation) whether
+    /// `request` may run as the policy's *ask* proposes; the approved
+    /// request, or the tool result to give the model instead.
+    async fn ask(
+        &self,
+        peer: &Peer<RoleServer>,
+        request: &ExecRequest,
+        asked: &RunError,
+        background: bool,
+    ) -> Result<ExecRequest, CallToolResult> {
+        let RunError::ApprovalRequired { reason, policy } = asked else {
+            return Err(refusal(asked));
+        };
+        let grant = serde_json::to_string(policy).unwrap_or_default();
+        let message = format!(
+            "An agent wants to run{}:\n\n    {}\n\nThe policy asks first: {reason}\n\nIf \
+             approved it runs with this sandbox grant: {grant}",
+            if background { " in the background" } else { "" },
+            request.command
+        );
+        match peer.elicit::<Approval>(message).await {
+            Ok(Some(Approval { approve: true })) => Ok(ExecRequest {
+                policy: Some((**policy).clone()),
+                approved: true,
+                ..request.clone()
+            }),
+            Ok(_) | Err(ElicitationError::UserDeclined | ElicitationError::UserCancelled) => {
+                Err(declined(asked))
+            }
+            // No elicitation here: the model is told it needs approval.
+            Err(_) => Err(refusal(asked)),
+        }
+    }
+
     fn job(&self, id: &str) -> Result<crate::TaskHandle, CallToolResult> {
         let unknown = || {
             CallToolResult::error(vec![ContentBlock::text(format!(
@@ -100,6 +178,13 @@ impl McpServer {
 /// details as structured content.
 fn refusal(error: &RunError) -> CallToolResult {
     let mut result = CallToolResult::error(vec![ContentBlock::text(render::error(error))]);
+    result.structured_content = Some(serde_json::Value::Object(error.details()));
+    result
+}
+
+/// A tool result for an ask a person declined.
+fn declined(error: &RunError) -> CallToolResult {
+    let mut result = CallToolResult::error(vec![ContentBlock::text(render::declined(error))]);
     result.structured_content = Some(serde_json::Value::Object(error.details()));
     result
 }
@@ -123,38 +208,28 @@ impl McpServer {
     )]
     async fn shell(
         &self,
+        peer: Peer<RoleServer>,
         Parameters(args): Parameters<ShellArgs>,
     ) -> Result<CallToolResult, ErrorData> {
         let mut request = ExecRequest::new(args.command);
         request.workdir = args.workdir;
         request.timeout_ms = args.timeout_ms;
-        if args.background {
-            return Ok(match self.session.start(request).await {
-                Ok(task) => with_facts(
-                    format!("started job {}; read it with shell_output", task.id()),
-                    &serde_json::json!({ "jobId": task.id() }),
-                    false,
-                ),
-                Err(error) => refusal(&error),
-            });
-        }
-        Ok(match self.session.run(request).await {
-            Ok(result) => {
-                let text = render::result(&result);
-                // A denial is an error for the model even when the
-                // command's last step exited 0.
-                let failed = result.exit_code != Some(0)
-                    || result.timed_out
-                    || result
-                        .sandbox
-                        .as_ref()
-                        .is_some_and(|s| s.denied || s.runner_failed);
-                let reply = with_facts(text, &result, failed);
-                self.session.retain_spills(result);
-                reply
-            }
-            Err(error) => refusal(&error),
-        })
+        let first = self.shell_once(request.clone(), args.background).await;
+        // An ask fails before anything runs; only a person's accept makes
+        // the request `approved` (never the model).
+        let Err(RunError::ApprovalRequired { reason, policy }) = first else {
+            return Ok(first.unwrap_or_else(|error| refusal(&error)));
+        };
+        let asked = RunError::ApprovalRequired { reason, policy };
+        Ok(
+            match self.ask(&peer, &request, &asked, args.background).await {
+                Ok(approved) => self
+                    .shell_once(approved, args.background)
+                    .await
+                    .unwrap_or_else(|error| refusal(&error)),
+                Err(refused) => refused,
+            },
+        )
     }
 
     /// A job's new output (consuming), and its facts once it has ended.

@@ -93,6 +93,18 @@ pub fn error(error: &RunError) -> String {
     }
 }
 
+/// An ask a person declined, for the model.
+pub fn declined(error: &RunError) -> String {
+    let reason = match error {
+        RunError::ApprovalRequired { reason, .. } => reason.as_str(),
+        _ => "",
+    };
+    format!(
+        "{NEEDS_APPROVAL} {reason}\nThe user declined: the command did not run. Do not try it \
+         another way."
+    )
+}
+
 /// A consuming read of a job, for the model.
 pub fn read(read: &TaskRead, settled: Option<&TaskSnapshot>) -> String {
     let mut text = read.text.clone();

@@ -10,6 +10,9 @@ CORDON_RULES_SETTINGS (rules-policy and its rule file).
 import asyncio
 import os
 import pathlib
+import subprocess
+import sys
+import time
 import unittest
 
 from mcp import ClientSession, StdioServerParameters
@@ -192,6 +195,71 @@ class CordonMcp(unittest.TestCase):
         self.assertEqual(unasked.structured_content["code"], "APPROVAL_REQUIRED")
         self.assertFalse((ws / "unasked").exists(), "an ask ran without a person")
         self.assertEqual(len(asked), 3, "only a client with elicitation is asked")
+
+
+# A byte relay between stdio and a Unix socket: the SDK's stdio client then
+# speaks MCP to `cordon mcp --listen` unchanged.
+RELAY = """
+import socket, sys, threading
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+def up():
+    while True:
+        data = sys.stdin.buffer.read1(65536)
+        if not data:
+            s.shutdown(socket.SHUT_WR)
+            return
+        s.sendall(data)
+threading.Thread(target=up, daemon=True).start()
+while True:
+    data = s.recv(65536)
+    if not data:
+        break
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+"""
+
+
+class CordonMcpOnASocket(unittest.TestCase):
+    def test_each_socket_client_is_a_session_of_its_own(self):
+        sock = pathlib.Path(os.environ["CORDON_TEST_DIR"]) / "mcp.sock"
+        server = subprocess.Popen(
+            [os.environ["CORDON_BIN"], "mcp", "--listen", f"unix:{sock}"],
+            cwd=os.environ["CORDON_TEST_DIR"],
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while not sock.exists():
+                self.assertIsNone(server.poll(), "cordon mcp --listen exited")
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.02)
+            params = StdioServerParameters(command=sys.executable, args=["-c", RELAY, str(sock)])
+
+            async def both():
+                async with stdio_client(params) as (ra, wa), stdio_client(params) as (rb, wb):
+                    async with ClientSession(ra, wa) as a, ClientSession(rb, wb) as b:
+                        await a.initialize()
+                        await b.initialize()
+                        started = await a.call_tool(
+                            "shell", {"command": "sleep 30", "background": True}
+                        )
+                        job = started.structured_content["jobId"]
+                        seen_by_b = await b.call_tool("shell_list", {})
+                        stolen = await b.call_tool("shell_kill", {"jobId": job})
+                        ran = await b.call_tool("shell", {"command": "echo from b"})
+                        killed = await a.call_tool("shell_kill", {"jobId": job})
+                        return job, seen_by_b, stolen, ran, killed
+
+            job, seen_by_b, stolen, ran, killed = asyncio.run(both())
+            self.assertNotIn(job, text(seen_by_b))
+            self.assertTrue(stolen.is_error)
+            self.assertIn("no job has id", text(stolen))
+            self.assertIn("from b\n", text(ran))
+            self.assertEqual(killed.structured_content["status"], "killed")
+        finally:
+            server.terminate()
+            self.assertEqual(server.wait(30), 0)
+        self.assertFalse(sock.exists(), "the socket outlived the server")
 
 
 if __name__ == "__main__":

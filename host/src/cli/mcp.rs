@@ -17,22 +17,59 @@ pub struct McpArgs {
     #[arg(long, value_name = "FILE")]
     policy: Option<std::path::PathBuf>,
 
+    /// Serve many MCP clients on a socket instead of stdin/stdout, admitted
+    /// as `serve --listen` admits them ([serve] allowed_uids, …):
+    /// `unix:PATH` or `systemd`.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<cordon::serve::listen::ListenAt>,
+
+    /// The socket file's group (name or gid); its mode becomes 0660.
+    #[arg(long, value_name = "GROUP", requires = "listen")]
+    socket_group: Option<String>,
+
     #[command(flatten)]
     deploy: DeployArgs,
 }
 
 /// Serve MCP until the client closes stdin, or SIGINT/SIGTERM.
 pub fn main(args: McpArgs) -> anyhow::Result<ExitCode> {
-    let (builder, _) = args.deploy.host_builder()?;
+    let config = args.deploy.config()?;
+    let (builder, _) = args.deploy.host_builder_with(&config)?;
     let source = match args.policy {
         Some(path) => PolicySource::File(path),
         None => PolicySource::Embedded,
     };
-    let host = builder.policy(source).build()?;
+    let host = std::sync::Arc::new(builder.policy(source).build()?);
+    let listening = match &args.listen {
+        None => None,
+        Some(at) => Some(super::serve::bind(
+            at,
+            args.socket_group.as_deref(),
+            &config.serve,
+            &host,
+        )?),
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    if let Some((bound, access)) = listening {
+        let served = runtime.block_on(async {
+            let stop = tokio_util::sync::CancellationToken::new();
+            let interrupted = super::interrupted();
+            let stopper = stop.clone();
+            tokio::spawn(async move {
+                interrupted.await;
+                stopper.cancel();
+            });
+            cordon::mcp::listen(host, bound, access, stop)
+                .await
+                .context("serving MCP on the socket")
+        });
+        runtime.shutdown_background();
+        served?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let served = runtime.block_on(async {
         let server = McpServer::new(&host);
         let interrupted = super::interrupted();

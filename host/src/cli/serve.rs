@@ -69,29 +69,7 @@ pub fn main(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // under a process-wide umask.
     let listening = match &args.listen {
         None => None,
-        Some(at) => {
-            let group = match &args.socket_group {
-                Some(name) => Some(cordon::config::group_id(name).map_err(anyhow::Error::msg)?),
-                None => serve.socket_group,
-            };
-            let mode = SocketMode {
-                mode: if group.is_some() { 0o660 } else { 0o600 },
-                group,
-            };
-            let mut access = Access::owner();
-            if let Some(uids) = &serve.allowed_uids {
-                access.uids = uids.clone();
-            }
-            access.gids = serve.allowed_gids.clone();
-            access.gids.extend(group);
-            for (uid, ceiling) in &serve.ceilings {
-                host.deployment()
-                    .narrowed(ceiling)
-                    .map_err(|why| anyhow::anyhow!("[serve.uid.{uid}]: {why}"))?;
-            }
-            access.ceilings = serve.ceilings.clone();
-            Some((Bound::bind(at, &mode)?, access))
-        }
+        Some(at) => Some(bind(at, args.socket_group.as_deref(), serve, &host)?),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -134,4 +112,38 @@ pub fn main(args: ServeArgs) -> anyhow::Result<ExitCode> {
     runtime.shutdown_background();
     served?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Bind the socket `at` (before the runtime's threads start: the socket is
+/// created under a process-wide umask) and gather whom it admits from
+/// `[serve]`: the allowed uids and gids, the socket's group (`group`
+/// replaces `socket_group`), and the per-uid ceilings, each checked never to
+/// widen `host`'s deployment. Shared by `serve --listen` and `mcp --listen`.
+pub(super) fn bind(
+    at: &ListenAt,
+    group: Option<&str>,
+    serve: &cordon::config::ServeConfig,
+    host: &cordon::Host,
+) -> anyhow::Result<(Bound, Access)> {
+    let group = match group {
+        Some(name) => Some(cordon::config::group_id(name).map_err(anyhow::Error::msg)?),
+        None => serve.socket_group,
+    };
+    let mode = SocketMode {
+        mode: if group.is_some() { 0o660 } else { 0o600 },
+        group,
+    };
+    let mut access = Access::owner();
+    if let Some(uids) = &serve.allowed_uids {
+        access.uids = uids.clone();
+    }
+    access.gids = serve.allowed_gids.clone();
+    access.gids.extend(group);
+    for (uid, ceiling) in &serve.ceilings {
+        host.deployment()
+            .narrowed(ceiling)
+            .map_err(|why| anyhow::anyhow!("[serve.uid.{uid}]: {why}"))?;
+    }
+    access.ceilings = serve.ceilings.clone();
+    Ok((Bound::bind(at, &mode)?, access))
 }

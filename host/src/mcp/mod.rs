@@ -15,6 +15,9 @@
 //!   policy, never `approved`. The deployment's default policy, ceiling and
 //!   component apply, exactly as for `cordon run`.
 //! * One connection is one [`Session`]: its jobs are its own and end with it.
+//!   Over stdio there is one; [`listen`] serves a Unix socket's clients,
+//!   each admitted by its peer credentials exactly as `serve --listen`
+//!   admits them.
 //! * A policy *ask* becomes an MCP elicitation when the client supports
 //!   one: the person sees the command, the reason and the proposed grant;
 //!   only their *accept* runs it (with that grant, still under every
@@ -89,8 +92,13 @@ pub struct McpServer {
 impl McpServer {
     /// A server whose tools run in a new session of `host`.
     pub fn new(host: &Host) -> Self {
+        McpServer::with_session(host.session())
+    }
+
+    /// A server whose tools run in `session`.
+    pub fn with_session(session: Session) -> Self {
         McpServer {
-            session: Arc::new(host.session()),
+            session: Arc::new(session),
             tool_router: Self::tool_router(),
         }
     }
@@ -297,4 +305,53 @@ impl ServerHandler for McpServer {
                  under the operator's policy; a denial is final, not a transient error.",
             )
     }
+}
+
+/// Serve MCP to every client of `bound` until `stop` is cancelled: each
+/// connection a session of `host`, admitted by `access` (a client refused
+/// gets one `FORBIDDEN` line). Returns once every connection has ended and
+/// its jobs are killed. Must run inside a tokio runtime.
+pub async fn listen(
+    host: Arc<Host>,
+    bound: crate::serve::listen::Bound,
+    access: crate::serve::Access,
+    stop: tokio_util::sync::CancellationToken,
+) -> std::io::Result<()> {
+    use crate::serve::listen::{admit, refuse};
+    use rmcp::ServiceExt;
+    let listener = bound.listener()?;
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            biased;
+            () = stop.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        while connections.try_join_next().is_some() {}
+        let Ok((stream, _)) = accepted else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let (host, access, stop) = (host.clone(), access.clone(), stop.clone());
+        connections.spawn(async move {
+            let session = match admit(&host, &access, &stream) {
+                Ok((session, _peer)) => session,
+                Err(error) => return refuse(stream, error).await,
+            };
+            let server = McpServer::with_session(session);
+            if let Ok(running) = server.clone().serve(stream.into_split()).await {
+                let cancel = running.cancellation_token();
+                let stopper = tokio::spawn(async move {
+                    stop.cancelled().await;
+                    cancel.cancel();
+                });
+                let _ = running.waiting().await;
+                stopper.abort();
+            }
+            server.shutdown().await;
+        });
+    }
+    while connections.join_next().await.is_some() {}
+    drop(bound);
+    Ok(())
 }

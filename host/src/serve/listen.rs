@@ -186,6 +186,13 @@ impl Bound {
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
     }
+
+    /// The listening socket, for the runtime (call inside one).
+    pub fn listener(&self) -> io::Result<UnixListener> {
+        let listener = self.listener.try_clone()?;
+        listener.set_nonblocking(true)?;
+        UnixListener::from_std(listener)
+    }
 }
 
 impl Drop for Bound {
@@ -270,8 +277,7 @@ impl Server {
     /// it gets `BUSY` and the connection closes). Returns once every
     /// connection has ended. Must run inside a tokio runtime.
     pub async fn listen(self: &Arc<Self>, bound: Bound) -> io::Result<()> {
-        bound.listener.set_nonblocking(true)?;
-        let listener = UnixListener::from_std(bound.listener.try_clone()?)?;
+        let listener = bound.listener()?;
         let access = self.access.clone().unwrap_or_else(Access::owner);
         let mut connections = JoinSet::new();
         loop {
@@ -298,21 +304,6 @@ impl Server {
 
     /// One accepted connection: check who it is, then serve it.
     async fn accepted(&self, stream: UnixStream, access: &Access) {
-        let peer = match stream.peer_cred() {
-            Ok(cred) => Peer {
-                uid: cred.uid(),
-                gid: cred.gid(),
-                pid: cred.pid(),
-            },
-            Err(err) => {
-                let error =
-                    RpcError::forbidden(format!("the peer's credentials are unknown: {err}"));
-                return refuse(stream, error).await;
-            }
-        };
-        if let Err(error) = access.admits(&peer) {
-            return refuse(stream, error).await;
-        }
         if self.connections.load(Ordering::Acquire) >= self.options.max_connections {
             let busy = RunError::Busy {
                 limit: "maxConnections",
@@ -320,16 +311,37 @@ impl Server {
             };
             return refuse(stream, busy.into()).await;
         }
-        let session = match access.ceilings.get(&peer.uid) {
-            None => self.host.session(),
-            Some(ceiling) => match session_under(&self.host, ceiling) {
-                Ok(session) => session,
-                Err(error) => return refuse(stream, error).await,
-            },
+        let (session, peer) = match admit(&self.host, access, &stream) {
+            Ok(admitted) => admitted,
+            Err(error) => return refuse(stream, error).await,
         };
         let (read, write) = stream.into_split();
         let _ = self.serve_session(session, Some(peer), read, write).await;
     }
+}
+
+/// Who is on the other end of `stream` and the session they get: the
+/// operator's `access` decides whether they are served at all, and under
+/// which ceiling. Every socket surface (`serve`, `mcp`) admits this way.
+pub fn admit(
+    host: &Host,
+    access: &Access,
+    stream: &UnixStream,
+) -> Result<(crate::Session, Peer), RpcError> {
+    let cred = stream
+        .peer_cred()
+        .map_err(|err| RpcError::forbidden(format!("the peer's credentials are unknown: {err}")))?;
+    let peer = Peer {
+        uid: cred.uid(),
+        gid: cred.gid(),
+        pid: cred.pid(),
+    };
+    access.admits(&peer)?;
+    let session = match access.ceilings.get(&peer.uid) {
+        None => host.session(),
+        Some(ceiling) => session_under(host, ceiling)?,
+    };
+    Ok((session, peer))
 }
 
 /// A session of `host` under `ceiling`.
@@ -340,11 +352,12 @@ fn session_under(host: &Host, ceiling: &Ceiling) -> Result<crate::Session, RpcEr
         .map_err(|why| RpcError::internal(format!("the operator's ceiling for this uid: {why}")))
 }
 
-/// Tell a client why it is not served, and close. What the client sent
+/// Tell a client why it is not served (one JSON-RPC error line), and
+/// close. What the client sent
 /// meanwhile is read (briefly, boundedly) before the close: closing a
 /// socket with unread input resets it, and the reset would destroy the
 /// error line before the client reads it.
-async fn refuse(mut stream: UnixStream, error: RpcError) {
+pub async fn refuse(mut stream: UnixStream, error: RpcError) {
     use tokio::io::AsyncReadExt;
     let mut line = protocol::failure(None, error);
     line.push('\n');

@@ -41,6 +41,11 @@ const GUESTS: &[(&str, &str, &str)] = &[
         "legacy-policy.wasm",
     ),
     (
+        "cordon-fixture-render-policy",
+        "cordon_fixture_render_policy",
+        "render-policy.wasm",
+    ),
+    (
         "cordon-rules-policy",
         "cordon_rules_policy",
         "rules-policy.wasm",

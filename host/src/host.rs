@@ -456,7 +456,7 @@ pub(crate) struct HostCore {
 }
 
 impl HostCore {
-    fn active_policy(&self) -> Arc<Policy> {
+    pub(crate) fn active_policy(&self) -> Arc<Policy> {
         self.policy
             .read()
             .unwrap_or_else(|p| p.into_inner())

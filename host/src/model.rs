@@ -1022,3 +1022,24 @@ pub mod signal_name {
         }
     }
 }
+
+/// What happened to one request, as an agent's model is told it (the
+/// `render` export of a policy component, `cordon mcp`).
+#[derive(Clone, Debug)]
+pub enum Told {
+    /// It ran.
+    Finished(Box<ExecResult>),
+    /// The policy refused it before it ran: the reason.
+    Refused(String),
+    /// It waits for a person's approval: the reason.
+    NeedsApproval(String),
+    /// A person declined the approval it asked for: the reason.
+    Declined(String),
+    /// No result: the stable error code and the host's message.
+    Failed {
+        /// The stable code (`SANDBOX_UNAVAILABLE`, …).
+        code: String,
+        /// The host's message.
+        message: String,
+    },
+}

@@ -479,7 +479,7 @@ pub fn eventually(bound: std::time::Duration, what: &str, mut done: impl FnMut()
 /// against the cordon binary under test, and check that `tests` tests ran
 /// and passed. It gets `CORDON_BIN`, a scratch `CORDON_TEST_DIR`,
 /// `CORDON_TEST_CONFINED`, and the fixture components `CORDON_STRICT_POLICY`,
-/// `CORDON_RULES_POLICY` with `CORDON_RULES_SETTINGS`.
+/// `CORDON_RULES_POLICY` with `CORDON_RULES_SETTINGS`, `CORDON_RENDER_POLICY`.
 pub fn python_suite(test: &str, dir: &str, module: &str, tests: usize) {
     let confined = bwrap_usable(&format!("{test} (confined checks)"));
     let scratch = workspace();
@@ -492,6 +492,7 @@ pub fn python_suite(test: &str, dir: &str, module: &str, tests: usize) {
         .env("CORDON_STRICT_POLICY", component("strict-policy.wasm"))
         .env("CORDON_RULES_POLICY", component("rules-policy.wasm"))
         .env("CORDON_RULES_SETTINGS", rule_file())
+        .env("CORDON_RENDER_POLICY", component("render-policy.wasm"))
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()
         .expect("run python3");

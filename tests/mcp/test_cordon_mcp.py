@@ -4,7 +4,8 @@ cordon did not write.
 Run by tests/all/mcp.rs, which sets CORDON_BIN (the binary under test),
 CORDON_TEST_DIR (a scratch directory outside /tmp), CORDON_TEST_CONFINED
 ("1" when bwrap confines runs here), CORDON_RULES_POLICY and
-CORDON_RULES_SETTINGS (rules-policy and its rule file).
+CORDON_RULES_SETTINGS (rules-policy and its rule file), CORDON_RENDER_POLICY
+(a component with its own `render` texts).
 """
 
 import asyncio
@@ -142,6 +143,24 @@ class CordonMcp(unittest.TestCase):
         self.assertIn(f"killed job {victim}", text(killed))
         self.assertEqual(killed.structured_content["status"], "killed")
         self.assertEqual(host_processes_with(f"sleep {mark}"), [], "the killed job lives on")
+
+    def test_a_components_render_changes_what_the_model_reads(self):
+        args = ["--policy", os.environ["CORDON_RENDER_POLICY"]]
+        marker = pathlib.Path("/etc/cordon-mcp-rendered")
+
+        async def body(session):
+            ok = await session.call_tool("shell", {"command": "echo hi"})
+            denied = await session.call_tool("shell", {"command": f"echo x; touch {marker}"})
+            return ok, denied
+
+        ok, denied = asyncio.run(session_with(args, body))
+        self.assertEqual(text(ok), "RENDERED: `echo hi` exited 0\nhi\n")
+        self.assertEqual(ok.structured_content["stdout"]["text"], "hi\n", "the facts are the host's")
+        if CONFINED:
+            self.assertTrue(text(denied).startswith("RENDERED: the sandbox stopped"), text(denied))
+            self.assertTrue(denied.structured_content["sandbox"]["denied"])
+            self.assertTrue(denied.is_error)
+        self.assertFalse(marker.exists())
 
     def test_an_ask_runs_only_when_the_person_accepts_it(self):
         ws = pathlib.Path(os.environ["CORDON_TEST_DIR"]) / "asked"

@@ -37,7 +37,7 @@ use rmcp::service::ElicitationError;
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use serde::Deserialize;
 
-use crate::model::ExecRequest;
+use crate::model::{ExecRequest, Told};
 use crate::session::Session;
 use crate::tasks::{TaskId, TaskStatus};
 use crate::{Host, RunError};
@@ -108,19 +108,68 @@ impl McpServer {
         self.session.close().await;
     }
 
+    /// The tool result for `outcome`: its text from the policy's `render`
+    /// export where the component has one, else the host's.
+    async fn told(&self, command: &str, outcome: Result<Shelled, RunError>) -> CallToolResult {
+        let (told, default) = match outcome {
+            Ok(Shelled::Started(result)) => return result,
+            Ok(Shelled::Ran(result, reply)) => (Told::Finished(result), reply),
+            Err(error) => (told_of(&error), refusal(&error)),
+        };
+        self.rendered(command, &told, default).await
+    }
+
+    /// A refusal the server made itself (an ask nobody approved), retold
+    /// by the component where it renders.
+    async fn retold(&self, command: &str, reply: CallToolResult) -> CallToolResult {
+        let reason = reply
+            .structured_content
+            .as_ref()
+            .and_then(|facts| facts["reason"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let declined = first_text(&reply).contains("The user declined");
+        let told = match declined {
+            true => Told::Declined(reason),
+            false => Told::NeedsApproval(reason),
+        };
+        self.rendered(command, &told, reply).await
+    }
+
+    /// `default` with its text replaced by the component's rendering of
+    /// `told`, when it renders; a failed `render` keeps the host's text and
+    /// says so.
+    async fn rendered(
+        &self,
+        command: &str,
+        told: &Told,
+        mut default: CallToolResult,
+    ) -> CallToolResult {
+        let text = match self.session.render(command, told).await {
+            Ok(None) => return default,
+            Ok(Some(text)) => text,
+            Err(error) => format!(
+                "{}\n[cordon: the policy's render failed: {error}]",
+                first_text(&default)
+            ),
+        };
+        default.content = vec![ContentBlock::text(text)];
+        default
+    }
+
     /// Run (or start) `request` once; a tool result, or the run error.
     async fn shell_once(
         &self,
         request: ExecRequest,
         background: bool,
-    ) -> Result<CallToolResult, RunError> {
+    ) -> Result<Shelled, RunError> {
         if background {
             let task = self.session.start(request).await?;
-            return Ok(with_facts(
+            return Ok(Shelled::Started(with_facts(
                 format!("started job {}; read it with shell_output", task.id()),
                 &serde_json::json!({ "jobId": task.id() }),
                 false,
-            ));
+            )));
         }
         let result = self.session.run(request).await?;
         let text = render::result(&result);
@@ -133,8 +182,9 @@ impl McpServer {
                 .as_ref()
                 .is_some_and(|s| s.denied || s.runner_failed);
         let reply = with_facts(text, &result, failed);
+        let told = Box::new(result.clone());
         self.session.retain_spills(result);
-        Ok(reply)
+        Ok(Shelled::Ran(told, reply))
     }
 
     /// Ask the person behind the client (an MCP elicitation) whether
@@ -182,6 +232,36 @@ impl McpServer {
     }
 }
 
+/// What one `shell` call came to.
+enum Shelled {
+    /// A background job started: its reply.
+    Started(CallToolResult),
+    /// A foreground run's result, and its reply with the host's text.
+    Ran(Box<crate::model::ExecResult>, CallToolResult),
+}
+
+/// A run error as the model is told it.
+fn told_of(error: &RunError) -> Told {
+    match error {
+        RunError::Denied { reason } => Told::Refused(reason.clone()),
+        RunError::ApprovalRequired { reason, .. } => Told::NeedsApproval(reason.clone()),
+        other => Told::Failed {
+            code: other.code().to_string(),
+            message: other.to_string(),
+        },
+    }
+}
+
+/// The text of a tool result's first content block.
+fn first_text(result: &CallToolResult) -> String {
+    result
+        .content
+        .first()
+        .and_then(|block| block.as_text())
+        .map(|text| text.text.clone())
+        .unwrap_or_default()
+}
+
 /// A tool result for a run error: the text for the model, the stable
 /// details as structured content.
 fn refusal(error: &RunError) -> CallToolResult {
@@ -222,22 +302,22 @@ impl McpServer {
         let mut request = ExecRequest::new(args.command);
         request.workdir = args.workdir;
         request.timeout_ms = args.timeout_ms;
+        let command = request.command.clone();
         let first = self.shell_once(request.clone(), args.background).await;
         // An ask fails before anything runs; only a person's accept makes
         // the request `approved` (never the model).
         let Err(RunError::ApprovalRequired { reason, policy }) = first else {
-            return Ok(first.unwrap_or_else(|error| refusal(&error)));
+            return Ok(self.told(&command, first).await);
         };
         let asked = RunError::ApprovalRequired { reason, policy };
-        Ok(
-            match self.ask(&peer, &request, &asked, args.background).await {
-                Ok(approved) => self
-                    .shell_once(approved, args.background)
-                    .await
-                    .unwrap_or_else(|error| refusal(&error)),
-                Err(refused) => refused,
-            },
-        )
+        let reply = match self.ask(&peer, &request, &asked, args.background).await {
+            Ok(approved) => {
+                let again = self.shell_once(approved, args.background).await;
+                self.told(&command, again).await
+            }
+            Err(refused) => self.retold(&command, refused).await,
+        };
+        Ok(reply)
     }
 
     /// A job's new output (consuming), and its facts once it has ended.
@@ -347,6 +427,7 @@ pub async fn listen(
                 });
                 let _ = running.waiting().await;
                 stopper.abort();
+                let _ = stopper.await;
             }
             server.shutdown().await;
         });

@@ -91,6 +91,8 @@ pub enum Phase {
     Settle,
     /// `connect`: deciding one connection of a run.
     Connect,
+    /// `render`: what an agent's model is told of an outcome.
+    Render,
 }
 
 impl Phase {
@@ -101,6 +103,7 @@ impl Phase {
             Phase::Plan => "plan",
             Phase::Settle => "settle",
             Phase::Connect => "connect",
+            Phase::Render => "render",
         }
     }
 }
@@ -457,6 +460,45 @@ impl Policy {
         self.call(Phase::Settle, None, move |store, binding| {
             binding.settle(store, &spec, &facts, &outcome)
         })
+    }
+
+    /// Whether the component exports `render` (world `0.2.0`'s optional
+    /// `cordon:sandbox/render` interface).
+    pub fn renders(&self) -> bool {
+        match &self.binding {
+            Binding::V0_2_0(binding) => binding.renders(),
+            Binding::V0_1_0(_) => false,
+        }
+    }
+
+    /// `render`: the text an agent's model reads of `outcome` for
+    /// `command`, one bounded line per paragraph at most 64 KiB; none when
+    /// the component does not render (the host's default text applies).
+    pub fn render(
+        &self,
+        command: &str,
+        outcome: &crate::model::Told,
+    ) -> Result<Option<String>, RunError> {
+        const MAX_RENDERED: usize = 64 << 10;
+        if !self.renders() {
+            return Ok(None);
+        }
+        let (command, outcome) = (command.to_owned(), outcome.clone());
+        let rendered = self.call(Phase::Render, None, move |store, binding| match binding {
+            Binding::V0_2_0(binding) => binding.render(store, &command, &outcome).map(Ok),
+            Binding::V0_1_0(_) => Ok(Ok(None)),
+        })?;
+        Ok(rendered.map(|mut text| {
+            if text.len() > MAX_RENDERED {
+                let cut = (0..=MAX_RENDERED)
+                    .rev()
+                    .find(|&i| text.is_char_boundary(i))
+                    .unwrap_or(0);
+                text.truncate(cut);
+                text.push('…');
+            }
+            text
+        }))
     }
 
     /// One bounded call in `phase`: a failed call is `POLICY_FAILED` in it.

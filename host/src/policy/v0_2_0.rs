@@ -33,6 +33,15 @@ wasmtime::component::bindgen!({
     imports: { default: trappable },
 });
 
+/// The optional `render` export, found in an instance of the same
+/// component.
+mod rendering {
+    wasmtime::component::bindgen!({
+        path: "../wit/0.2.0",
+        world: "renderer",
+    });
+}
+
 use self::cordon::sandbox::types as wit;
 use self::exports::cordon::sandbox::executor::Launch as WitLaunch;
 
@@ -47,6 +56,8 @@ pub(super) const WORLD: World = World {
 #[derive(Clone)]
 pub(super) struct Binding {
     pre: ExecutorPolicyPre<StoreState>,
+    /// The component's `render` export, when it has one.
+    render: Option<rendering::RendererPre<StoreState>>,
 }
 
 impl Binding {
@@ -56,8 +67,31 @@ impl Binding {
         let mut linker = Linker::<StoreState>::new(engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
         ExecutorPolicy::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
-        let pre = ExecutorPolicyPre::new(linker.instantiate_pre(component)?)?;
-        Ok(Binding { pre })
+        let instance = linker.instantiate_pre(component)?;
+        let render = rendering::RendererPre::new(instance.clone()).ok();
+        let pre = ExecutorPolicyPre::new(instance)?;
+        Ok(Binding { pre, render })
+    }
+
+    /// Whether the component exports `render`.
+    pub(super) fn renders(&self) -> bool {
+        self.render.is_some()
+    }
+
+    /// `render`: the text the model reads, or none for the host's own.
+    pub(super) fn render(
+        &self,
+        store: &mut Store<StoreState>,
+        command: &str,
+        outcome: &crate::model::Told,
+    ) -> wasmtime::Result<Option<String>> {
+        let Some(pre) = &self.render else {
+            return Ok(None);
+        };
+        let bindings = pre.instantiate(&mut *store)?;
+        bindings
+            .cordon_sandbox_render()
+            .call_render(store, command, &told(outcome))
     }
 
     /// `describe`.
@@ -376,5 +410,43 @@ impl From<wit::Decision> for Decision {
                 policy: approval.policy.into(),
             },
         }
+    }
+}
+
+/// An outcome as the `render` export takes it.
+fn told(outcome: &crate::model::Told) -> rendering::exports::cordon::sandbox::render::Outcome {
+    use crate::model::Told;
+    use rendering::cordon::sandbox::types::SandboxMode as Mode;
+    use rendering::exports::cordon::sandbox::render::{Finished, Outcome};
+    match outcome {
+        Told::Finished(result) => {
+            let sandbox = result.sandbox.as_ref();
+            Outcome::Finished(Finished {
+                exit_code: result.exit_code,
+                signal: result.signal.map(model::signal_name::of),
+                timed_out: result.timed_out,
+                timeout_ms: result.timeout_ms,
+                stdout: result.stdout.text.clone(),
+                stderr: result.stderr.text.clone(),
+                truncated: result.stdout.truncated || result.stderr.truncated,
+                mode: match sandbox.map(|s| s.mode) {
+                    Some(model::SandboxMode::ReadOnly) => Mode::ReadOnly,
+                    Some(model::SandboxMode::WorkspaceWrite) => Mode::WorkspaceWrite,
+                    None | Some(model::SandboxMode::DangerFullAccess) => Mode::DangerFullAccess,
+                },
+                denied: sandbox.is_some_and(|s| s.denied),
+                runner_failed: sandbox.is_some_and(|s| s.runner_failed),
+                refused_connections: result
+                    .grant
+                    .iter()
+                    .flat_map(|g| &g.refused)
+                    .map(|r| format!("{}:{} — {}", r.host, r.port, r.reason))
+                    .collect(),
+            })
+        }
+        Told::Refused(reason) => Outcome::Refused(reason.clone()),
+        Told::NeedsApproval(reason) => Outcome::NeedsApproval(reason.clone()),
+        Told::Declined(reason) => Outcome::Declined(reason.clone()),
+        Told::Failed { code, message } => Outcome::Failed((code.clone(), message.clone())),
     }
 }

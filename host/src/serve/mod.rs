@@ -372,7 +372,10 @@ impl Server {
         // And any task a `start` in flight began meanwhile; then forget
         // them all, with their spill files and the retained results'.
         connection.session.close().await;
+        // Awaited, so the sweeper's hold on the host is gone before this
+        // returns (a host dropped late leaves its staged cgroups behind).
         sweeper.abort();
+        let _ = sweeper.await;
         drop(replies);
         let mut writer = writer;
         let written = match stopping {

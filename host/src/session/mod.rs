@@ -153,6 +153,31 @@ impl Session {
         run::start(&self.context(), &self.tasks, request, slot, running).await
     }
 
+    /// What an agent's model is told of `told` for `command`, from the
+    /// active policy component's `render` export (on the policy pool);
+    /// none when it does not render (the caller's default text applies).
+    pub async fn render(
+        &self,
+        command: &str,
+        told: &crate::model::Told,
+    ) -> Result<Option<String>, RunError> {
+        let policy = self.core.active_policy();
+        if !policy.renders() {
+            return Ok(None);
+        }
+        let (command, told) = (command.to_owned(), told.clone());
+        self.core
+            .pool
+            .run(move || policy.render(&command, &told))
+            .await
+            .unwrap_or_else(|_| {
+                Err(RunError::PolicyFailed {
+                    phase: crate::policy::Phase::Render,
+                    reason: "the host panicked while running the call".into(),
+                })
+            })
+    }
+
     /// This session's task with this id (none for another session's).
     pub fn task(&self, id: TaskId) -> Option<TaskHandle> {
         self.tasks.get(id)

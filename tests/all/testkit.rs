@@ -109,3 +109,33 @@ fn a_component_that_does_not_load_is_policy_failed() {
     assert_eq!(code, 70, "{out}");
     assert!(out.contains("POLICY_FAILED"), "{out}");
 }
+
+#[test]
+fn the_kit_calls_a_components_render_and_none_for_one_without() {
+    use cordon::model::Told;
+    let load = |name: &str| {
+        cordon::testkit::Kit::load(&std::fs::read(component(name)).unwrap()).expect("load")
+    };
+    let rendering = load("render-policy.wasm");
+    assert_eq!(
+        rendering
+            .render("curl x", &Told::Refused("no downloads".into()))
+            .unwrap(),
+        Some("RENDERED: refused (no downloads)".to_owned())
+    );
+    // `none` from the component: the host's text applies.
+    assert_eq!(
+        rendering
+            .render(
+                "git push",
+                &Told::NeedsApproval("leaves the machine".into())
+            )
+            .unwrap(),
+        None
+    );
+    let plain = load("bash-sandbox.wasm");
+    assert_eq!(
+        plain.render("true", &Told::Refused("x".into())).unwrap(),
+        None
+    );
+}

@@ -253,6 +253,16 @@ impl Kit {
         self.policy.connect(spec, host, port)
     }
 
+    /// The component's optional `render`: the text an agent's model reads
+    /// of `outcome` (none: the host's default text, or no `render` export).
+    pub fn render(
+        &self,
+        command: &str,
+        outcome: &crate::model::Told,
+    ) -> Result<Option<String>, RunError> {
+        self.policy.render(command, outcome)
+    }
+
     /// The component's `settle`.
     pub fn settle(
         &self,

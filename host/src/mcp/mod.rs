@@ -181,10 +181,14 @@ impl McpServer {
                 .sandbox
                 .as_ref()
                 .is_some_and(|s| s.denied || s.runner_failed);
+        // The spill files go with the result (a confined command cannot
+        // read the spill root anyway, and nothing here would release them),
+        // so the facts name none.
+        let mut result = result;
+        result.stdout.spill_path = None;
+        result.stderr.spill_path = None;
         let reply = with_facts(text, &result, failed);
-        let told = Box::new(result.clone());
-        self.session.retain_spills(result);
-        Ok(Shelled::Ran(told, reply))
+        Ok(Shelled::Ran(Box::new(result), reply))
     }
 
     /// Ask the person behind the client (an MCP elicitation) whether

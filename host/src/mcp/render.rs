@@ -44,15 +44,6 @@ pub fn result(result: &ExecResult) -> String {
         &result.stderr.text,
         result.stderr.truncated,
     );
-    if let Some(path) = result
-        .stdout
-        .spill_path
-        .iter()
-        .chain(&result.stderr.spill_path)
-        .next()
-    {
-        text.push_str(&format!("(the complete output is in {})\n", path.display()));
-    }
     text.push_str(&exit_line(
         result.exit_code,
         result.signal,
@@ -112,9 +103,7 @@ pub fn read(read: &TaskRead, settled: Option<&TaskSnapshot>) -> String {
         text.push('\n');
     }
     if read.lossy {
-        text.push_str(
-            "(output was dropped from the front; the complete output is in the spill files)\n",
-        );
+        text.push_str("(output was dropped from the front: only its last part is shown)\n");
     }
     match settled {
         None => text.push_str("[running] call shell_output again for more"),

@@ -514,8 +514,7 @@ fn tempfile_dir() -> std::path::PathBuf {
     dir
 }
 
-/// `cordon run [--policy P] --component-cache C -- true`, as a new process.
-/// `cordon run FLAGS --component-cache CACHE -- true`.
+/// `cordon run FLAGS --component-cache CACHE -- true`, as a new process.
 fn cli_true_with(cordon: &str, flags: &[&str], cache: &std::path::Path) {
     let status = Command::new(cordon)
         .arg("run")
@@ -528,19 +527,14 @@ fn cli_true_with(cordon: &str, flags: &[&str], cache: &std::path::Path) {
     assert!(status.success());
 }
 
+/// `cordon run [--policy P] --component-cache C -- true`.
 fn cli_true(cordon: &str, policy: Option<&std::path::Path>, cache: &std::path::Path) {
-    let mut command = Command::new(cordon);
-    command.arg("run");
-    if let Some(policy) = policy {
-        command.arg("--policy").arg(policy);
-    }
-    let status = command
-        .arg("--component-cache")
-        .arg(cache)
-        .args(["--", "true"])
-        .status()
-        .expect("cordon");
-    assert!(status.success());
+    let policy = policy.map(|p| p.to_string_lossy().into_owned());
+    let flags: Vec<&str> = match &policy {
+        Some(policy) => vec!["--policy", policy],
+        None => vec![],
+    };
+    cli_true_with(cordon, &flags, cache);
 }
 
 /// `CORDON __landlock FLAGS --ro / --rw /dev/null -- bash -c true`.

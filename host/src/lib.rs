@@ -26,6 +26,7 @@ pub mod model;
 pub mod policy;
 pub mod process;
 pub mod proxy;
+mod random;
 pub mod run;
 pub mod sandbox;
 pub mod serve;

@@ -501,3 +501,18 @@ pub fn python_suite(test: &str, dir: &str, module: &str, tests: usize) {
     assert!(output.status.success(), "{module} failed:\n{report}");
     assert!(report.contains(&format!("Ran {tests} tests")), "{report}");
 }
+
+/// `child`'s exit status, if it exits within `bound`.
+pub fn exit_within(
+    child: &mut std::process::Child,
+    bound: std::time::Duration,
+) -> Option<std::process::ExitStatus> {
+    let deadline = std::time::Instant::now() + bound;
+    while std::time::Instant::now() < deadline {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return Some(status);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    None
+}

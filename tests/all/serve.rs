@@ -54,27 +54,13 @@ impl Server {
 
     /// Wait (up to `bound`) for the server to exit with stdin still open.
     fn wait_open(&mut self, bound: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + bound;
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
+        common::exit_within(&mut self.child, bound)
     }
 
     /// Close stdin and wait (up to `bound`) for the server to exit.
     fn close_and_wait(&mut self, bound: Duration) -> std::process::ExitStatus {
         self.rpc.close();
-        let deadline = Instant::now() + bound;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "the server did not exit at EOF");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        common::exit_within(&mut self.child, bound).expect("the server did not exit at EOF")
     }
 }
 

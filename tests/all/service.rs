@@ -82,14 +82,7 @@ impl Listener {
             nix::sys::signal::Signal::SIGTERM,
         )
         .unwrap();
-        let deadline = Instant::now() + bound;
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
+        common::exit_within(&mut self.child, bound)
     }
 }
 

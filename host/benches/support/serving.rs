@@ -191,14 +191,15 @@ fn ms(duration: Duration) -> f64 {
 struct Listener {
     child: Child,
     socket: PathBuf,
-    _dir: tempfile_dir::Scratch,
+    _dir: tempfile::TempDir,
 }
 
 impl Listener {
     fn start(cordon: &str, dir: &Path, config: &str) -> Listener {
-        let scratch = tempfile_dir::Scratch::new();
-        let socket = scratch.0.join("b.sock");
-        let config_file = scratch.0.join("cordon.toml");
+        // Under the temp dir: a socket's path must stay short.
+        let scratch = tempfile::tempdir().expect("scratch dir");
+        let socket = scratch.path().join("b.sock");
+        let config_file = scratch.path().join("cordon.toml");
         std::fs::write(&config_file, config).expect("write config");
         let child = Command::new(cordon)
             .current_dir(dir)
@@ -227,32 +228,6 @@ impl Drop for Listener {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// A private scratch directory, removed on drop.
-mod tempfile_dir {
-    pub struct Scratch(pub std::path::PathBuf);
-
-    impl Scratch {
-        pub fn new() -> Self {
-            let path = std::env::temp_dir().join(format!(
-                "cordon-bench-{}-{}",
-                std::process::id(),
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_nanos())
-                    .unwrap_or_default()
-            ));
-            std::fs::create_dir(&path).expect("scratch dir");
-            Scratch(path)
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
     }
 }
 

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 use cordon::PolicySource;
-use cordon::serve::listen::{Bound, ListenAt, SocketMode, listener_defaults};
-use cordon::serve::{Access, ServeOptions, Server};
+use cordon::serve::listen::{Bound, ListenAt, SocketMode};
+use cordon::serve::{Access, Server};
 
 use super::deploy::DeployArgs;
 
@@ -56,15 +56,7 @@ pub fn main(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let host = Arc::new(builder.policy(source).build()?);
     let serve = &config.serve;
-    let mut options = match args.listen {
-        Some(_) => listener_defaults(),
-        None => ServeOptions::default(),
-    };
-    let reload = serve.reload.clone().unwrap_or(options.reload.clone());
-    options = ServeOptions {
-        reload,
-        ..serve.options.clone()
-    };
+    let options = serve.options(args.listen.is_some());
     // Bind before the runtime's threads start: the socket is created
     // under a process-wide umask.
     let listening = match &args.listen {

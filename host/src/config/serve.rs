@@ -76,8 +76,8 @@ pub struct ServeConfig {
     pub session_limits: SessionLimits,
     /// Threads the policy calls run on (default: the host's).
     pub policy_threads: Option<usize>,
-    /// The server's own bounds; `reload` is `None` unless written (each
-    /// transport has its default).
+    /// The server's own bounds as written; their `reload` is the stdio
+    /// default — [`ServeConfig::options`] gives each transport's.
     pub options: ServeOptions,
     /// `reload`, when written.
     pub reload: Option<ReloadRule>,
@@ -89,6 +89,20 @@ pub struct ServeConfig {
     pub socket_group: Option<u32>,
     /// Narrower ceilings by uid.
     pub ceilings: BTreeMap<u32, Ceiling>,
+}
+
+impl ServeConfig {
+    /// The server's options on a socket (`socket`) or stdio: as written,
+    /// with the transport's `reload` default where none is written.
+    pub fn options(&self, socket: bool) -> ServeOptions {
+        ServeOptions {
+            reload: self
+                .reload
+                .clone()
+                .unwrap_or_else(|| ReloadRule::default_for(socket)),
+            ..self.options.clone()
+        }
+    }
 }
 
 /// Validate `[serve]`; errors are `(key, message)`.

@@ -114,26 +114,9 @@ impl McpServer {
         let (told, default) = match outcome {
             Ok(Shelled::Started(result)) => return result,
             Ok(Shelled::Ran(result, reply)) => (Told::Finished(result), reply),
-            Err(error) => (told_of(&error), refusal(&error)),
+            Err(error) => (told_of(&error), failure(render::error(&error), &error)),
         };
         self.rendered(command, &told, default).await
-    }
-
-    /// A refusal the server made itself (an ask nobody approved), retold
-    /// by the component where it renders.
-    async fn retold(&self, command: &str, reply: CallToolResult) -> CallToolResult {
-        let reason = reply
-            .structured_content
-            .as_ref()
-            .and_then(|facts| facts["reason"].as_str())
-            .unwrap_or_default()
-            .to_owned();
-        let declined = first_text(&reply).contains("The user declined");
-        let told = match declined {
-            true => Told::Declined(reason),
-            false => Told::NeedsApproval(reason),
-        };
-        self.rendered(command, &told, reply).await
     }
 
     /// `default` with its text replaced by the component's rendering of
@@ -192,18 +175,16 @@ impl McpServer {
     }
 
     /// Ask the person behind the client (an MCP elicitation) whether
-    /// `request` may run as the policy's *ask* proposes; the approved
-    /// request, or the tool result to give the model instead.
+    /// `request` may run as the policy's *ask* (`reason`, `policy`)
+    /// proposes; the approved request, or what the model is told instead:
+    /// declined, or (no elicitation here) still needing approval.
     async fn ask(
         &self,
         peer: &Peer<RoleServer>,
         request: &ExecRequest,
-        asked: &RunError,
+        (reason, policy): (&str, &crate::model::SandboxPolicy),
         background: bool,
-    ) -> Result<ExecRequest, CallToolResult> {
-        let RunError::ApprovalRequired { reason, policy } = asked else {
-            return Err(refusal(asked));
-        };
+    ) -> Result<ExecRequest, Told> {
         let grant = serde_json::to_string(policy).unwrap_or_default();
         let message = format!(
             "An agent wants to run{}:\n\n    {}\n\nThe policy asks first: {reason}\n\nIf \
@@ -213,15 +194,15 @@ impl McpServer {
         );
         match peer.elicit::<Approval>(message).await {
             Ok(Some(Approval { approve: true })) => Ok(ExecRequest {
-                policy: Some((**policy).clone()),
+                policy: Some(policy.clone()),
                 approved: true,
                 ..request.clone()
             }),
             Ok(_) | Err(ElicitationError::UserDeclined | ElicitationError::UserCancelled) => {
-                Err(declined(asked))
+                Err(Told::Declined(reason.to_owned()))
             }
             // No elicitation here: the model is told it needs approval.
-            Err(_) => Err(refusal(asked)),
+            Err(_) => Err(Told::NeedsApproval(reason.to_owned())),
         }
     }
 
@@ -266,17 +247,10 @@ fn first_text(result: &CallToolResult) -> String {
         .unwrap_or_default()
 }
 
-/// A tool result for a run error: the text for the model, the stable
-/// details as structured content.
-fn refusal(error: &RunError) -> CallToolResult {
-    let mut result = CallToolResult::error(vec![ContentBlock::text(render::error(error))]);
-    result.structured_content = Some(serde_json::Value::Object(error.details()));
-    result
-}
-
-/// A tool result for an ask a person declined.
-fn declined(error: &RunError) -> CallToolResult {
-    let mut result = CallToolResult::error(vec![ContentBlock::text(render::declined(error))]);
+/// A tool result for a run that produced no result: `text` for the
+/// model, the error's stable details as structured content.
+fn failure(text: String, error: &RunError) -> CallToolResult {
+    let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
     result.structured_content = Some(serde_json::Value::Object(error.details()));
     result
 }
@@ -310,16 +284,26 @@ impl McpServer {
         let first = self.shell_once(request.clone(), args.background).await;
         // An ask fails before anything runs; only a person's accept makes
         // the request `approved` (never the model).
-        let Err(RunError::ApprovalRequired { reason, policy }) = first else {
-            return Ok(self.told(&command, first).await);
+        let (reason, policy) = match first {
+            Err(RunError::ApprovalRequired { reason, policy }) => (reason, policy),
+            other => return Ok(self.told(&command, other).await),
         };
-        let asked = RunError::ApprovalRequired { reason, policy };
-        let reply = match self.ask(&peer, &request, &asked, args.background).await {
+        let reply = match self
+            .ask(&peer, &request, (&reason, &policy), args.background)
+            .await
+        {
             Ok(approved) => {
                 let again = self.shell_once(approved, args.background).await;
                 self.told(&command, again).await
             }
-            Err(refused) => self.retold(&command, refused).await,
+            Err(told) => {
+                let text = match &told {
+                    Told::Declined(reason) => render::declined(reason),
+                    _ => render::needs_approval(&reason),
+                };
+                let asked = RunError::ApprovalRequired { reason, policy };
+                self.rendered(&command, &told, failure(text, &asked)).await
+            }
         };
         Ok(reply)
     }

@@ -75,21 +75,22 @@ pub fn error(error: &RunError) -> String {
             "{REFUSED} {reason}\nThe policy refused this command before it ran. Do not try to \
              reach the same effect another way; ask the user if it is needed."
         ),
-        RunError::ApprovalRequired { reason, .. } => format!(
-            "{NEEDS_APPROVAL} {reason}\nThe command did not run: it needs a person's approval, \
-             and none was given. Ask the user."
-        ),
+        RunError::ApprovalRequired { reason, .. } => needs_approval(reason),
         RunError::Busy { .. } => format!("[busy] {error}"),
         other => format!("[cordon: {}] {other}", other.code()),
     }
 }
 
-/// An ask a person declined, for the model.
-pub fn declined(error: &RunError) -> String {
-    let reason = match error {
-        RunError::ApprovalRequired { reason, .. } => reason.as_str(),
-        _ => "",
-    };
+/// An ask nobody could approve here (the policy's `reason`), for the model.
+pub fn needs_approval(reason: &str) -> String {
+    format!(
+        "{NEEDS_APPROVAL} {reason}\nThe command did not run: it needs a person's approval, and \
+         none was given. Ask the user."
+    )
+}
+
+/// An ask a person declined (the policy's `reason`), for the model.
+pub fn declined(reason: &str) -> String {
     format!(
         "{NEEDS_APPROVAL} {reason}\nThe user declined: the command did not run. Do not try it \
          another way."

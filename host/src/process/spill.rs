@@ -75,7 +75,7 @@ impl SpillDir {
             let path = parent.join(format!(
                 "cordon-spill-{}-{:016x}",
                 std::process::id(),
-                random()
+                crate::random::u64()
             ));
             match std::fs::DirBuilder::new().mode(0o700).create(&path) {
                 Ok(()) => {
@@ -101,7 +101,7 @@ impl SpillDir {
             "{}-{}-{:016x}.{}",
             std::process::id(),
             self.counter.fetch_add(1, Ordering::Relaxed),
-            random(),
+            crate::random::u64(),
             match stream {
                 Stream::Stdout => "stdout",
                 Stream::Stderr => "stderr",
@@ -227,8 +227,7 @@ impl SpillWriter {
 /// 0700 if absent; one that is not a directory of ours, private, is refused
 /// (someone else made it first).
 pub fn default_root() -> io::Result<PathBuf> {
-    // SAFETY: geteuid cannot fail.
-    let uid = unsafe { nix::libc::geteuid() };
+    let uid = nix::unistd::geteuid().as_raw();
     let base = match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
         _ if uid == 0 && Path::new("/run").is_dir() => PathBuf::from("/run"),
         Some(dir) if dir.is_absolute() && dir.is_dir() => dir,
@@ -258,13 +257,6 @@ pub fn default_root() -> io::Result<PathBuf> {
         ));
     }
     Ok(root)
-}
-
-fn random() -> u64 {
-    // The kernel's CSPRNG: names no other client can guess.
-    let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes).expect("the kernel's random source is readable");
-    u64::from_le_bytes(bytes)
 }
 
 #[cfg(test)]

@@ -84,7 +84,7 @@ impl RunContext {
     /// Run `job` with this context on the policy pool: the async thread
     /// that awaits it stays free for other runs. A job that panicked is a
     /// policy failure in `phase`.
-    async fn offload<R: Send + 'static>(
+    pub(crate) async fn offload<R: Send + 'static>(
         &self,
         phase: Phase,
         job: impl FnOnce(&RunContext) -> Result<R, RunError> + Send + 'static,

@@ -26,8 +26,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::task::JoinSet;
 
+use super::Server;
 use super::protocol::{self, RpcError};
-use super::{ServeOptions, Server};
 use crate::RunError;
 use crate::host::Host;
 use crate::model::Ceiling;
@@ -63,10 +63,7 @@ impl Access {
     /// Only the server's own user (and root).
     pub fn owner() -> Self {
         Access {
-            uids: vec![
-                // SAFETY: geteuid cannot fail.
-                unsafe { nix::libc::geteuid() },
-            ],
+            uids: vec![nix::unistd::geteuid().as_raw()],
             ..Access::default()
         }
     }
@@ -374,15 +371,6 @@ pub async fn refuse(mut stream: UnixStream, error: RpcError) {
         }
     };
     let _ = tokio::time::timeout(std::time::Duration::from_secs(1), drain).await;
-}
-
-/// The options a socket listener starts from: the defaults, with `reload`
-/// off (one client must not swap every client's policy).
-pub fn listener_defaults() -> ServeOptions {
-    ServeOptions {
-        reload: super::ReloadRule::Off,
-        ..ServeOptions::default()
-    }
 }
 
 #[cfg(test)]

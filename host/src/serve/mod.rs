@@ -145,6 +145,16 @@ pub enum ReloadRule {
 }
 
 impl ReloadRule {
+    /// The rule when the operator names none: any over stdio (its one
+    /// client started the server), off on a socket (one client would swap
+    /// the policy of every other).
+    pub fn default_for(socket: bool) -> ReloadRule {
+        match socket {
+            true => ReloadRule::Off,
+            false => ReloadRule::Any,
+        }
+    }
+
     /// May `path` be loaded? The error says why not.
     fn admits(&self, path: &Path) -> Result<(), RpcError> {
         match self {

@@ -31,9 +31,7 @@ pub(super) struct Parking {
 
 /// A fresh attach token: 128 random bits as 32 hex digits.
 pub(super) fn token() -> String {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).expect("the kernel's random source is readable");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    format!("{:032x}", crate::random::u128())
 }
 
 impl Parking {

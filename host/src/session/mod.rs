@@ -161,21 +161,15 @@ impl Session {
         command: &str,
         told: &crate::model::Told,
     ) -> Result<Option<String>, RunError> {
-        let policy = self.core.active_policy();
-        if !policy.renders() {
+        let cx = self.context();
+        if !cx.policy.renders() {
             return Ok(None);
         }
         let (command, told) = (command.to_owned(), told.clone());
-        self.core
-            .pool
-            .run(move || policy.render(&command, &told))
-            .await
-            .unwrap_or_else(|_| {
-                Err(RunError::PolicyFailed {
-                    phase: crate::policy::Phase::Render,
-                    reason: "the host panicked while running the call".into(),
-                })
-            })
+        cx.offload(crate::policy::Phase::Render, move |cx| {
+            cx.policy.render(&command, &told)
+        })
+        .await
     }
 
     /// This session's task with this id (none for another session's).
@@ -225,15 +219,6 @@ impl Session {
         let before = retained.len();
         retained.retain(|kept| kept.since.elapsed() < ttl);
         before - retained.len()
-    }
-
-    /// The spill files of the results this session retains.
-    pub fn retained_spills(&self) -> Vec<PathBuf> {
-        let retained = self.retained.lock().unwrap_or_else(|p| p.into_inner());
-        retained
-            .iter()
-            .flat_map(|kept| kept.paths().map(Path::to_path_buf).collect::<Vec<_>>())
-            .collect()
     }
 
     /// Take every task out of this session, to be re-attached to another

@@ -41,10 +41,7 @@ pub struct TaskId(u128);
 impl TaskId {
     /// A fresh random id.
     pub(crate) fn random() -> TaskId {
-        let mut bytes = [0u8; 16];
-        // The kernel's CSPRNG; without it there is no unguessable id to give.
-        getrandom::fill(&mut bytes).expect("the kernel's random source is readable");
-        TaskId(u128::from_le_bytes(bytes))
+        TaskId(crate::random::u128())
     }
 }
 
@@ -423,16 +420,6 @@ impl Tasks {
             .iter()
             .map(|held| held.handle.snapshot())
             .collect()
-    }
-
-    /// How many tasks are held.
-    pub fn len(&self) -> usize {
-        lock(&self.tasks).len()
-    }
-
-    /// No task is held.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Forget a settled task (freeing its spill files). Returns false for an

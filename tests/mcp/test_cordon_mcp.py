@@ -64,6 +64,8 @@ class CordonMcp(unittest.TestCase):
         self.assertEqual(shell["required"], ["command"])
         self.assertIn("background", shell["properties"])
         self.assertNotIn("policy", shell["properties"], "the model never names the policy")
+        self.assertNotIn("approved", shell["properties"], "the model never approves")
+        self.assertFalse(shell.get("additionalProperties", True), "no field beyond the schema")
         self.assertEqual(tools["shell_output"].input_schema["required"], ["jobId"])
 
     def test_a_command_runs_and_one_the_sandbox_denies_says_so(self):

@@ -264,11 +264,13 @@ impl HostBuilder {
         self
     }
 
-    /// Start the sandbox probe on a background thread while the policy
-    /// component loads, instead of at the first confined run. It is the
-    /// same probe, run once; a run that needs the verdict sooner waits for
-    /// it. Worth it when a confined run is known to follow at once (the
-    /// CLI's `cordon run`): the probe and the component load overlap.
+    /// Probe the sandbox runner on a background thread as soon as the host
+    /// is built, instead of letting the first confined run be its probe.
+    /// Runs do not wait for a probe either way (the first run tries the
+    /// chosen runner and moves down the ladder only if it did not start the
+    /// command and its probe fails too); this is for a long-lived host
+    /// that wants the verdict settled before work arrives, and for
+    /// background tasks, which probe before their first plan otherwise.
     ///
     /// ```no_run
     /// # fn demo() -> Result<(), cordon::BuildError> {
@@ -375,7 +377,7 @@ impl HostBuilder {
             // lazily, as it would without this option.
             let _ = std::thread::Builder::new()
                 .name("cordon-probe".into())
-                .spawn(move || probing.prepare());
+                .spawn(move || probing.verify());
         }
         let mut engine = PolicyEngine::new()?;
         if let Some(cache) = self.cache {

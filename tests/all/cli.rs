@@ -75,13 +75,15 @@ fn no_runner_fails_closed_and_nothing_runs() {
     let ws = workspace();
     let marker = ws.path().join("ran");
     for json in [false, true] {
+        let config = ws.path().join("cordon.toml");
+        std::fs::write(&config, "bwrap_path = \"/nonexistent-cordon-test/bwrap\"\n").unwrap();
         let mut command = cordon();
         command
             .current_dir(ws.path())
-            .env("PATH", "/nonexistent-cordon-test")
-            // Pinned to bwrap, which is not on this PATH: no rung is usable
-            // (the Landlock rung would otherwise confine the run).
-            .args(["run", "--backend", "bwrap", "--mode", "workspace-write"]);
+            // Pinned to a bwrap that does not exist: no rung is usable (the
+            // Landlock rung would otherwise confine the run).
+            .args(["run", "--config", config.to_str().unwrap()])
+            .args(["--backend", "bwrap", "--mode", "workspace-write"]);
         if json {
             command.arg("--json");
         }

@@ -337,6 +337,20 @@ pub fn fake_bwrap(dir: &Path, script: &str) -> PathBuf {
     config
 }
 
+/// A stand-in bwrap's script that appends its arguments to `log`, then
+/// runs `then` (shell lines): [`REAL_BWRAP`] to pass through, or a failure.
+pub fn logged_script(log: &Path, then: &str) -> String {
+    format!("#!/bin/sh\necho \"$*\" >> {}\n{then}\n", log.display())
+}
+
+/// The lines of a stand-in bwrap that hands over to the real one.
+pub const REAL_BWRAP: &str = "exec /usr/bin/bwrap \"$@\"";
+
+/// How many times a stand-in bwrap logging to `log` was started.
+pub fn starts(log: &Path) -> usize {
+    std::fs::read_to_string(log).map_or(0, |text| text.lines().count())
+}
+
 /// The host pids of the bwrap processes running `bash -c COMMAND`: their
 /// command lines end `-- bash -c COMMAND` and carry the status-fd flag
 /// (cordon's own does neither).

@@ -5,7 +5,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{cordon, parse, workspace};
+use common::{REAL_BWRAP, cordon, logged_script, parse, starts, workspace};
 
 #[test]
 fn probe_names_the_backend_and_every_rung() {
@@ -161,14 +161,14 @@ impl cordon::sandbox::Confine for PrepareRecorder {
         })
     }
 
-    fn prepare(&self) {
+    fn verify(&self) {
         let name = std::thread::current().name().unwrap_or("").to_owned();
         self.0.lock().unwrap().push(name);
     }
 }
 
 #[test]
-fn probe_early_prepares_the_confiner_once_on_its_own_thread() {
+fn probe_early_verifies_the_confiner_once_on_its_own_thread() {
     use std::sync::{Arc, Mutex};
     let eager = Arc::new(PrepareRecorder(Mutex::new(vec![])));
     let _host = cordon::Host::builder()
@@ -217,4 +217,160 @@ fn a_probe_slower_than_a_policy_call_still_serves_the_run() {
     assert_eq!(output.status.code(), Some(0), "{result}");
     assert_eq!(result["stdout"]["text"], "served\n");
     assert_eq!(result["sandbox"]["enforcement"], "full");
+}
+
+/// `cordon run` with `config`, its verdicts kept under `cache` (not the
+/// user's), the shared component cache, in `dir`.
+fn run_with(
+    dir: &std::path::Path,
+    config: &std::path::Path,
+    extra: &[&str],
+    command: &str,
+) -> std::process::Output {
+    cordon()
+        .current_dir(dir)
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .arg("run")
+        .arg("--config")
+        .arg(config)
+        .arg("--component-cache")
+        .arg(common::shared_component_cache())
+        .args(extra)
+        .arg("--")
+        .arg(command)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_first_run_is_the_probe() {
+    if !common::bwrap_usable("the_first_run_is_the_probe") {
+        return;
+    }
+    let ws = workspace();
+    let log = ws.path().join("bwrap.log");
+    let config = common::fake_bwrap(ws.path(), &logged_script(&log, REAL_BWRAP));
+    for round in 1..=2 {
+        let output = run_with(ws.path(), &config, &[], "echo confined");
+        assert!(output.status.success(), "{output:?}");
+        assert_eq!(String::from_utf8_lossy(&output.stdout), "confined\n");
+        assert_eq!(
+            starts(&log),
+            round,
+            "one bwrap per run, no probe before it: {}",
+            std::fs::read_to_string(&log).unwrap()
+        );
+    }
+    // `cordon probe` still runs the probe itself.
+    let probe = cordon()
+        .env("XDG_CACHE_HOME", ws.path().join("cache"))
+        .args(["probe", "--json", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let probe = parse(&probe);
+    assert_eq!(probe["backend"], "bwrap", "{probe}");
+    assert!(
+        probe["rungs"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("ran the probe"),
+        "{probe}"
+    );
+    assert_eq!(starts(&log), 3);
+}
+
+#[test]
+fn a_runner_that_cannot_start_fails_closed_and_is_remembered_until_it_changes() {
+    if !cfg!(target_os = "linux") {
+        eprintln!("SKIPPED a_runner_that_cannot_start_…: Linux only");
+        return;
+    }
+    let ws = workspace();
+    let log = ws.path().join("bwrap.log");
+    let failing = logged_script(
+        &log,
+        "echo 'bwrap: setting up uid map: Permission denied' >&2\nexit 1",
+    );
+    let config = common::fake_bwrap(ws.path(), &failing);
+    let marker = ws.path().join("ran");
+    let touch = format!("touch {}", marker.display());
+    let pinned = ["--backend", "bwrap", "--mode", "workspace-write"];
+    // The first run is the trial; its probe confirms the failure.
+    let output = run_with(ws.path(), &config, &pinned, &touch);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(69), "{stderr}");
+    assert!(
+        stderr.contains("SANDBOX_UNAVAILABLE")
+            && stderr.contains("bwrap: setting up uid map: Permission denied"),
+        "names the runner's reason: {stderr}"
+    );
+    assert!(!marker.exists(), "the command ran unconfined");
+    assert_eq!(starts(&log), 2, "the run, then the probe");
+    // The next host remembers: bwrap is not started again this boot.
+    let output = run_with(ws.path(), &config, &pinned, &touch);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(69), "{stderr}");
+    assert!(
+        stderr.contains("remembered from a probe earlier this boot"),
+        "{stderr}"
+    );
+    assert_eq!(starts(&log), 2, "a remembered verdict starts nothing");
+    assert!(!marker.exists());
+    // A new runner binary is looked at again.
+    let fake = ws.path().join("bin/bwrap");
+    std::fs::write(&fake, format!("{failing}# upgraded\n")).unwrap();
+    let output = run_with(ws.path(), &config, &pinned, &touch);
+    assert_eq!(output.status.code(), Some(69));
+    assert_eq!(starts(&log), 4, "tried (and probed) again");
+    assert!(!marker.exists());
+    // And once it works, runs go through it.
+    if common::bwrap_usable("a_runner_that_cannot_start_… (repaired)") {
+        std::fs::write(&fake, logged_script(&log, REAL_BWRAP)).unwrap();
+        let output = run_with(ws.path(), &config, &pinned, &touch);
+        assert!(output.status.success(), "{output:?}");
+        assert!(marker.exists(), "the repaired runner runs the command");
+        assert_eq!(starts(&log), 5);
+    }
+}
+
+#[test]
+fn the_ladder_moves_down_when_the_first_run_shows_bwrap_unusable() {
+    if !common::landlock_usable("the_ladder_moves_down_when_the_first_run_shows_bwrap_unusable") {
+        return;
+    }
+    let ws = workspace();
+    let log = ws.path().join("bwrap.log");
+    let config = common::fake_bwrap(
+        ws.path(),
+        &logged_script(
+            &log,
+            "echo 'bwrap: Creating new namespace failed: Operation not permitted' >&2
+exit 1",
+        ),
+    );
+    let other = workspace();
+    let outside = other.path().join("outside.txt");
+    let inside = ws.path().join("inside");
+    let command = format!(
+        "echo x > {}; echo y > {}; echo done",
+        outside.display(),
+        inside.display()
+    );
+    for round in 1..=2 {
+        let output = run_with(ws.path(), &config, &["--mode", "workspace-write"], &command);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(stdout.ends_with("done\n"), "round {round}: {output:?}");
+        assert!(
+            !outside.exists(),
+            "round {round}: Landlock confined the run"
+        );
+        assert_eq!(std::fs::read_to_string(&inside).unwrap(), "y\n");
+        std::fs::remove_file(&inside).unwrap();
+    }
+    assert_eq!(
+        starts(&log),
+        2,
+        "the first run's trial and probe; then remembered"
+    );
 }

@@ -367,3 +367,52 @@ async fn a_character_written_in_two_halves_is_read_whole() {
     assert_eq!(rest, "\u{e9}\n");
     assert_eq!(task.wait(None).await.status, TaskStatus::Completed);
 }
+
+#[tokio::test]
+async fn a_task_is_planned_on_a_proven_runner() {
+    // A task is not planned again once it started, so an unproven runner is
+    // probed before its plan: a bwrap that cannot start sends the task down
+    // the ladder, never into a killed task.
+    if !common::landlock_usable("a_task_is_planned_on_a_proven_runner") {
+        return;
+    }
+    let ws = workspace();
+    let log = ws.path().join("bwrap.log");
+    // Only its runner is used; the config it writes is not.
+    common::fake_bwrap(
+        ws.path(),
+        &common::logged_script(
+            &log,
+            "echo 'bwrap: No permissions to create new namespace' >&2
+exit 1",
+        ),
+    );
+    let mut deployment = cordon::Deployment::in_dir(ws.path());
+    deployment.max_mode = SandboxMode::DangerFullAccess;
+    let host = Host::builder()
+        .deployment(deployment)
+        .sandbox(cordon::sandbox::SandboxConfig {
+            launcher: Some(env!("CARGO_BIN_EXE_cordon").into()),
+            bwrap: Some(ws.path().join("bin/bwrap")),
+            verdicts: None,
+            ..Default::default()
+        })
+        .spill_parent(ws.path())
+        .build()
+        .unwrap();
+    let task = host
+        .start(request(SandboxMode::ReadOnly, ws.path(), "echo confined"))
+        .await
+        .unwrap();
+    let done = task.wait(Some(Duration::from_secs(10))).await;
+    assert_eq!(done.status, TaskStatus::Completed, "{done:?}");
+    assert_eq!(task.read().text, "confined\n");
+    let lines = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(lines.lines().count(), 1, "the probe only: {lines}");
+    assert!(lines.trim_end().ends_with("-- true"), "{lines}");
+    assert_eq!(
+        host.probe().unwrap().backend,
+        Some(Backend::Landlock),
+        "the ladder moved down"
+    );
+}

@@ -127,13 +127,8 @@ fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
         Some(path) => PolicySource::File(path),
         None => PolicySource::Embedded,
     };
-    let mut builder = builder.policy(source);
-    let mode = args.grant.as_ref().map(|g| g.mode).or(args.mode);
-    if mode != Some(SandboxMode::DangerFullAccess) {
-        // A confined run follows at once: probe while the component loads.
-        builder = builder.probe_early();
-    }
-    let host = builder.build()?;
+    // No probe up front: the run itself tries the runner (see the ladder).
+    let host = builder.policy(source).build()?;
 
     let mut request = ExecRequest::new(args.command.join(" "));
     request.workdir = args.workdir;

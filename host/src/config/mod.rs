@@ -467,6 +467,7 @@ impl Config {
                 bwrap: file.bwrap_path,
                 protected: vec![],
                 hidden: vec![],
+                ..SandboxConfig::default()
             },
             env,
             limits,

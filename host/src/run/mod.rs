@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::RunError;
 use crate::model::{
     Decision, Deployment, ExecRequest, ExecResult, ExecSpec, GrantFacts, LaunchFacts, Network,
-    Outcome, RunnerStatus, SandboxFacts, SandboxPolicy, WrapFacts,
+    Outcome, RunnerStatus, SandboxFacts, SandboxMode, SandboxPolicy, WrapFacts,
 };
 use crate::model::{LimitEnforcer, LimitFacts, LimitKind, RunLimits};
 use crate::policy::pool::{Panicked, PolicyPool};
@@ -131,14 +131,56 @@ impl Prepared {
     }
 }
 
-/// Run `request` in the foreground.
+/// What one attempt at a foreground run came to.
+enum Attempt {
+    /// The run's result.
+    Done(Box<ExecResult>),
+    /// The runner never started the command and the ladder moved on: plan
+    /// the request again (its stdin given back; the mode it was planned in).
+    Again(Option<Vec<u8>>, SandboxMode),
+}
+
+/// How many times a foreground run is planned at most: once per rung of
+/// the longest ladder, and once more to fail closed.
+const MAX_ATTEMPTS: usize = 3;
+
+/// Run `request` in the foreground. A runner chosen without a probe is
+/// tried by this very run (see `sandbox/ladder.rs`): when it did not start
+/// the command and its probe fails too, the request is planned again on
+/// the next rung — it never ran, so it cannot run twice.
 pub(crate) async fn run(
+    cx: &RunContext,
+    mut request: ExecRequest,
+    options: RunOptions,
+) -> Result<ExecResult, RunError> {
+    let stdin = request.stdin.take();
+    let template = request.clone();
+    request.stdin = stdin;
+    let mut mode = None;
+    for _ in 0..MAX_ATTEMPTS {
+        match attempt(cx, request, options.clone()).await? {
+            Attempt::Done(result) => return Ok(*result),
+            Attempt::Again(stdin, planned) => {
+                mode = Some(planned);
+                request = template.clone();
+                request.stdin = stdin;
+            }
+        }
+    }
+    Err(RunError::SandboxUnavailable {
+        mode: mode.unwrap_or(SandboxMode::ReadOnly),
+        detail: Some("no rung of the sandbox ladder started the command".into()),
+    })
+}
+
+/// One foreground attempt: prepare, spawn, wait, settle.
+async fn attempt(
     cx: &RunContext,
     request: ExecRequest,
     options: RunOptions,
-) -> Result<ExecResult, RunError> {
+) -> Result<Attempt, RunError> {
     let prepared = cx
-        .offload(Phase::Resolve, move |cx| prepare(cx, request))
+        .offload(Phase::Resolve, move |cx| prepare(cx, request, false))
         .await?;
     let facts = prepared.facts(false);
     // An abort that came while the request was prepared (or before) ends
@@ -151,13 +193,20 @@ pub(crate) async fn run(
         return Err(RunError::Aborted);
     }
     let (cgroup, limits) = contain(cx, &prepared)?;
-    let _held = hold(&prepared)?;
+    let held = hold(&prepared)?;
     let proxy = start_proxy(cx, &prepared)?;
     let process =
         match process::spawn_unchecked(&prepared.launch, cgroup, Some(&cx.spill_dir), options.sink)
         {
             Ok(process) => process,
             Err(err) => {
+                if matches!(err, SpawnError::Program(_)) && refuted(cx, &prepared).await {
+                    drop((held, proxy));
+                    return Ok(Attempt::Again(
+                        prepared.launch.stdin,
+                        prepared.spec.policy.mode,
+                    ));
+                }
                 return Err(match settle_spawn_failure(cx, &prepared, &facts, &err) {
                     Some(RunnerMissing { detail, settled }) => {
                         settled?;
@@ -180,6 +229,22 @@ pub(crate) async fn run(
             program: prepared.launch.argv[0].clone(),
             source,
         })?;
+    if prepared.wrap.is_some() {
+        if prepared
+            .report
+            .never_started(&finished, prepared.supervision)
+        {
+            if refuted(cx, &prepared).await {
+                drop((held, proxy));
+                return Ok(Attempt::Again(
+                    prepared.launch.stdin,
+                    prepared.spec.policy.mode,
+                ));
+            }
+        } else if let Some(wrap) = &prepared.wrap {
+            cx.confiner.confirm(wrap.backend);
+        }
+    }
     let stderr = stderr.lock().expect("capture lock").stream_output();
     let stdout = stdout.lock().expect("capture lock").stream_output();
     let (exit_code, signal) = prepared.supervision.command_end(&finished);
@@ -191,7 +256,7 @@ pub(crate) async fn run(
         })
         .await?;
     let sandbox = sandbox?;
-    Ok(ExecResult {
+    Ok(Attempt::Done(Box::new(ExecResult {
         exit_code,
         signal,
         timed_out: finished.timed_out,
@@ -205,7 +270,20 @@ pub(crate) async fn run(
             grant.refused = proxy.as_ref().map(Proxy::refused).unwrap_or_default();
             grant
         }),
-    })
+    })))
+}
+
+/// Ask the confiner whether a run whose runner never started the command
+/// is to be planned again on another rung (its probe runs off the async
+/// threads).
+async fn refuted(cx: &RunContext, prepared: &Prepared) -> bool {
+    let Some(backend) = prepared.wrap.as_ref().map(|wrap| wrap.backend) else {
+        return false;
+    };
+    let confiner = cx.confiner.clone();
+    tokio::task::spawn_blocking(move || confiner.refute(backend))
+        .await
+        .unwrap_or(false)
 }
 
 /// Start `request` as a background task of `tasks` and return at once.
@@ -226,7 +304,7 @@ pub(crate) async fn start(
 ) -> Result<TaskHandle, RunError> {
     let explicit_timeout = request.timeout_ms.is_some();
     let prepared = cx
-        .offload(Phase::Resolve, move |cx| prepare(cx, request))
+        .offload(Phase::Resolve, move |cx| prepare(cx, request, true))
         .await?;
     let facts = prepared.facts(true);
     let (cgroup, _limits) = contain(cx, &prepared)?;
@@ -353,8 +431,10 @@ async fn follow(
     task.settle(ending);
 }
 
-/// Resolve, check, canonicalise, plan, and check the launch.
-fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> {
+/// Resolve, check, canonicalise, plan, and check the launch. `verify`:
+/// the confiner's runner must be proven before the plan (a background task
+/// is not planned again once it started).
+fn prepare(cx: &RunContext, request: ExecRequest, verify: bool) -> Result<Prepared, RunError> {
     let ceiling = cx.deployment.max_mode;
     checks::request_within_ceiling(&request, ceiling)?;
     checks::request_size(&request)?;
@@ -375,10 +455,13 @@ fn prepare(cx: &RunContext, request: ExecRequest) -> Result<Prepared, RunError> 
     )?;
     checks::policy_within(&spec.policy, &cx.deployment)?;
     if spec.policy.mode.is_confined() {
-        // Probe (once per host) on the host's time, before the component's
-        // `plan` and its deadline: a slow probe must not read as a policy
-        // failure.
-        cx.confiner.prepare();
+        // Choose the runner (probing where a run cannot be the probe) on
+        // the host's time, before the component's `plan` and its deadline:
+        // a slow probe must not read as a policy failure.
+        match verify {
+            true => cx.confiner.verify(),
+            false => cx.confiner.prepare(),
+        }
     }
     let accepted = checks::launch(cx.policy.plan(&spec, cx.confiner.clone())?, &spec)?;
     // Without a cgroup, cordon's launcher sets the fallback rlimits.

@@ -317,37 +317,65 @@ fn probe_init(init: &Path, timeout: Duration) -> Result<(), String> {
     }
 }
 
-/// Find bwrap — `configured` (`bwrap_path`), else in the fixed system
-/// directories, never on the caller's `PATH` — check that it can be
-/// trusted, and run the probe (SPEC.md §5) within `timeout`; then check
-/// that `init` (the launcher executable) has cordon's init mode.
-pub(super) fn probe(
-    configured: Option<&Path>,
-    init: Option<&Path>,
-    timeout: Duration,
-) -> Probed<Bwrap> {
-    let runner = match configured {
-        Some(path) => path.to_path_buf(),
+/// Find bwrap: `configured` (`bwrap_path`), else the first in the fixed
+/// system directories, never on the caller's `PATH`.
+pub(super) fn locate(configured: Option<&Path>) -> Result<PathBuf, String> {
+    match configured {
+        Some(path) => Ok(path.to_path_buf()),
         None => find_in_system_dirs(PROGRAM).ok_or_else(|| {
             format!(
                 "bwrap is not installed (not found in {}; set bwrap_path to use another)",
                 SYSTEM_BIN_DIRS.join(", ")
             )
-        })?,
-    };
-    let trust = trusted(&runner)?;
-    let mut argv = vec![runner.to_string_lossy().into_owned()];
-    argv.extend(probe_args());
-    let out = run_bounded(&argv, timeout)?;
-    if !out.success {
-        return Err(format!(
-            "{} failed the probe: {}",
-            runner.display(),
-            out.first_line()
-        ));
+        }),
     }
+}
+
+/// How closely a rung is looked at before runs use it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Look {
+    /// Found and trusted is enough: the first real run is the probe (its
+    /// out-of-band report tells whether bwrap started the command, and a
+    /// run it did not start is safe to try on the next rung).
+    Trial,
+    /// Run the probe program (SPEC.md §5) now.
+    Probe,
+}
+
+/// Find bwrap ([`locate`]), check that it can be trusted and, for
+/// [`Look::Probe`], run the probe (SPEC.md §5) within `timeout`; then check
+/// that `init` (the launcher executable) has cordon's init mode, unless it
+/// is `known` to (this very executable, which dispatches the modes).
+pub(super) fn probe(
+    configured: Option<&Path>,
+    init: Option<(&Path, bool)>,
+    timeout: Duration,
+    look: Look,
+) -> Probed<Bwrap> {
+    let runner = locate(configured)?;
+    let trust = trusted(&runner)?;
+    let ran = match look {
+        Look::Probe => {
+            let mut argv = vec![runner.to_string_lossy().into_owned()];
+            argv.extend(probe_args());
+            let out = run_bounded(&argv, timeout)?;
+            if !out.success {
+                return Err(format!(
+                    "{} failed the probe: {}",
+                    runner.display(),
+                    out.first_line()
+                ));
+            }
+            "ran the probe"
+        }
+        Look::Trial => "not probed up front (the first run is its probe)",
+    };
     let mut bwrap = Bwrap::at(&runner);
-    let init = match init.map(|init| (init, probe_init(init, timeout))) {
+    let checked = init.map(|(init, known)| match known {
+        true => (init, Ok(())),
+        false => (init, probe_init(init, timeout)),
+    });
+    let init = match checked {
         Some((init, Ok(()))) => {
             bwrap = bwrap.with_init(init);
             format!("commands run under cordon's init ({})", init.display())
@@ -359,7 +387,7 @@ pub(super) fn probe(
             .to_owned(),
     };
     Ok(Usable {
-        reason: format!("{} ran the probe; {trust}; {init}", runner.display()),
+        reason: format!("{} {ran}; {trust}; {init}", runner.display()),
         runner: bwrap,
     })
 }

@@ -1,24 +1,37 @@
 //! The runner ladder: which backend confines runs on this host, decided
-//! once, lazily, by bounded probes, and kept for the ladder's life.
+//! lazily and kept for the ladder's life.
 //!
 //! The ladder only *orders* the backends: each backend file owns its probe,
 //! its wrap and its dialect, and the ladder walks the platform's rungs,
 //! asks each backend's probe in turn, and keeps the first usable one.
+//!
+//! A run does not wait for a probe. bwrap is chosen once it is found and
+//! trusted, and the first real run is its probe: bwrap reports out of band
+//! whether it started the command ([`super::StatusReport::never_started`]),
+//! and a run it did not start is safe to try again. The run pipeline then
+//! asks [`Confine::refute`]: the rung's probe runs now, and only if it
+//! fails too does the ladder move down (so one run's own trouble, such as
+//! a missing bind source or its pids limit, never demotes the host's
+//! runner). What a probe found unusable is remembered for the boot
+//! ([`super::verdicts`]), so a host without a usable runner does not probe
+//! it again on every command. `cordon probe` ([`Sandbox::probe`]) probes
+//! every rung afresh.
 
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::model::{Backend, Enforcement, SandboxPolicy};
 
-use super::bwrap::{self, Bwrap};
+use super::bwrap::{self, Bwrap, Look};
 use super::grant::{Layout, lay_out};
 use super::landlock::{self, Landlock};
 use super::probe::{Probed, Usable};
 use super::seatbelt::{self, Seatbelt};
+use super::verdicts::{RungIdentity, Verdicts};
 use super::{Confine, RunnerCommand, Unavailable, Wrap};
 
 /// Default bound on each probe (SPEC.md §5).
@@ -78,6 +91,10 @@ pub struct SandboxConfig {
     /// sessions' spill root: one client's command must not read another
     /// client's output).
     pub hidden: Vec<PathBuf>,
+    /// Where rungs found unusable are remembered for the boot (default:
+    /// [`Verdicts::default_path`]; none: not remembered, so each new host
+    /// probes them again).
+    pub verdicts: Option<Verdicts>,
 }
 
 impl Default for SandboxConfig {
@@ -90,6 +107,7 @@ impl Default for SandboxConfig {
             bwrap: None,
             protected: vec![],
             hidden: vec![],
+            verdicts: Verdicts::default_path().map(Verdicts::at),
         }
     }
 }
@@ -130,6 +148,32 @@ pub struct Probe {
     pub rungs: Vec<Rung>,
     #[serde(skip)]
     chosen: Option<Chosen>,
+    /// The chosen rung, when it was chosen without running its probe: the
+    /// first run is the probe.
+    #[serde(skip)]
+    trial: Option<Backend>,
+}
+
+impl Probe {
+    /// Why no rung is usable, rung by rung (those that were looked at):
+    /// what an operator reads in a `SANDBOX_UNAVAILABLE` error.
+    fn why_none(&self) -> Option<String> {
+        let looked: Vec<String> = self
+            .rungs
+            .iter()
+            .filter(|rung| !rung.usable && !rung.reason.starts_with("not probed: "))
+            .map(|rung| format!("{}: {}", backend_name(rung.backend), rung.reason))
+            .collect();
+        (!looked.is_empty()).then(|| looked.join("; "))
+    }
+}
+
+/// A backend as operators name it.
+fn backend_name(backend: Backend) -> String {
+    serde_json::to_value(backend)
+        .ok()
+        .and_then(|name| name.as_str().map(str::to_owned))
+        .unwrap_or_else(|| format!("{backend:?}"))
 }
 
 /// The backend the ladder chose, ready to wrap. Every match over it (and
@@ -192,8 +236,14 @@ fn pinned(choice: BackendChoice) -> Option<Backend> {
     }
 }
 
-/// Probe one rung with the backend's own probe.
-fn probe_rung(backend: Backend, config: &SandboxConfig) -> Result<Usable<Chosen>, String> {
+/// Look at one rung with the backend's own probe. Only bwrap can be taken
+/// on trial ([`Look::Trial`]); the others' probes say what their wrap needs
+/// (Landlock's enforcement and scopes).
+fn probe_rung(
+    backend: Backend,
+    config: &SandboxConfig,
+    look: Look,
+) -> Result<Usable<Chosen>, String> {
     fn chosen<T>(probed: Probed<T>, into: fn(T) -> Chosen) -> Result<Usable<Chosen>, String> {
         probed.map(|usable| Usable {
             runner: into(usable.runner),
@@ -201,17 +251,20 @@ fn probe_rung(backend: Backend, config: &SandboxConfig) -> Result<Usable<Chosen>
         })
     }
     match backend {
-        Backend::Bwrap => chosen(
-            bwrap::probe(
-                config.bwrap.as_deref(),
-                landlock::launcher_path(config)
-                    .ok()
-                    .map(|(path, _)| path)
-                    .as_deref(),
-                config.probe_timeout,
-            ),
-            Chosen::Bwrap,
-        ),
+        Backend::Bwrap => {
+            let init = landlock::launcher_path(config).ok().map(|(path, _)| path);
+            // This very executable dispatches the modes: no probe needed.
+            let known = config.launcher.is_none() && super::launcher::dispatches();
+            chosen(
+                bwrap::probe(
+                    config.bwrap.as_deref(),
+                    init.as_deref().map(|init| (init, known)),
+                    config.probe_timeout,
+                    look,
+                ),
+                Chosen::Bwrap,
+            )
+        }
         Backend::Landlock => chosen(landlock::probe(config), Chosen::Landlock),
         Backend::Seatbelt => chosen(seatbelt::probe(config.probe_timeout), Chosen::Seatbelt),
         Backend::RunnerCommand => {
@@ -220,11 +273,44 @@ fn probe_rung(backend: Backend, config: &SandboxConfig) -> Result<Usable<Chosen>
     }
 }
 
+/// The programs a rung runs, which key its remembered verdict; none when
+/// they cannot be located (then there is nothing to remember).
+fn identity(backend: Backend, config: &SandboxConfig) -> Option<RungIdentity> {
+    let launcher = || landlock::launcher_path(config).ok().map(|(path, _)| path);
+    let programs = match backend {
+        Backend::Bwrap => {
+            let mut programs = vec![bwrap::locate(config.bwrap.as_deref()).ok()?];
+            programs.extend(launcher());
+            programs
+        }
+        Backend::Landlock => vec![launcher()?],
+        Backend::Seatbelt => vec![PathBuf::from(seatbelt::PROGRAM)],
+        Backend::RunnerCommand => return None,
+    };
+    Some(RungIdentity::new(backend, programs))
+}
+
+/// The ladder's current verdict, and whether the rung it chose has been
+/// shown to work (by its probe, or by a run it started).
+#[derive(Debug)]
+struct Current {
+    probe: Probe,
+    proven: bool,
+}
+
+/// What the ladder knows so far.
+#[derive(Debug, Default)]
+struct State {
+    current: Option<Arc<Current>>,
+    /// Rungs this ladder's probes found unusable, with why.
+    failed: Vec<(Backend, String)>,
+}
+
 /// The platform ladder as a [`Confine`].
 #[derive(Debug, Default)]
 pub struct Sandbox {
     config: SandboxConfig,
-    verdict: OnceLock<Probe>,
+    state: Mutex<State>,
 }
 
 impl Sandbox {
@@ -237,13 +323,47 @@ impl Sandbox {
     pub fn with_config(config: SandboxConfig) -> Self {
         Sandbox {
             config,
-            verdict: OnceLock::new(),
+            state: Mutex::default(),
         }
     }
 
-    /// The verdict, probing on first use.
-    pub fn probe(&self) -> &Probe {
-        self.verdict.get_or_init(|| decide(&self.config))
+    /// The verdict with every rung it reports looked at by its probe:
+    /// `cordon probe`. The first call on a ladder that runs have only
+    /// tried probes afresh (and rewrites what is remembered); later calls
+    /// return the same verdict.
+    pub fn probe(&self) -> Probe {
+        let mut state = self.lock();
+        if let Some(current) = state.current.as_ref().filter(|c| c.proven) {
+            return current.probe.clone();
+        }
+        let probe = decide(&self.config, Look::Probe, &state.failed, false);
+        state.current = Some(Arc::new(Current {
+            proven: true,
+            probe: probe.clone(),
+        }));
+        probe
+    }
+
+    /// The verdict runs use, deciding it on first use without running a
+    /// probe where the first run can be the probe.
+    fn current(&self) -> Arc<Current> {
+        let mut state = self.lock();
+        match &state.current {
+            Some(current) => current.clone(),
+            None => {
+                let probe = decide(&self.config, Look::Trial, &state.failed, true);
+                let current = Arc::new(Current {
+                    proven: probe.trial.is_none(),
+                    probe,
+                });
+                state.current = Some(current.clone());
+                current
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -257,7 +377,8 @@ impl Confine for Sandbox {
                 ),
             });
         }
-        match &self.probe().chosen {
+        let current = self.current();
+        match &current.probe.chosen {
             Some(chosen) => Ok(chosen.wrap(
                 argv,
                 policy,
@@ -265,21 +386,109 @@ impl Confine for Sandbox {
             )),
             None => Err(Unavailable {
                 mode: policy.mode,
-                detail: None,
+                detail: current.probe.why_none(),
             }),
         }
     }
 
     fn probe(&self) -> Option<Probe> {
-        Some(Sandbox::probe(self).clone())
+        Some(Sandbox::probe(self))
     }
 
     fn prepare(&self) {
-        Sandbox::probe(self);
+        self.current();
+    }
+
+    fn verify(&self) {
+        if !self.current().proven {
+            self.refute_or_prove(None);
+        }
+    }
+
+    fn refute(&self, backend: Backend) -> bool {
+        self.refute_or_prove(Some(backend))
+    }
+
+    fn confirm(&self, backend: Backend) {
+        let mut state = self.lock();
+        if let Some(current) = &state.current
+            && !current.proven
+            && current.probe.backend == Some(backend)
+        {
+            let mut probe = current.probe.clone();
+            for rung in probe.rungs.iter_mut().filter(|r| r.backend == backend) {
+                rung.reason = rung.reason.replace(
+                    "not probed up front (the first run is its probe)",
+                    "proven by a run it started",
+                );
+            }
+            state.current = Some(Arc::new(Current {
+                probe,
+                proven: true,
+            }));
+        }
     }
 }
 
-fn decide(config: &SandboxConfig) -> Probe {
+impl Sandbox {
+    /// Probe the rung on trial now. When it fails, remember that, move
+    /// down the ladder and say so (true: plan again). `after_run` names the
+    /// backend of a run that did not start its command: a ladder that
+    /// already moved past it says so too, and one whose rung is proven
+    /// keeps it (that run failed on its own).
+    fn refute_or_prove(&self, after_run: Option<Backend>) -> bool {
+        let mut state = self.lock();
+        let Some(current) = state.current.clone() else {
+            return false;
+        };
+        if let Some(backend) = after_run
+            && current.probe.backend != Some(backend)
+        {
+            return true;
+        }
+        let Some(trial) = current.probe.trial.filter(|_| !current.proven) else {
+            return false;
+        };
+        match probe_rung(trial, &self.config, Look::Probe) {
+            Ok(_) => {
+                if let Some(verdicts) = &self.config.verdicts
+                    && let Some(rung) = identity(trial, &self.config)
+                {
+                    verdicts.forget(&rung);
+                }
+                state.current = Some(Arc::new(Current {
+                    probe: current.probe.clone(),
+                    proven: true,
+                }));
+                false
+            }
+            Err(reason) => {
+                remember(&self.config, trial, &reason);
+                state.failed.push((trial, reason));
+                let probe = decide(&self.config, Look::Trial, &state.failed, true);
+                state.current = Some(Arc::new(Current {
+                    proven: probe.trial.is_none(),
+                    probe,
+                }));
+                true
+            }
+        }
+    }
+}
+
+/// Keep a probe's negative verdict for `backend`, where verdicts are kept.
+fn remember(config: &SandboxConfig, backend: Backend, reason: &str) {
+    if let Some(verdicts) = &config.verdicts
+        && let Some(rung) = identity(backend, config)
+    {
+        verdicts.remember(&rung, reason);
+    }
+}
+
+/// Walk the ladder. `failed` are rungs this ladder's probes already found
+/// unusable; `recall` consults the remembered verdicts (a fresh probe,
+/// `cordon probe`, does not, and rewrites them instead).
+fn decide(config: &SandboxConfig, look: Look, failed: &[(Backend, String)], recall: bool) -> Probe {
     let landlock_abi = cfg!(target_os = "linux").then(landlock::kernel_abi);
     let landlock_scopes = cfg!(target_os = "linux").then(landlock::kernel_scopes);
     if let Some(runner) = &config.runner {
@@ -299,12 +508,14 @@ fn decide(config: &SandboxConfig) -> Probe {
                 ),
             }],
             chosen: Some(chosen),
+            trial: None,
         };
     }
     let ladder = platform_ladder();
     let pinned = pinned(config.backend);
     let mut rungs = vec![];
     let mut chosen: Option<Chosen> = None;
+    let mut trial = None;
     for &backend in ladder {
         if pinned.is_some_and(|p| p != backend) {
             rungs.push(not_probed(backend, "another backend is pinned"));
@@ -314,7 +525,29 @@ fn decide(config: &SandboxConfig) -> Probe {
             rungs.push(not_probed(backend, "an earlier backend is usable"));
             continue;
         }
-        rungs.push(match probe_rung(backend, config) {
+        let unusable = |reason: String| Rung {
+            backend,
+            usable: false,
+            enforcement: None,
+            reason,
+        };
+        if let Some((_, reason)) = failed.iter().find(|(b, _)| *b == backend) {
+            rungs.push(unusable(reason.clone()));
+            continue;
+        }
+        let remembered = recall
+            .then(|| config.verdicts.as_ref().zip(identity(backend, config)))
+            .flatten()
+            .and_then(|(verdicts, rung)| verdicts.recall(&rung));
+        if let Some(reason) = remembered {
+            rungs.push(unusable(format!(
+                "{reason} (remembered from a probe earlier this boot; `cordon probe` checks again)"
+            )));
+            continue;
+        }
+        let probed = probe_rung(backend, config, look);
+        let on_trial = look == Look::Trial && backend == Backend::Bwrap;
+        rungs.push(match probed {
             Ok(usable) => {
                 let rung = Rung {
                     backend,
@@ -323,15 +556,26 @@ fn decide(config: &SandboxConfig) -> Probe {
                     reason: usable.reason,
                 };
                 chosen = Some(usable.runner);
+                trial = on_trial.then_some(backend);
                 rung
             }
-            Err(reason) => Rung {
-                backend,
-                usable: false,
-                enforcement: None,
-                reason,
-            },
+            Err(reason) => {
+                // A probe's failure is remembered; a trial's is only the
+                // static check's (found, trusted), which costs nothing.
+                if !on_trial {
+                    remember(config, backend, &reason);
+                }
+                unusable(reason)
+            }
         });
+        if look == Look::Probe
+            && !on_trial
+            && chosen.is_some()
+            && let Some(verdicts) = &config.verdicts
+            && let Some(rung) = identity(backend, config)
+        {
+            verdicts.forget(&rung);
+        }
     }
     if let Some(pinned) = pinned
         && !ladder.contains(&pinned)
@@ -354,6 +598,7 @@ fn decide(config: &SandboxConfig) -> Probe {
         landlock_scopes,
         rungs,
         chosen,
+        trial,
     }
 }
 
@@ -398,8 +643,12 @@ mod tests {
 
     #[test]
     fn a_runner_command_rung_is_never_probed() {
-        let err =
-            probe_rung(Backend::RunnerCommand, &SandboxConfig::default()).expect_err("not probed");
+        let err = probe_rung(
+            Backend::RunnerCommand,
+            &SandboxConfig::default(),
+            Look::Probe,
+        )
+        .expect_err("not probed");
         assert!(err.contains("never probed"), "{err}");
     }
 
@@ -424,6 +673,73 @@ mod tests {
                 .iter()
                 .all(|rung| rung.reason.contains("another backend is pinned"))
         );
+    }
+
+    /// A ladder pinned to a stand-in bwrap running `script`, remembering
+    /// its verdicts in `dir/verdicts`.
+    #[cfg(target_os = "linux")]
+    fn pinned_to(dir: &std::path::Path, script: &str) -> Sandbox {
+        use std::os::unix::fs::PermissionsExt;
+        let bin = dir.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let fake = bin.join("bwrap");
+        std::fs::write(&fake, script).unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Sandbox::with_config(SandboxConfig {
+            backend: BackendChoice::Bwrap,
+            bwrap: Some(fake),
+            verdicts: Some(Verdicts::at(dir.join("verdicts"))),
+            ..SandboxConfig::default()
+        })
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn bwrap_is_chosen_on_trial_and_a_failed_probe_moves_the_ladder_down() {
+        let dir = tempfile::tempdir().unwrap();
+        let sandbox = pinned_to(
+            dir.path(),
+            "#!/bin/sh\necho 'bwrap: no userns' >&2\nexit 1\n",
+        );
+        let policy = SandboxPolicy::new(crate::SandboxMode::ReadOnly, dir.path());
+        let wrap = sandbox
+            .confine(&["true".into()], &policy)
+            .expect("on trial");
+        assert_eq!(wrap.facts().backend, Backend::Bwrap);
+        assert!(!sandbox.current().proven);
+        assert!(sandbox.refute(Backend::Bwrap), "plan again");
+        let unavailable = sandbox.confine(&["true".into()], &policy).unwrap_err();
+        let detail = unavailable.detail.unwrap();
+        assert!(
+            detail.contains("bwrap: ") && detail.contains("no userns"),
+            "{detail}"
+        );
+        assert!(
+            sandbox.refute(Backend::Bwrap),
+            "an old run's refute: plan again"
+        );
+        // The next ladder remembers, without starting bwrap.
+        let again = Sandbox::with_config(sandbox.config.clone());
+        let detail = again.confine(&["true".into()], &policy).unwrap_err().detail;
+        assert!(detail.unwrap().contains("remembered"));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_rung_whose_probe_passes_keeps_runs_and_a_started_run_proves_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let sandbox = pinned_to(dir.path(), "#!/bin/sh\nexit 0\n");
+        sandbox.prepare();
+        assert!(!sandbox.refute(Backend::Bwrap), "the run's failure stands");
+        assert!(sandbox.current().proven);
+        let other = pinned_to(&dir.path().join("other"), "#!/bin/sh\nexit 0\n");
+        other.prepare();
+        other.confirm(Backend::Bwrap);
+        let current = other.current();
+        assert!(current.proven);
+        assert!(current.probe.rungs[0].reason.contains("proven by a run"));
+        assert!(!other.refute(Backend::Bwrap), "proven: no probe");
     }
 
     #[test]

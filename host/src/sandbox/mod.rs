@@ -31,13 +31,16 @@ pub mod launcher;
 mod probe;
 pub mod runner;
 pub mod seatbelt;
+pub mod verdicts;
 
 pub use ladder::{BackendChoice, DEFAULT_PROBE_TIMEOUT, Probe, Rung, Sandbox, SandboxConfig};
 pub use runner::RunnerCommand;
 
 use std::ffi::OsString;
 
-use crate::model::{Enforcement, GrantFacts, RunnerStatus, SandboxMode, SandboxPolicy, WrapFacts};
+use crate::model::{
+    Backend, Enforcement, GrantFacts, RunnerStatus, SandboxMode, SandboxPolicy, WrapFacts,
+};
 use crate::process::{self, Finished};
 
 pub use launcher::Ended;
@@ -125,6 +128,40 @@ impl StatusReport {
                 None if text.lines().any(|l| l == "exec") => RunnerStatus::Launched,
                 None => RunnerStatus::Unknown,
             },
+        }
+    }
+}
+
+impl StatusReport {
+    /// Whether a run's records prove that the runner never started the
+    /// command, so that trying it again (on another rung) cannot run it
+    /// twice: the runner exited by itself (no signal, the host did not end
+    /// it), bwrap wrote no `"exit-code"` record (it writes one only once
+    /// it has exec'd the sandbox's first process) and cordon's init, when
+    /// there is one, wrote nothing. Anything else — a runner that died of
+    /// a signal, a report this cannot read — proves nothing, and the run's
+    /// failure stands.
+    pub fn never_started(self, finished: &Finished, supervision: Supervision) -> bool {
+        if finished.timed_out || finished.aborted || finished.signal.is_some() {
+            return false;
+        }
+        let init_silent = match supervision {
+            // An init pipe that did not close in time proves nothing.
+            Supervision::BwrapInit => finished
+                .init_report
+                .as_deref()
+                .is_some_and(<[u8]>::is_empty),
+            Supervision::None => true,
+            Supervision::Launcher => false,
+        };
+        match self {
+            StatusReport::BwrapJson => {
+                let Some(report) = finished.status_report.as_deref() else {
+                    return false;
+                };
+                init_silent && !String::from_utf8_lossy(report).contains("\"exit-code\"")
+            }
+            StatusReport::None | StatusReport::Launcher => false,
         }
     }
 }
@@ -420,11 +457,79 @@ pub trait Confine: Send + Sync {
     /// no-op once done), [`crate::HostBuilder::probe_early`] from a
     /// background thread. The default does nothing.
     fn prepare(&self) {}
+
+    /// Make sure the chosen runner works before a run relies on it: a
+    /// ladder that chose a rung without probing it probes it now (and
+    /// moves down the ladder if it fails). Background tasks call this
+    /// before they plan (a task is not re-planned once it started), and
+    /// [`crate::HostBuilder::probe_early`] from a background thread. The
+    /// default does nothing.
+    fn verify(&self) {}
+
+    /// A run on `backend` ended without the runner starting its command
+    /// ([`StatusReport::never_started`]). The confiner checks its runner
+    /// (the ladder: the rung's probe, unless a probe or a run already
+    /// proved it) and returns true when the run should be planned again
+    /// because it now confines with another rung (or with none, and the
+    /// plan fails closed). The default: false, the run's failure stands.
+    fn refute(&self, backend: Backend) -> bool {
+        let _ = backend;
+        false
+    }
+
+    /// A run on `backend` started its command: the runner works here.
+    fn confirm(&self, backend: Backend) {
+        let _ = backend;
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn finished(status: &[u8], init: Option<&[u8]>) -> Finished {
+        Finished {
+            exit_code: Some(1),
+            signal: None,
+            timed_out: false,
+            aborted: false,
+            status_report: Some(status.to_vec()),
+            init_report: init.map(<[u8]>::to_vec),
+            exceeded: vec![],
+        }
+    }
+
+    #[test]
+    fn only_a_clean_exit_without_any_start_record_proves_the_command_never_ran() {
+        let bwrap = StatusReport::BwrapJson;
+        let child = b"{ \"child-pid\": 12 }\n";
+        let ran = b"{ \"child-pid\": 12 }\n{ \"exit-code\": 1 }\n";
+        assert!(bwrap.never_started(&finished(child, Some(b"")), Supervision::BwrapInit));
+        assert!(bwrap.never_started(&finished(b"", None), Supervision::None));
+        assert!(!bwrap.never_started(&finished(ran, Some(b"")), Supervision::BwrapInit));
+        assert!(
+            !bwrap.never_started(
+                &finished(child, Some(b"failed: x\n")),
+                Supervision::BwrapInit
+            ),
+            "the init started"
+        );
+        assert!(
+            !bwrap.never_started(&finished(child, None), Supervision::BwrapInit),
+            "an init pipe that did not close proves nothing"
+        );
+        let mut killed = finished(child, Some(b""));
+        killed.signal = Some(9);
+        assert!(!bwrap.never_started(&killed, Supervision::BwrapInit));
+        let mut timed_out = finished(child, Some(b""));
+        timed_out.timed_out = true;
+        assert!(!bwrap.never_started(&timed_out, Supervision::BwrapInit));
+        let mut unread = finished(child, Some(b""));
+        unread.status_report = None;
+        assert!(!bwrap.never_started(&unread, Supervision::BwrapInit));
+        assert!(!StatusReport::Launcher.never_started(&finished(b"", None), Supervision::Launcher));
+        assert!(!StatusReport::None.never_started(&finished(b"", None), Supervision::None));
+    }
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
         pairs.iter().map(|(k, v)| (k.into(), v.into())).collect()

@@ -122,14 +122,27 @@ impl Mode {
     }
 }
 
+/// Set once this executable's `main` has asked [`invoked`]: it dispatches
+/// the launcher modes, so it can be the init without a probe saying so.
+static DISPATCHES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// The mode the binary was started in, when `argv[1]` is one of the
-/// launcher's subcommands.
+/// launcher's subcommands. A `main` that calls this (as `cordon`'s does,
+/// before anything else) dispatches the modes: the ladder then uses this
+/// executable as the init without probing it ([`dispatches`]).
 pub fn invoked(args: &[OsString]) -> Option<Mode> {
+    DISPATCHES.store(true, std::sync::atomic::Ordering::Relaxed);
     match args.get(1)?.to_str()? {
         SUBCOMMAND => Some(Mode::Landlock),
         INIT_SUBCOMMAND => Some(Mode::Init),
         _ => None,
     }
+}
+
+/// Whether this executable dispatches the launcher modes: its `main`
+/// called [`invoked`].
+pub fn dispatches() -> bool {
+    DISPATCHES.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// What the launcher was asked to do.

@@ -314,7 +314,10 @@ impl HostBuilder {
     }
 
     /// How many threads run the policy calls of the host's runs (default
-    /// 8): a slow call holds one of them, never the others' runs.
+    /// 8, started as runs need them): a slow call holds one of them, never
+    /// the others' runs. `0` runs each call on the thread that awaits the
+    /// run — for a one-shot host that runs one command and exits (the
+    /// CLI's `cordon run`), which then starts no thread and makes no hop.
     ///
     /// ```no_run
     /// # fn demo() -> Result<(), cordon::BuildError> {

@@ -128,7 +128,8 @@ fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
         None => PolicySource::Embedded,
     };
     // No probe up front: the run itself tries the runner (see the ladder).
-    let host = builder.policy(source).build()?;
+    // One run, then exit: its policy calls run on this thread.
+    let host = builder.policy(source).policy_threads(0).build()?;
 
     let mut request = ExecRequest::new(args.command.join(" "));
     request.workdir = args.workdir;

@@ -24,10 +24,16 @@ pub const MAX_POLICY_THREADS: usize = 256;
 
 type Job = Box<dyn FnOnce() + Send>;
 
-/// A fixed set of threads that run policy jobs (see the module docs).
+/// Up to a fixed number of threads that run policy jobs (see the module
+/// docs), started as jobs need them: a one-shot host starts one.
 pub struct PolicyPool {
     queue: Mutex<mpsc::Sender<Job>>,
+    receiver: Arc<Mutex<mpsc::Receiver<Job>>>,
     threads: usize,
+    /// Threads started so far (never more than `threads`).
+    started: AtomicUsize,
+    /// Jobs sent whose result is not yet delivered.
+    outstanding: Arc<AtomicUsize>,
     busy: Arc<AtomicUsize>,
 }
 
@@ -36,35 +42,65 @@ pub struct PolicyPool {
 pub struct Panicked;
 
 impl PolicyPool {
-    /// A pool of `threads` threads (at least one, at most
-    /// [`MAX_POLICY_THREADS`]).
+    /// A pool of up to `threads` threads (at least one, at most
+    /// [`MAX_POLICY_THREADS`]), none started until a job comes. `0` makes
+    /// an inline pool ([`PolicyPool::inline`]).
     pub fn new(threads: usize) -> std::io::Result<Self> {
-        let threads = threads.clamp(1, MAX_POLICY_THREADS);
         let (sender, receiver) = mpsc::channel::<Job>();
-        let receiver = Arc::new(Mutex::new(receiver));
-        let busy = Arc::new(AtomicUsize::new(0));
-        for index in 0..threads {
-            let receiver = receiver.clone();
-            let busy = busy.clone();
-            std::thread::Builder::new()
-                .name(format!("cordon-policy-{index}"))
-                .spawn(move || {
-                    loop {
-                        // Hold the lock only to take the next job.
-                        let next = receiver.lock().unwrap_or_else(|p| p.into_inner()).recv();
-                        let Ok(job) = next else { return };
-                        busy.fetch_add(1, Ordering::Relaxed);
-                        // A panic in one job must not take the thread down.
-                        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
-                        busy.fetch_sub(1, Ordering::Relaxed);
-                    }
-                })?;
-        }
         Ok(PolicyPool {
             queue: Mutex::new(sender),
-            threads,
-            busy,
+            receiver: Arc::new(Mutex::new(receiver)),
+            threads: threads.min(MAX_POLICY_THREADS),
+            started: AtomicUsize::new(0),
+            outstanding: Arc::new(AtomicUsize::new(0)),
+            busy: Arc::new(AtomicUsize::new(0)),
         })
+    }
+
+    /// A pool with no threads: each job runs on the thread that awaits it.
+    /// For a one-shot host that runs one command and exits (`cordon run`):
+    /// no thread to start and no hop between threads, while a slow call
+    /// holds the awaiting thread (and each call is still bounded by its own
+    /// deadline).
+    pub fn inline() -> Self {
+        PolicyPool::new(0).expect("an inline pool starts no thread")
+    }
+
+    /// Start one more thread when `outstanding` jobs (before this one)
+    /// already occupy every started thread and the bound allows; false when
+    /// no thread exists to take the job (then it runs inline). A thread
+    /// that cannot be started is not an error while another one runs jobs.
+    fn grow(&self, outstanding: usize) -> bool {
+        let index = self.started.load(Ordering::Acquire);
+        if outstanding < index {
+            return true;
+        }
+        let index = self.started.fetch_add(1, Ordering::AcqRel);
+        if index >= self.threads {
+            self.started.fetch_sub(1, Ordering::AcqRel);
+            return index > 0;
+        }
+        let (receiver, busy) = (self.receiver.clone(), self.busy.clone());
+        let spawned = std::thread::Builder::new()
+            .name(format!("cordon-policy-{index}"))
+            .spawn(move || {
+                loop {
+                    // Hold the lock only to take the next job.
+                    let next = receiver.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                    let Ok(job) = next else { return };
+                    busy.fetch_add(1, Ordering::Relaxed);
+                    // A panic in one job must not take the thread down.
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                    busy.fetch_sub(1, Ordering::Relaxed);
+                }
+            });
+        match spawned {
+            Ok(_) => true,
+            Err(_) => {
+                self.started.fetch_sub(1, Ordering::AcqRel);
+                index > 0
+            }
+        }
     }
 
     /// How many threads the pool has.
@@ -83,19 +119,55 @@ impl PolicyPool {
         &self,
         job: impl FnOnce() -> R + Send + 'static,
     ) -> Result<R, Panicked> {
+        let outstanding = Outstanding::count(&self.outstanding);
+        if self.threads == 0 || !self.grow(outstanding.before) {
+            drop(outstanding);
+            self.busy.fetch_add(1, Ordering::Relaxed);
+            let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+            self.busy.fetch_sub(1, Ordering::Relaxed);
+            return done.map_err(|_| Panicked);
+        }
         let (tx, rx) = tokio::sync::oneshot::channel();
         let sent = self
             .queue
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .send(Box::new(move || {
-                let _ = tx.send(job());
+                let result = job();
+                // Counted out before the result is delivered, so that the
+                // next job of the same awaiting task finds the thread free.
+                drop(outstanding);
+                let _ = tx.send(result);
             }));
         if sent.is_err() {
             return Err(Panicked);
         }
         // A job that panicked drops its sender unsent.
         rx.await.map_err(|_| Panicked)
+    }
+}
+
+/// One job counted in the pool's outstanding jobs until dropped (also when
+/// the job panics).
+struct Outstanding {
+    count: Arc<AtomicUsize>,
+    /// The jobs outstanding before this one.
+    before: usize,
+}
+
+impl Outstanding {
+    fn count(count: &Arc<AtomicUsize>) -> Self {
+        let before = count.fetch_add(1, Ordering::AcqRel);
+        Outstanding {
+            count: count.clone(),
+            before,
+        }
+    }
+}
+
+impl Drop for Outstanding {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -137,5 +209,36 @@ mod tests {
         assert!(pool.run(|| panic!("boom")).await.is_err());
         assert_eq!(pool.run(|| 1).await.unwrap(), 1);
         assert_eq!(pool.threads(), 1);
+    }
+
+    #[tokio::test]
+    async fn threads_start_as_jobs_need_them() {
+        let pool = PolicyPool::new(4).unwrap();
+        assert_eq!(pool.started.load(Ordering::Relaxed), 0, "none up front");
+        for _ in 0..5 {
+            let name = pool
+                .run(|| std::thread::current().name().map(str::to_owned))
+                .await
+                .unwrap();
+            assert_eq!(name.as_deref(), Some("cordon-policy-0"));
+        }
+        assert_eq!(
+            pool.started.load(Ordering::Relaxed),
+            1,
+            "one job at a time: one thread"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_inline_pool_runs_jobs_on_the_awaiting_thread() {
+        let pool = PolicyPool::inline();
+        let here = std::thread::current().id();
+        assert!(
+            pool.run(move || std::thread::current().id() == here)
+                .await
+                .unwrap()
+        );
+        assert!(pool.run(|| panic!("boom")).await.is_err());
+        assert_eq!(pool.threads(), 0);
     }
 }

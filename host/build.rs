@@ -4,6 +4,12 @@
 //! `bash-local.wasm`, `rules-policy.wasm`) and the test fixtures the e2e suites load with
 //! `--policy`.
 //!
+//! The embedded default is also precompiled (`bash-sandbox.cwasm`) by an
+//! engine with the host's code-shaping settings (`src/policy/compilation.rs`)
+//! for a baseline CPU of the target, so a host loads it without compiling,
+//! hashing or reading a cache; a host whose engine refuses it compiles the
+//! embedded bytes as before.
+//!
 //! The inner cargo gets its own target directory (the outer build holds the
 //! lock on its own) and none of the outer build's target settings
 //! (`RUSTFLAGS`, `CARGO_*`, wrappers), which are meant for the host target.
@@ -11,6 +17,9 @@
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+#[path = "src/policy/compilation.rs"]
+mod compilation;
 
 /// (package, artifact stem, file name in OUT_DIR)
 const GUESTS: &[(&str, &str, &str)] = &[
@@ -85,6 +94,37 @@ fn main() {
         std::fs::copy(&built, out_dir.join(name))
             .unwrap_or_else(|err| panic!("copying {}: {err}", built.display()));
     }
+    precompile(
+        &out_dir.join("bash-sandbox.wasm"),
+        &out_dir.join(PRECOMPILED),
+    );
+}
+
+/// Where the precompiled default goes in `OUT_DIR` (empty: none).
+const PRECOMPILED: &str = "bash-sandbox.cwasm";
+
+/// Precompile the component at `wasm` for the target's baseline CPU (an
+/// explicit target: no native CPU features are inferred, so it loads on
+/// any CPU of the architecture) into `out`. Only for a native build: the
+/// compiler here has the host's architecture only, and a cross-built host
+/// compiles the component when it loads.
+fn precompile(wasm: &Path, out: &Path) {
+    let target = env::var("TARGET").expect("TARGET");
+    if Some(&target) != env::var("HOST").ok().as_ref() {
+        std::fs::write(out, b"").expect("write the empty precompiled component");
+        return;
+    }
+    let mut config = wasmtime::Config::new();
+    compilation::apply(&mut config);
+    config
+        .target(&target)
+        .unwrap_or_else(|err| panic!("wasmtime has no compiler for {target}: {err}"));
+    let engine = wasmtime::Engine::new(&config).expect("a compile-only engine");
+    let bytes = std::fs::read(wasm).unwrap_or_else(|err| panic!("{}: {err}", wasm.display()));
+    let compiled = engine
+        .precompile_component(&bytes)
+        .unwrap_or_else(|err| panic!("precompiling {}: {err:#}", wasm.display()));
+    std::fs::write(out, compiled).unwrap_or_else(|err| panic!("{}: {err}", out.display()));
 }
 
 fn build_guests(root: &Path, target_dir: &Path) {

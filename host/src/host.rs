@@ -382,6 +382,13 @@ impl HostBuilder {
                 .name("cordon-probe".into())
                 .spawn(move || probing.verify());
         }
+        // Before the component loads: on v1 the first runs' cgroups are
+        // staged by a background thread meanwhile.
+        let cgroups = match &self.cgroups {
+            CgroupChoice::Off => Err("turned off by the operator".to_owned()),
+            CgroupChoice::Auto => Cgroups::detect(None).map(Arc::new),
+            CgroupChoice::Parent(parent) => Cgroups::detect(Some(parent)).map(Arc::new),
+        };
         let mut engine = PolicyEngine::new()?;
         if let Some(cache) = self.cache {
             engine = engine.with_cache(cache);
@@ -390,11 +397,6 @@ impl HostBuilder {
         let policy = Policy::load(&engine, &bytes, limits.clone())?;
         check_ceiling(&policy, &deployment)?;
         policy.validate_settings(&deployment.settings)?;
-        let cgroups = match &self.cgroups {
-            CgroupChoice::Off => Err("turned off by the operator".to_owned()),
-            CgroupChoice::Auto => Cgroups::detect(None).map(Arc::new),
-            CgroupChoice::Parent(parent) => Cgroups::detect(Some(parent)).map(Arc::new),
-        };
         let core = Arc::new(HostCore {
             cgroups,
             policy: RwLock::new(Arc::new(policy)),

@@ -105,11 +105,16 @@ fn a_cache_others_can_write_is_refused() {
 fn cordon_run_uses_the_cache_too() {
     let ws = workspace();
     let cache = ws.path().join("cache");
-    let run = || {
-        cordon()
+    let run = |policy: Option<&std::path::Path>| {
+        let mut command = cordon();
+        command
             .current_dir(ws.path())
             .args(["run", "--component-cache"])
-            .arg(&cache)
+            .arg(&cache);
+        if let Some(policy) = policy {
+            command.arg("--policy").arg(policy);
+        }
+        command
             .args([
                 "--max-mode",
                 "danger-full-access",
@@ -120,7 +125,13 @@ fn cordon_run_uses_the_cache_too() {
             .status()
             .unwrap()
     };
-    assert!(run().success());
-    assert_eq!(entries(&cache).len(), 1, "the embedded default was cached");
-    assert!(run().success());
+    // The embedded default comes precompiled with the binary: nothing to
+    // compile, nothing to cache.
+    assert!(run(None).success());
+    assert!(entries(&cache).is_empty(), "the default needs no cache");
+    let deployed = component("strict-policy.wasm");
+    assert!(run(Some(&deployed)).success());
+    assert_eq!(entries(&cache).len(), 1, "a deployed component is cached");
+    assert!(run(Some(&deployed)).success());
+    assert_eq!(entries(&cache).len(), 1);
 }

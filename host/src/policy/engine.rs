@@ -76,7 +76,7 @@ impl PolicyEngine {
 
 fn config(pooling: bool) -> Config {
     let mut config = Config::new();
-    config.epoch_interruption(true);
+    super::compilation::apply(&mut config);
     if pooling {
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(POOL_INSTANCES)

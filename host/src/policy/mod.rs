@@ -22,6 +22,7 @@
 
 pub mod cache;
 mod call;
+mod compilation;
 mod engine;
 pub mod pool;
 mod shared;
@@ -50,6 +51,25 @@ use world::Version;
 /// The default policy component (`components/bash-sandbox`), built from
 /// source by the host's build script and embedded in the binary.
 pub static EMBEDDED_DEFAULT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/bash-sandbox.wasm"));
+
+/// [`EMBEDDED_DEFAULT`] precompiled by the build script for this
+/// architecture's baseline CPU with the host engine's settings (empty for a
+/// cross-built host).
+static EMBEDDED_PRECOMPILED: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/bash-sandbox.cwasm"));
+
+/// The embedded default, precompiled, when `engine` accepts the artifact
+/// (wasmtime checks its version, settings and CPU features).
+fn embedded_precompiled(engine: &wasmtime::Engine) -> Option<Component> {
+    if EMBEDDED_PRECOMPILED.is_empty() {
+        return None;
+    }
+    // SAFETY: the artifact was written by this binary's build script with
+    // this very wasmtime version, and is part of the binary itself (as
+    // trusted as the code running this); wasmtime refuses it when the
+    // engine's settings or the CPU do not match.
+    unsafe { Component::deserialize(engine, EMBEDDED_PRECOMPILED) }.ok()
+}
 
 /// The worlds this host can load, newest first. A later interface version
 /// is added beside the older ones (with its own binding layer); components
@@ -336,7 +356,11 @@ impl Policy {
     pub fn load(engine: &PolicyEngine, bytes: &[u8], limits: Limits) -> Result<Self, LoadError> {
         let cache = engine.cache.as_ref();
         let engine = engine.engine.clone();
-        let (component, compiled) = match cache.and_then(|c| c.load(&engine, bytes)) {
+        let precompiled = (bytes == EMBEDDED_DEFAULT)
+            .then(|| embedded_precompiled(&engine))
+            .flatten();
+        let loaded = precompiled.or_else(|| cache.and_then(|c| c.load(&engine, bytes)));
+        let (component, compiled) = match loaded {
             Some(component) => (component, false),
             None => {
                 let component =
@@ -518,5 +542,29 @@ impl Policy {
             phase,
             reason: failure.0,
         })?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_default_loads_precompiled_into_the_hosts_engine() {
+        // A setting of the host's engine that the build script's lacks (or
+        // the reverse) makes wasmtime refuse the artifact: every host would
+        // then compile the default on load, silently slower.
+        assert!(
+            !EMBEDDED_PRECOMPILED.is_empty(),
+            "a native build precompiles the default"
+        );
+        let engine = PolicyEngine::new().unwrap();
+        let component = embedded_precompiled(&engine.engine).expect("accepted");
+        assert_eq!(
+            world::check(&engine.engine, &component).unwrap(),
+            Version::V0_2_0
+        );
+        let policy = Policy::load(&engine, EMBEDDED_DEFAULT, Limits::default()).unwrap();
+        assert!(!policy.compiled, "loaded, not compiled");
     }
 }

@@ -312,6 +312,23 @@ fn main() {
             Box::new(move || cli_true(cordon_bin, None, &warm)),
             rounds,
         ));
+        for (label, backend) in [
+            (
+                "`cordon run --backend bwrap -- true` (CLI, the bwrap rung pinned)",
+                "bwrap",
+            ),
+            (
+                "`cordon run --backend landlock -- true` (CLI, the Landlock rung pinned)",
+                "landlock",
+            ),
+        ] {
+            let warm = warm_cache.clone();
+            cases.push((
+                label,
+                Box::new(move || cli_true_with(cordon_bin, &["--backend", backend], &warm)),
+                rounds,
+            ));
+        }
         let (warm, full) = (
             warm_cache.clone(),
             format!(

@@ -367,6 +367,22 @@ impl HostBuilder {
             None => {
                 let mut config = self.sandbox.unwrap_or_default();
                 config.hidden.extend(hide_spills);
+                // The host's own state is no run's business, wherever it
+                // lies in a writable root: a command that could write the
+                // component cache (its MAC key is there) would have the
+                // next host run native code of its choosing, and one that
+                // could write a verdict would move runs down the ladder.
+                if let Some(cache) = &self.cache {
+                    config.hidden.push(cache.path().to_path_buf());
+                }
+                if let Some(verdicts) = &config.verdicts {
+                    // Made now, so that no run can make it first.
+                    if verdicts.prepare().is_ok() {
+                        config.hidden.push(verdicts.path().to_path_buf());
+                    } else {
+                        config.verdicts = None;
+                    }
+                }
                 config
                     .protected
                     .extend(deployment.protected.iter().cloned());

@@ -617,3 +617,76 @@ fn rules_policys_own_grant_hides_the_credentials_of_every_run() {
         );
     }
 }
+
+#[test]
+fn the_hosts_own_state_is_hidden_from_every_run_under_every_backend() {
+    // The component cache (its MAC key beside the compiled blobs) and the
+    // remembered verdicts lie in the workspace here, as they do for a run
+    // rooted at $HOME: a command that could write the cache would have the
+    // next host run native code of its choosing; one that could write a
+    // verdict would move runs down the ladder. bwrap hides them; Landlock
+    // cannot, so such a run fails closed there, nothing run.
+    for (flags, _denial) in confined_backends("the_hosts_own_state_is_hidden…") {
+        let landlock = flags.contains(&"landlock");
+        let ws = workspace();
+        let cache = ws.path().join("component-cache");
+        let xdg = ws.path().join("xdg");
+        let verdicts = xdg.join("cordon/verdicts");
+        let attack = format!(
+            "cat {c}/key | od -An -tx1 | head -c 64; ls -a {c} {v}; \
+             echo forged > {c}/evil.cwasm; echo forged > {c}/key; \
+             echo forged > {v}/forged; echo inside > {w}/inside; echo done",
+            c = cache.display(),
+            v = verdicts.display(),
+            w = ws.path().display()
+        );
+        let output = common::cordon()
+            .current_dir(ws.path())
+            .env("XDG_CACHE_HOME", &xdg)
+            .arg("run")
+            .arg("--json")
+            .args(flags)
+            .arg("--component-cache")
+            .arg(&cache)
+            .args(["--mode", "workspace-write", "--workspace"])
+            .arg(ws.path())
+            .arg("--")
+            .arg(&attack)
+            .output()
+            .unwrap();
+        let result = common::parse(&output);
+        let key = std::fs::read(cache.join("key")).expect("the host made its cache key");
+        assert_eq!(key.len(), 32, "{flags:?}: the key is the host's");
+        assert!(
+            !cache.join("evil.cwasm").exists(),
+            "{flags:?}: a blob was planted"
+        );
+        assert!(verdicts.is_dir(), "the host made its verdict directory");
+        assert!(
+            !verdicts.join("forged").exists(),
+            "{flags:?}: a verdict was planted"
+        );
+        let inside = ws.path().join("inside");
+        if landlock {
+            assert_eq!(output.status.code(), Some(69), "{result}");
+            assert_eq!(result["error"]["code"], "SANDBOX_UNAVAILABLE");
+            let message = result["error"]["message"].as_str().unwrap();
+            assert!(
+                message.contains("cannot be hidden from this run under Landlock")
+                    && message.contains(&cache.display().to_string()),
+                "{message}"
+            );
+            assert!(!inside.exists(), "nothing ran");
+            continue;
+        }
+        let key_hex: String = key[..8].iter().map(|b| format!(" {b:02x}")).collect();
+        let stdout = result["stdout"]["text"].as_str().unwrap();
+        assert!(stdout.ends_with("done\n"), "{flags:?}: {result}");
+        assert!(
+            !stdout.contains(key_hex.trim()),
+            "{flags:?}: the key leaked: {stdout}"
+        );
+        // The positive control: the rest of the workspace is writable.
+        assert_eq!(std::fs::read_to_string(&inside).unwrap(), "inside\n");
+    }
+}

@@ -219,16 +219,20 @@ fn a_probe_slower_than_a_policy_call_still_serves_the_run() {
     assert_eq!(result["sandbox"]["enforcement"], "full");
 }
 
-/// `cordon run` with `config`, its verdicts kept under `cache` (not the
-/// user's), the shared component cache, in `dir`.
+/// `cordon run` with `config` in `dir/work`, its verdicts kept under
+/// `dir/cache` (not the user's), with the shared component cache.
 fn run_with(
     dir: &std::path::Path,
     config: &std::path::Path,
     extra: &[&str],
     command: &str,
 ) -> std::process::Output {
+    // The run's workspace is `dir/work`; the host's verdicts lie outside
+    // it (Landlock refuses a run that could write them).
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
     cordon()
-        .current_dir(dir)
+        .current_dir(&work)
         .env("XDG_CACHE_HOME", dir.join("cache"))
         .arg("run")
         .arg("--config")
@@ -293,7 +297,7 @@ fn a_runner_that_cannot_start_fails_closed_and_is_remembered_until_it_changes() 
         "echo 'bwrap: setting up uid map: Permission denied' >&2\nexit 1",
     );
     let config = common::fake_bwrap(ws.path(), &failing);
-    let marker = ws.path().join("ran");
+    let marker = ws.path().join("work/ran");
     let touch = format!("touch {}", marker.display());
     let pinned = ["--backend", "bwrap", "--mode", "workspace-write"];
     // The first run is the trial; its probe confirms the failure.
@@ -351,7 +355,7 @@ exit 1",
     );
     let other = workspace();
     let outside = other.path().join("outside.txt");
-    let inside = ws.path().join("inside");
+    let inside = ws.path().join("work/inside");
     let command = format!(
         "echo x > {}; echo y > {}; echo done",
         outside.display(),

@@ -379,11 +379,18 @@ impl Confine for Sandbox {
         }
         let current = self.current();
         match &current.probe.chosen {
-            Some(chosen) => Ok(chosen.wrap(
-                argv,
-                policy,
-                &lay_out(policy, &self.config.protected, &self.config.hidden),
-            )),
+            Some(chosen) => {
+                let layout = lay_out(policy, &self.config.protected, &self.config.hidden);
+                if let Chosen::Landlock(_) = chosen
+                    && let Some(detail) = landlock::exposed_host_state(&layout)
+                {
+                    return Err(Unavailable {
+                        mode: policy.mode,
+                        detail: Some(detail),
+                    });
+                }
+                Ok(chosen.wrap(argv, policy, &layout))
+            }
             None => Err(Unavailable {
                 mode: policy.mode,
                 detail: current.probe.why_none(),

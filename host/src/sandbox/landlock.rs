@@ -82,6 +82,47 @@ pub fn grants(layout: &Layout) -> (Vec<String>, Vec<String>) {
     (args, partial)
 }
 
+/// Why Landlock cannot confine `layout` at all: one of the host's own
+/// directories (its component cache, its verdicts, the spill root) lies
+/// where the run may write — inside a writable root, or in the host's
+/// `/tmp`, which a writable run shares — and Landlock only ever adds rights
+/// beneath a path, so it can neither hide nor protect it. A command could
+/// then rewrite the host's state (a compiled blob and the MAC key beside
+/// it: native code the next host runs), so the run fails closed instead
+/// of running with the host exposed. None when every such path is out of
+/// reach.
+pub fn exposed_host_state(layout: &Layout) -> Option<String> {
+    let exposed: Vec<String> = layout
+        .hidden
+        .iter()
+        .filter(|h| h.host)
+        .filter_map(|h| {
+            let root = layout
+                .writable
+                .iter()
+                .find(|root| h.path.starts_with(root))
+                .cloned()
+                .or_else(|| {
+                    (!layout.writable.is_empty() && h.path.starts_with("/tmp"))
+                        .then(|| "/tmp".into())
+                })?;
+            Some(format!(
+                "{} lies inside the writable {}",
+                h.path.display(),
+                root.display()
+            ))
+        })
+        .collect();
+    (!exposed.is_empty()).then(|| {
+        format!(
+            "the host's own state cannot be hidden from this run under Landlock ({}): move it \
+             out of the writable roots (--component-cache DIR, XDG_CACHE_HOME) or confine \
+             this run with bwrap",
+            exposed.join("; ")
+        )
+    })
+}
+
 /// A few paths for a message.
 fn list<'a>(paths: impl Iterator<Item = &'a Path>) -> String {
     let paths: Vec<String> = paths.map(|p| p.display().to_string()).collect();

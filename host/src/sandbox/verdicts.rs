@@ -97,6 +97,13 @@ impl Verdicts {
         &self.dir
     }
 
+    /// Make the directory now (0700) if it is missing, and check that it
+    /// is private: the host hides it from every run, which needs it to
+    /// exist before the first run could make it.
+    pub fn prepare(&self) -> std::io::Result<()> {
+        self.private_dir()
+    }
+
     /// The reason kept for `rung` in this boot, if any.
     pub fn recall(&self, rung: &RungIdentity) -> Option<String> {
         self.recall_in(rung, &boot_id()?)

@@ -104,14 +104,25 @@ pub(super) fn restrict(
             .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
             .map_err(|err| format!("cannot grant TCP port {port}: {err}"))?;
     }
+    // (path, rights, whether it may have vanished since the host listed it)
     let grants = read_only
         .iter()
-        .map(|path| (path, AccessFs::from_read(TARGET_ABI)))
-        .chain(listable.iter().map(|path| (path, AccessFs::ReadDir.into())))
-        .chain(writable.iter().map(|path| (path, all)));
-    for (path, access) in grants {
-        let fd =
-            PathFd::new(path).map_err(|err| format!("cannot open {}: {err}", path.display()))?;
+        .map(|path| (path, AccessFs::from_read(TARGET_ABI), true))
+        .chain(
+            listable
+                .iter()
+                .map(|path| (path, AccessFs::ReadDir.into(), false)),
+        )
+        .chain(writable.iter().map(|path| (path, all, false)));
+    for (path, access, may_vanish) in grants {
+        let fd = match PathFd::new(path) {
+            Ok(fd) => fd,
+            // A read grant beside a hidden path is one entry of a listing
+            // the host made before the launch: an entry removed since then
+            // needs no right (skipping a grant only takes rights away).
+            Err(_) if may_vanish && std::fs::symlink_metadata(path).is_err() => continue,
+            Err(err) => return Err(format!("cannot open {}: {err}", path.display())),
+        };
         // Directory-only rights cannot be granted on a file.
         let access = if path.is_dir() {
             access

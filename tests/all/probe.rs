@@ -220,7 +220,7 @@ fn a_probe_slower_than_a_policy_call_still_serves_the_run() {
 }
 
 /// `cordon run` with `config` in `dir/work`, its verdicts kept under
-/// `dir/cache` (not the user's), with the shared component cache.
+/// `dir/cache` (not the user's) and its component cache in `dir/components`.
 fn run_with(
     dir: &std::path::Path,
     config: &std::path::Path,
@@ -237,8 +237,11 @@ fn run_with(
         .arg("run")
         .arg("--config")
         .arg(config)
+        // Outside the workspace and outside /tmp (a checkout in /tmp puts the
+        // shared cache there, which a writable Landlock run shares): the
+        // embedded default needs no compiling, so a fresh cache costs nothing.
         .arg("--component-cache")
-        .arg(common::shared_component_cache())
+        .arg(dir.join("components"))
         .args(extra)
         .arg("--")
         .arg(command)

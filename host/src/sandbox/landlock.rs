@@ -116,8 +116,9 @@ pub fn exposed_host_state(layout: &Layout) -> Option<String> {
     (!exposed.is_empty()).then(|| {
         format!(
             "the host's own state cannot be hidden from this run under Landlock ({}): move it \
-             out of the writable roots (--component-cache DIR, XDG_CACHE_HOME) or confine \
-             this run with bwrap",
+             out of the writable roots (the component cache with --component-cache DIR, it and \
+             the verdicts with XDG_CACHE_HOME, the spill root with XDG_RUNTIME_DIR) or \
+             confine this run with bwrap",
             exposed.join("; ")
         )
     })
@@ -432,6 +433,41 @@ mod tests {
             partial[0].starts_with("protected: Landlock cannot keep"),
             "{partial:?}"
         );
+    }
+
+    #[test]
+    fn host_state_inside_a_writable_root_or_tmp_cannot_be_confined() {
+        // Outside /tmp, which a writable run shares under Landlock.
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let (ws, outside) = (dir.path().join("ws"), dir.path().join("state"));
+        let inside = ws.join("cache");
+        for path in [&inside, &outside] {
+            std::fs::create_dir_all(path).unwrap();
+        }
+        let write = SandboxPolicy::new(SandboxMode::WorkspaceWrite, &ws);
+        let read = SandboxPolicy::new(SandboxMode::ReadOnly, &ws);
+        let detail =
+            exposed_host_state(&lay_out(&write, &[], std::slice::from_ref(&inside))).unwrap();
+        assert!(
+            detail.contains(&format!(
+                "{} lies inside the writable {}",
+                inside.display(),
+                ws.display()
+            )),
+            "{detail}"
+        );
+        assert_eq!(
+            exposed_host_state(&lay_out(&write, &[], std::slice::from_ref(&outside))),
+            None
+        );
+        assert_eq!(
+            exposed_host_state(&lay_out(&read, &[], &[inside])),
+            None,
+            "nothing writable"
+        );
+        let tmp = tempfile::Builder::new().tempdir_in("/tmp").unwrap();
+        let detail = exposed_host_state(&lay_out(&write, &[], &[tmp.path().to_path_buf()]));
+        assert!(detail.unwrap().contains("inside the writable /tmp"));
     }
 
     #[test]

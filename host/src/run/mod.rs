@@ -229,20 +229,18 @@ async fn attempt(
             program: prepared.launch.argv[0].clone(),
             source,
         })?;
-    if prepared.wrap.is_some() {
-        if prepared
+    if let Some(wrap) = &prepared.wrap {
+        if !prepared
             .report
             .never_started(&finished, prepared.supervision)
         {
-            if refuted(cx, &prepared).await {
-                drop((held, proxy));
-                return Ok(Attempt::Again(
-                    prepared.launch.stdin,
-                    prepared.spec.policy.mode,
-                ));
-            }
-        } else if let Some(wrap) = &prepared.wrap {
             cx.confiner.confirm(wrap.backend);
+        } else if refuted(cx, &prepared).await {
+            drop((held, proxy));
+            return Ok(Attempt::Again(
+                prepared.launch.stdin,
+                prepared.spec.policy.mode,
+            ));
         }
     }
     let stderr = stderr.lock().expect("capture lock").stream_output();

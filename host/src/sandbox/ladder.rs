@@ -290,18 +290,12 @@ fn identity(backend: Backend, config: &SandboxConfig) -> Option<RungIdentity> {
     Some(RungIdentity::new(backend, programs))
 }
 
-/// The ladder's current verdict, and whether the rung it chose has been
-/// shown to work (by its probe, or by a run it started).
-#[derive(Debug)]
-struct Current {
-    probe: Probe,
-    proven: bool,
-}
-
 /// What the ladder knows so far.
 #[derive(Debug, Default)]
 struct State {
-    current: Option<Arc<Current>>,
+    /// The verdict runs use; its rung is proven (by its probe, or by a run
+    /// it started) unless it is still on trial ([`Probe::trial`]).
+    current: Option<Arc<Probe>>,
     /// Rungs this ladder's probes found unusable, with why.
     failed: Vec<(Backend, String)>,
 }
@@ -333,33 +327,23 @@ impl Sandbox {
     /// return the same verdict.
     pub fn probe(&self) -> Probe {
         let mut state = self.lock();
-        if let Some(current) = state.current.as_ref().filter(|c| c.proven) {
-            return current.probe.clone();
+        if let Some(current) = state.current.as_ref().filter(|c| c.trial.is_none()) {
+            return (**current).clone();
         }
-        let probe = decide(&self.config, Look::Probe, &state.failed, false);
-        state.current = Some(Arc::new(Current {
-            proven: true,
-            probe: probe.clone(),
-        }));
+        let probe = decide(&self.config, Look::Probe, &state.failed);
+        state.current = Some(Arc::new(probe.clone()));
         probe
     }
 
     /// The verdict runs use, deciding it on first use without running a
     /// probe where the first run can be the probe.
-    fn current(&self) -> Arc<Current> {
-        let mut state = self.lock();
-        match &state.current {
-            Some(current) => current.clone(),
-            None => {
-                let probe = decide(&self.config, Look::Trial, &state.failed, true);
-                let current = Arc::new(Current {
-                    proven: probe.trial.is_none(),
-                    probe,
-                });
-                state.current = Some(current.clone());
-                current
-            }
-        }
+    fn current(&self) -> Arc<Probe> {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        state
+            .current
+            .get_or_insert_with(|| Arc::new(decide(&self.config, Look::Trial, &state.failed)))
+            .clone()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -378,7 +362,7 @@ impl Confine for Sandbox {
             });
         }
         let current = self.current();
-        match &current.probe.chosen {
+        match &current.chosen {
             Some(chosen) => {
                 let layout = lay_out(policy, &self.config.protected, &self.config.hidden);
                 if let Chosen::Landlock(_) = chosen
@@ -393,7 +377,7 @@ impl Confine for Sandbox {
             }
             None => Err(Unavailable {
                 mode: policy.mode,
-                detail: current.probe.why_none(),
+                detail: current.why_none(),
             }),
         }
     }
@@ -407,7 +391,7 @@ impl Confine for Sandbox {
     }
 
     fn verify(&self) {
-        if !self.current().proven {
+        if self.current().trial.is_some() {
             self.refute_or_prove(None);
         }
     }
@@ -419,20 +403,17 @@ impl Confine for Sandbox {
     fn confirm(&self, backend: Backend) {
         let mut state = self.lock();
         if let Some(current) = &state.current
-            && !current.proven
-            && current.probe.backend == Some(backend)
+            && current.trial == Some(backend)
         {
-            let mut probe = current.probe.clone();
+            let mut probe = (**current).clone();
             for rung in probe.rungs.iter_mut().filter(|r| r.backend == backend) {
                 rung.reason = rung.reason.replace(
                     "not probed up front (the first run is its probe)",
                     "proven by a run it started",
                 );
             }
-            state.current = Some(Arc::new(Current {
-                probe,
-                proven: true,
-            }));
+            probe.trial = None;
+            state.current = Some(Arc::new(probe));
         }
     }
 }
@@ -449,34 +430,25 @@ impl Sandbox {
             return false;
         };
         if let Some(backend) = after_run
-            && current.probe.backend != Some(backend)
+            && current.backend != Some(backend)
         {
             return true;
         }
-        let Some(trial) = current.probe.trial.filter(|_| !current.proven) else {
+        let Some(trial) = current.trial else {
             return false;
         };
         match probe_rung(trial, &self.config, Look::Probe) {
             Ok(_) => {
-                if let Some(verdicts) = &self.config.verdicts
-                    && let Some(rung) = identity(trial, &self.config)
-                {
-                    verdicts.forget(&rung);
-                }
-                state.current = Some(Arc::new(Current {
-                    probe: current.probe.clone(),
-                    proven: true,
-                }));
+                forget(&self.config, trial);
+                let mut proven = (*current).clone();
+                proven.trial = None;
+                state.current = Some(Arc::new(proven));
                 false
             }
             Err(reason) => {
                 remember(&self.config, trial, &reason);
                 state.failed.push((trial, reason));
-                let probe = decide(&self.config, Look::Trial, &state.failed, true);
-                state.current = Some(Arc::new(Current {
-                    proven: probe.trial.is_none(),
-                    probe,
-                }));
+                state.current = Some(Arc::new(decide(&self.config, Look::Trial, &state.failed)));
                 true
             }
         }
@@ -492,10 +464,19 @@ fn remember(config: &SandboxConfig, backend: Backend, reason: &str) {
     }
 }
 
+/// Forget what was kept for `backend`: a probe found it usable.
+fn forget(config: &SandboxConfig, backend: Backend) {
+    if let Some(verdicts) = &config.verdicts
+        && let Some(rung) = identity(backend, config)
+    {
+        verdicts.forget(&rung);
+    }
+}
+
 /// Walk the ladder. `failed` are rungs this ladder's probes already found
-/// unusable; `recall` consults the remembered verdicts (a fresh probe,
-/// `cordon probe`, does not, and rewrites them instead).
-fn decide(config: &SandboxConfig, look: Look, failed: &[(Backend, String)], recall: bool) -> Probe {
+/// unusable. A trial consults the remembered verdicts; a fresh probe
+/// (`cordon probe`) does not, and rewrites them instead.
+fn decide(config: &SandboxConfig, look: Look, failed: &[(Backend, String)]) -> Probe {
     let landlock_abi = cfg!(target_os = "linux").then(landlock::kernel_abi);
     let landlock_scopes = cfg!(target_os = "linux").then(landlock::kernel_scopes);
     if let Some(runner) = &config.runner {
@@ -542,7 +523,7 @@ fn decide(config: &SandboxConfig, look: Look, failed: &[(Backend, String)], reca
             rungs.push(unusable(reason.clone()));
             continue;
         }
-        let remembered = recall
+        let remembered = (look == Look::Trial)
             .then(|| config.verdicts.as_ref().zip(identity(backend, config)))
             .flatten()
             .and_then(|(verdicts, rung)| verdicts.recall(&rung));
@@ -564,6 +545,10 @@ fn decide(config: &SandboxConfig, look: Look, failed: &[(Backend, String)], reca
                 };
                 chosen = Some(usable.runner);
                 trial = on_trial.then_some(backend);
+                // A fresh probe that found it usable clears what was kept.
+                if look == Look::Probe {
+                    forget(config, backend);
+                }
                 rung
             }
             Err(reason) => {
@@ -575,14 +560,6 @@ fn decide(config: &SandboxConfig, look: Look, failed: &[(Backend, String)], reca
                 unusable(reason)
             }
         });
-        if look == Look::Probe
-            && !on_trial
-            && chosen.is_some()
-            && let Some(verdicts) = &config.verdicts
-            && let Some(rung) = identity(backend, config)
-        {
-            verdicts.forget(&rung);
-        }
     }
     if let Some(pinned) = pinned
         && !ladder.contains(&pinned)
@@ -714,7 +691,7 @@ mod tests {
             .confine(&["true".into()], &policy)
             .expect("on trial");
         assert_eq!(wrap.facts().backend, Backend::Bwrap);
-        assert!(!sandbox.current().proven);
+        assert_eq!(sandbox.current().trial, Some(Backend::Bwrap));
         assert!(sandbox.refute(Backend::Bwrap), "plan again");
         let unavailable = sandbox.confine(&["true".into()], &policy).unwrap_err();
         let detail = unavailable.detail.unwrap();
@@ -739,13 +716,13 @@ mod tests {
         let sandbox = pinned_to(dir.path(), "#!/bin/sh\nexit 0\n");
         sandbox.prepare();
         assert!(!sandbox.refute(Backend::Bwrap), "the run's failure stands");
-        assert!(sandbox.current().proven);
+        assert_eq!(sandbox.current().trial, None);
         let other = pinned_to(&dir.path().join("other"), "#!/bin/sh\nexit 0\n");
         other.prepare();
         other.confirm(Backend::Bwrap);
         let current = other.current();
-        assert!(current.proven);
-        assert!(current.probe.rungs[0].reason.contains("proven by a run"));
+        assert_eq!(current.trial, None, "proven");
+        assert!(current.rungs[0].reason.contains("proven by a run"));
         assert!(!other.refute(Backend::Bwrap), "proven: no probe");
     }
 

@@ -29,12 +29,10 @@ pub use super::launcher::landlock::{kernel_abi, kernel_scopes};
 /// root, nor hide a path inside one: those are reported as partial.
 pub fn grants(layout: &Layout) -> (Vec<String>, Vec<String>) {
     let mut partial = vec![];
-    let writable_here = |path: &Path| {
-        layout.writable.iter().any(|root| path.starts_with(root))
-            || (!layout.writable.is_empty() && path.starts_with("/tmp"))
-    };
-    let (outside, inside): (Vec<&Hidden>, Vec<&Hidden>) =
-        layout.hidden.iter().partition(|h| !writable_here(&h.path));
+    let (outside, inside): (Vec<&Hidden>, Vec<&Hidden>) = layout
+        .hidden
+        .iter()
+        .partition(|h| writable_root_of(layout, &h.path).is_none());
     let inside: Vec<&Hidden> = inside.into_iter().filter(|h| !h.host).collect();
     if !inside.is_empty() {
         partial.push(format!(
@@ -82,6 +80,18 @@ pub fn grants(layout: &Layout) -> (Vec<String>, Vec<String>) {
     (args, partial)
 }
 
+/// Where a run of `layout` may write `path` under Landlock: the writable
+/// root it lies in, or the host's `/tmp`, which every writable run gets.
+fn writable_root_of<'a>(layout: &'a Layout, path: &Path) -> Option<&'a Path> {
+    let tmp = !layout.writable.is_empty() && path.starts_with("/tmp");
+    layout
+        .writable
+        .iter()
+        .map(PathBuf::as_path)
+        .find(|root| path.starts_with(root))
+        .or_else(|| tmp.then_some(Path::new("/tmp")))
+}
+
 /// Why Landlock cannot confine `layout` at all: one of the host's own
 /// directories (its component cache, its verdicts, the spill root) lies
 /// where the run may write — inside a writable root, or in the host's
@@ -97,15 +107,7 @@ pub fn exposed_host_state(layout: &Layout) -> Option<String> {
         .iter()
         .filter(|h| h.host)
         .filter_map(|h| {
-            let root = layout
-                .writable
-                .iter()
-                .find(|root| h.path.starts_with(root))
-                .cloned()
-                .or_else(|| {
-                    (!layout.writable.is_empty() && h.path.starts_with("/tmp"))
-                        .then(|| "/tmp".into())
-                })?;
+            let root = writable_root_of(layout, &h.path)?;
             Some(format!(
                 "{} lies inside the writable {}",
                 h.path.display(),

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 if [ "${CI:-}" = true ] && [ "$(uname -s)" = Linux ]; then
-    export CORDON_E2E_REQUIRE_BWRAP=1 CORDON_E2E_REQUIRE_LANDLOCK=1 CORDON_E2E_REQUIRE_PYTHON=1 CORDON_E2E_REQUIRE_JS=1
+    export CORDON_E2E_REQUIRE_BWRAP=1 CORDON_E2E_REQUIRE_NAMESPACES=1 CORDON_E2E_REQUIRE_LANDLOCK=1 CORDON_E2E_REQUIRE_PYTHON=1 CORDON_E2E_REQUIRE_JS=1
     # Runs get their own cgroup there (root, cgroup v1): the limits suites must run.
     export CORDON_E2E_REQUIRE_CGROUPS=1
     # setup.sh installs the MCP Python SDK: `cordon mcp`'s e2e must run.

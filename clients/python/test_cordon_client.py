@@ -114,7 +114,7 @@ class ServeFromPython(unittest.TestCase):
             self.cordon.reload(broken)
         self.assertEqual(caught.exception.name, "POLICY_FAILED")
         if sys.platform.startswith("linux"):
-            self.assertEqual(self.cordon.probe()["rungs"][0]["backend"], "bwrap")
+            self.assertEqual(self.cordon.probe()["rungs"][0]["backend"], "namespaces")
 
     def test_a_reply_that_does_not_come_in_time_is_a_timeout(self):
         with self.assertRaises(TimeoutError):

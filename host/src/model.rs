@@ -100,6 +100,9 @@ pub enum Enforcement {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Backend {
+    /// cordon's own namespace runner (`cordon __ns`): bwrap's sandbox,
+    /// built by cordon's launcher.
+    Namespaces,
     /// bubblewrap.
     Bwrap,
     /// cordon's Landlock launcher.

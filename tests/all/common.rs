@@ -91,6 +91,14 @@ pub fn bwrap_usable(test: &str) -> bool {
     false
 }
 
+/// The rung of `backend` in a `cordon probe --json` verdict.
+pub fn rung<'a>(probe: &'a Value, backend: &str) -> &'a Value {
+    probe["rungs"]
+        .as_array()
+        .and_then(|rungs| rungs.iter().find(|r| r["backend"] == backend))
+        .unwrap_or_else(|| panic!("no {backend} rung in {probe}"))
+}
+
 /// The `sandbox` object of a result.
 pub fn sandbox(result: &Value) -> &Value {
     &result["sandbox"]
@@ -183,16 +191,42 @@ pub fn processes_gone(needle: &str) -> bool {
 /// landlock`). When it cannot, say so loudly; with
 /// `CORDON_E2E_REQUIRE_LANDLOCK=1` (set by `.ci/run` on Linux) that fails.
 pub fn landlock_usable(test: &str) -> bool {
+    pinned_usable(
+        test,
+        "landlock",
+        "CORDON_E2E_REQUIRE_LANDLOCK",
+        "the Landlock launcher",
+        "needs a Landlock-enforcing kernel",
+    )
+}
+
+/// Whether cordon's namespace runner confines runs here (`cordon probe
+/// --backend namespaces`). When it cannot, say so loudly; with
+/// `CORDON_E2E_REQUIRE_NAMESPACES=1` (set by `.ci/run` on Linux) that
+/// fails.
+pub fn namespaces_usable(test: &str) -> bool {
+    pinned_usable(
+        test,
+        "namespaces",
+        "CORDON_E2E_REQUIRE_NAMESPACES",
+        "cordon's namespace runner",
+        "needs mount and PID namespaces, and user namespaces when not root",
+    )
+}
+
+/// Whether `cordon probe --backend BACKEND` finds it usable; else say why,
+/// loudly, and fail where `require` is set.
+fn pinned_usable(test: &str, backend: &str, require: &str, what: &str, needs: &str) -> bool {
     let output = cordon()
-        .args(["probe", "--backend", "landlock", "--json"])
+        .args(["probe", "--backend", backend, "--json"])
         .output()
         .expect("run cordon probe");
     let probe: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
-    if probe["backend"] == "landlock" {
+    if probe["backend"] == backend {
         return true;
     }
     let why = format!(
-        "the Landlock launcher is unusable: {}",
+        "{what} is unusable: {}",
         probe["rungs"]
             .as_array()
             .into_iter()
@@ -201,10 +235,10 @@ pub fn landlock_usable(test: &str) -> bool {
             .collect::<Vec<_>>()
             .join("; ")
     );
-    if std::env::var_os("CORDON_E2E_REQUIRE_LANDLOCK").is_some_and(|v| v == "1") {
-        panic!("{test}: CORDON_E2E_REQUIRE_LANDLOCK=1 but {why}");
+    if std::env::var_os(require).is_some_and(|v| v == "1") {
+        panic!("{test}: {require}=1 but {why}");
     }
-    eprintln!("SKIPPED {test}: {why} (needs a Landlock-enforcing kernel)");
+    eprintln!("SKIPPED {test}: {why} ({needs})");
     false
 }
 
@@ -323,7 +357,10 @@ pub fn shared_component_cache() -> PathBuf {
 
 /// A stand-in bwrap running `script`, in `dir/bin` (0755, so it passes the
 /// trust check), and a `cordon.toml` in `dir` that names it as
-/// `bwrap_path` (a substitute on `PATH` is never used). Returns the config.
+/// `bwrap_path` (a substitute on `PATH` is never used). The config's
+/// launcher has every mode of cordon's but the namespace runner, which
+/// fails as on a kernel that makes no namespaces: the ladder's first rung
+/// is unusable, so bwrap is the first it takes. Returns the config.
 pub fn fake_bwrap(dir: &Path, script: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let bin = dir.join("bin");
@@ -332,8 +369,27 @@ pub fn fake_bwrap(dir: &Path, script: &str) -> PathBuf {
     let fake = bin.join("bwrap");
     std::fs::write(&fake, script).unwrap();
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let launcher = bin.join("cordon-launcher");
+    std::fs::write(
+        &launcher,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = __ns ]; then\n  echo 'cordon-ns: cannot create the \
+             sandbox namespaces: Operation not permitted' >&2\n  exit 125\nfi\nexec {} \"$@\"\n",
+            env!("CARGO_BIN_EXE_cordon")
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
     let config = dir.join("cordon.toml");
-    std::fs::write(&config, format!("bwrap_path = \"{}\"\n", fake.display())).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "bwrap_path = \"{}\"\nlandlock_launcher = \"{}\"\n",
+            fake.display(),
+            launcher.display()
+        ),
+    )
+    .unwrap();
     config
 }
 
@@ -417,6 +473,9 @@ impl Client {
 /// (a failure where CI requires it).
 pub fn confined_backends(test: &str) -> Vec<(&'static [&'static str], &'static str)> {
     let mut found: Vec<(&'static [&'static str], &'static str)> = vec![];
+    if namespaces_usable(test) {
+        found.push((&["--backend", "namespaces"], "read-only file system"));
+    }
     if bwrap_usable(test) {
         found.push((&["--backend", "bwrap"], "read-only file system"));
     }

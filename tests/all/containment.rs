@@ -481,7 +481,7 @@ fn a_substitute_bwrap_earlier_on_path_is_never_used() {
         .output()
         .unwrap();
     let probe = common::parse(&probe);
-    let reason = probe["rungs"][0]["reason"].as_str().unwrap();
+    let reason = common::rung(&probe, "bwrap")["reason"].as_str().unwrap();
     assert!(
         !reason.contains(fake_dir.path().to_str().unwrap()),
         "{reason}"
@@ -512,7 +512,7 @@ fn a_configured_bwrap_that_others_could_replace_is_refused_with_the_reason() {
             .arg(&config)
             .output()
             .unwrap();
-        common::parse(&output)["rungs"][0].clone()
+        common::rung(&common::parse(&output), "bwrap").clone()
     };
     let trusted = probe(0o755);
     assert_eq!(trusted["usable"], json!(true), "{trusted}");
@@ -746,7 +746,7 @@ fn probe_shows_the_landlock_scopes_in_force() {
         json!(["abstract-unix-socket", "signal"]),
         "{probe}"
     );
-    let reason = probe["rungs"][1]["reason"].as_str().unwrap();
+    let reason = common::rung(&probe, "landlock")["reason"].as_str().unwrap();
     assert!(
         reason.contains("scopes: abstract-unix-socket, signal"),
         "{reason}"

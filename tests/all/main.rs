@@ -34,3 +34,4 @@ mod sessions;
 mod tasks;
 mod testkit;
 mod trees;
+mod unprivileged;

@@ -392,7 +392,8 @@ exit 1",
     let host = Host::builder()
         .deployment(deployment)
         .sandbox(cordon::sandbox::SandboxConfig {
-            launcher: Some(env!("CARGO_BIN_EXE_cordon").into()),
+            // cordon's, but for its namespace runner (see `fake_bwrap`).
+            launcher: Some(ws.path().join("bin/cordon-launcher")),
             bwrap: Some(ws.path().join("bin/bwrap")),
             verdicts: None,
             ..Default::default()

@@ -39,7 +39,11 @@ macro_rules! conversions {
         impl From<model::Backend> for wit::Backend {
             fn from(backend: model::Backend) -> Self {
                 match backend {
-                    model::Backend::Bwrap => wit::Backend::Bwrap,
+                    // The contract's versions so far have no case for
+                    // cordon's namespace runner: it is presented as bwrap,
+                    // whose sandbox, mount semantics and denial text it
+                    // shares (its own signatures travel in the facts).
+                    model::Backend::Namespaces | model::Backend::Bwrap => wit::Backend::Bwrap,
                     model::Backend::Landlock => wit::Backend::Landlock,
                     model::Backend::Seatbelt => wit::Backend::Seatbelt,
                     model::Backend::RunnerCommand => wit::Backend::RunnerCommand,

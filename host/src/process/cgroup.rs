@@ -348,6 +348,16 @@ pub fn layout(system: &System, v2_parent: Option<&Path>) -> Result<Layout, Strin
     })
 }
 
+/// Make `dir` (and its parents) unless it exists, and check that this
+/// user may make runs' cgroups in it: another user (root, an earlier run)
+/// may have made it, and a cgroup this host cannot make is no cgroup, not
+/// a failed spawn.
+fn make_writable(dir: &Path) -> io::Result<()> {
+    use nix::unistd::{AccessFlags, access};
+    fs::create_dir_all(dir)?;
+    access(dir, AccessFlags::W_OK | AccessFlags::X_OK).map_err(io::Error::from)
+}
+
 impl Cgroups {
     /// Find where runs' cgroups go on this machine and make the `cordon`
     /// parent directories (and, on v2, enable the controllers); an error
@@ -362,7 +372,7 @@ impl Cgroups {
                 let mut made = vec![];
                 let mut why = vec![];
                 for controller in controllers.drain(..) {
-                    match fs::create_dir_all(&controller.parent) {
+                    match make_writable(&controller.parent) {
                         Ok(()) => made.push(controller),
                         Err(err) => why.push(format!("{}: {err}", controller.parent.display())),
                     }
@@ -383,7 +393,7 @@ impl Cgroups {
                 parent,
                 controllers,
             } => {
-                fs::create_dir_all(&*parent)
+                make_writable(parent)
                     .map_err(|err| format!("cgroup v2: cannot make {}: {err}", parent.display()))?;
                 *controllers = enable_v2_controllers(parent);
             }

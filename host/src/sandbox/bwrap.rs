@@ -14,7 +14,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::model::{Backend, Enforcement, SandboxMode, SandboxPolicy, Signatures, WrapFacts};
+use crate::model::{
+    Backend, Enforcement, GrantFacts, SandboxMode, SandboxPolicy, Signatures, WrapFacts,
+};
 use crate::process::{HANDOVER_FD, INIT_ENV_FD, INIT_FD, STATUS_FD};
 
 use super::grant::Layout;
@@ -174,47 +176,8 @@ impl Bwrap {
             }
         }
         let mut grant = layout.facts.clone();
-        // An allow-list goes through the host's proxy: its socket bound in,
-        // bridged to the sandbox's loopback by the init (which it needs).
-        let proxy = match (&layout.allow_list, &self.init) {
-            (Some(endpoints), Some(_)) => match crate::proxy::fresh_path() {
-                Ok(socket) => {
-                    grant.network = crate::model::Network::Allow(endpoints.clone());
-                    grant.narrowed.clear();
-                    Some(socket)
-                }
-                Err(err) => {
-                    grant
-                        .narrowed
-                        .push(format!("network: no proxy socket ({err}): closed"));
-                    None
-                }
-            },
-            (Some(_), None) => {
-                grant.narrowed = vec![
-                    "network: the allow-list needs cordon's init inside bwrap to reach the \
-                     host's proxy; the run has no network at all"
-                        .into(),
-                ];
-                None
-            }
-            (None, _) => None,
-        };
-        if layout.network_closed() {
-            // Its own network namespace: no route out, no host loopback, no
-            // host abstract socket, no host port to listen on.
-            full.push("--unshare-net".into());
-            // A granted socket stays reachable where the fresh /tmp would
-            // hide it.
-            for socket in &layout.facts.sockets {
-                let at = socket.to_string_lossy().into_owned();
-                full.extend(["--ro-bind-try".into(), at.clone(), at]);
-            }
-            if let Some(socket) = &proxy {
-                let at = socket.to_string_lossy().into_owned();
-                full.extend(["--ro-bind".into(), at.clone(), at]);
-            }
-        }
+        let network = network(layout, &mut grant, self.init.is_some());
+        full.extend(network.profile);
         full.extend(HARDENING.iter().map(|s| (*s).to_owned()));
         full.push("--".into());
         let (supervision, handover) = match &self.init {
@@ -227,51 +190,15 @@ impl Bwrap {
                     "--env-fd".into(),
                     INIT_ENV_FD.to_string(),
                 ]);
-                if layout.network_closed() {
-                    // Host pathname sockets are files a mount cannot close:
-                    // the init refuses the unix family (unless a socket is
-                    // exposed); inet sockets reach only the private loopback.
-                    let mut families = vec!["inet", "inet6", "netlink"];
-                    if !layout.facts.sockets.is_empty() {
-                        families.push("unix");
-                    }
-                    full.extend(["--socket-families".into(), families.join(",")]);
-                }
-                if let Some(socket) = &proxy {
-                    full.extend([
-                        "--proxy-socket".into(),
-                        socket.to_string_lossy().into_owned(),
-                    ]);
-                }
+                full.extend(network.init);
                 full.push("--".into());
                 (Supervision::BwrapInit, EnvHandover::BwrapInit)
             }
-            None => {
-                if layout.network_closed() {
-                    grant.partial.push(
-                        "sockets: without cordon's init, bwrap cannot close host unix sockets \
-                         (pathname sockets stay reachable)"
-                            .into(),
-                    );
-                }
-                (Supervision::None, EnvHandover::BwrapArgs)
-            }
+            None => (Supervision::None, EnvHandover::BwrapArgs),
         };
-        grant.partial.extend(layout.exposed_sockets_reason());
         full.extend(argv.iter().cloned());
-        let links: Vec<String> = layout
-            .protected
-            .iter()
-            .filter(|p| p.link)
-            .map(|p| p.path.display().to_string())
-            .collect();
-        if !links.is_empty() {
-            grant.partial.push(format!(
-                "protected: {} is a symlink; its target is read-only where a run may write \
-                 it, but the link itself can be replaced in its writable directory",
-                links.join(", ")
-            ));
-        }
+        grant.partial.extend(symlinked_protected(layout));
+        let proxy = network.proxy;
         let wrap = Wrap::new(full, policy.clone(), facts());
         let wrap = match proxy {
             Some(socket) => wrap.proxied(crate::proxy::ProxyAt::Socket(socket)),
@@ -283,6 +210,114 @@ impl Bwrap {
             .handing_over(handover)
             .supervised(supervision)
     }
+}
+
+/// What the network grant adds to a namespace sandbox, bwrap's and
+/// cordon's namespace runner's alike.
+pub(super) struct NetworkArgs {
+    /// Profile arguments: `--unshare-net` and the sockets bound back in.
+    pub profile: Vec<String>,
+    /// The init's arguments: `--socket-families`, `--proxy-socket`.
+    pub init: Vec<String>,
+    /// The host proxy's socket, when an allow-list reaches it.
+    pub proxy: Option<PathBuf>,
+}
+
+/// The network of `layout` in a sandbox of its own network namespace,
+/// with `supervised` saying whether cordon's init runs inside (it bridges
+/// the proxy and closes host unix sockets; without it neither can be, and
+/// `grant` says so).
+pub(super) fn network(layout: &Layout, grant: &mut GrantFacts, supervised: bool) -> NetworkArgs {
+    // An allow-list goes through the host's proxy: its socket bound in,
+    // bridged to the sandbox's loopback by the init (which it needs).
+    let proxy = match (&layout.allow_list, supervised) {
+        (Some(endpoints), true) => match crate::proxy::fresh_path() {
+            Ok(socket) => {
+                grant.network = crate::model::Network::Allow(endpoints.clone());
+                grant.narrowed.clear();
+                Some(socket)
+            }
+            Err(err) => {
+                grant
+                    .narrowed
+                    .push(format!("network: no proxy socket ({err}): closed"));
+                None
+            }
+        },
+        (Some(_), false) => {
+            grant.narrowed = vec![
+                "network: the allow-list needs cordon's init inside bwrap to reach the \
+                 host's proxy; the run has no network at all"
+                    .into(),
+            ];
+            None
+        }
+        (None, _) => None,
+    };
+    let mut args = NetworkArgs {
+        profile: vec![],
+        init: vec![],
+        proxy,
+    };
+    if layout.network_closed() {
+        // Its own network namespace: no route out, no host loopback, no
+        // host abstract socket, no host port to listen on.
+        args.profile.push("--unshare-net".into());
+        // A granted socket stays reachable where the fresh /tmp would
+        // hide it.
+        for socket in &layout.facts.sockets {
+            let at = socket.to_string_lossy().into_owned();
+            args.profile
+                .extend(["--ro-bind-try".into(), at.clone(), at]);
+        }
+        if let Some(socket) = &args.proxy {
+            let at = socket.to_string_lossy().into_owned();
+            args.profile.extend(["--ro-bind".into(), at.clone(), at]);
+        }
+        if supervised {
+            // Host pathname sockets are files a mount cannot close: the
+            // init refuses the unix family (unless a socket is exposed);
+            // inet sockets reach only the private loopback.
+            let mut families = vec!["inet", "inet6", "netlink"];
+            if !layout.facts.sockets.is_empty() {
+                families.push("unix");
+            }
+            args.init
+                .extend(["--socket-families".into(), families.join(",")]);
+        } else {
+            grant.partial.push(
+                "sockets: without cordon's init, bwrap cannot close host unix sockets \
+                 (pathname sockets stay reachable)"
+                    .into(),
+            );
+        }
+    }
+    if let Some(socket) = &args.proxy {
+        args.init.extend([
+            "--proxy-socket".into(),
+            socket.to_string_lossy().into_owned(),
+        ]);
+    }
+    grant.partial.extend(layout.exposed_sockets_reason());
+    args
+}
+
+/// What a symlinked protected path leaves open (a mount cannot cover the
+/// link itself).
+pub(super) fn symlinked_protected(layout: &Layout) -> Option<String> {
+    let links: Vec<String> = layout
+        .protected
+        .iter()
+        .filter(|p| p.link)
+        .map(|p| p.path.display().to_string())
+        .collect();
+    (!links.is_empty()).then(|| {
+        format!(
+            "protected: {} is a symlink; its target is read-only where a run may write \
+             it, but the link itself can be replaced in its writable directory",
+            links.join(", ")
+        )
+    })
 }
 
 /// The `child-pid` bwrap reports on its status fd: the sandbox's first

@@ -29,6 +29,7 @@ use crate::model::{Backend, Enforcement, SandboxPolicy};
 use super::bwrap::{self, Bwrap, Look};
 use super::grant::{Layout, lay_out};
 use super::landlock::{self, Landlock};
+use super::namespaces::{self, Namespaces};
 use super::probe::{Probed, Usable};
 use super::seatbelt::{self, Seatbelt};
 use super::verdicts::{RungIdentity, Verdicts};
@@ -41,9 +42,12 @@ pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_millis(5_000);
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum BackendChoice {
-    /// The platform ladder: bwrap, then Landlock (Linux); Seatbelt (macOS).
+    /// The platform ladder: cordon's namespace runner, bwrap, then
+    /// Landlock (Linux); Seatbelt (macOS).
     #[default]
     Auto,
+    /// Only cordon's namespace runner.
+    Namespaces,
     /// Only bubblewrap.
     Bwrap,
     /// Only the Landlock launcher.
@@ -58,11 +62,12 @@ impl FromStr for BackendChoice {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "auto" => Ok(BackendChoice::Auto),
+            "namespaces" => Ok(BackendChoice::Namespaces),
             "bwrap" => Ok(BackendChoice::Bwrap),
             "landlock" => Ok(BackendChoice::Landlock),
             "seatbelt" => Ok(BackendChoice::Seatbelt),
             other => Err(format!(
-                "unknown backend {other:?}; expected auto, bwrap, landlock or seatbelt"
+                "unknown backend {other:?}; expected auto, namespaces, bwrap, landlock or seatbelt"
             )),
         }
     }
@@ -182,6 +187,7 @@ fn backend_name(backend: Backend) -> String {
 /// reported and used.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Chosen {
+    Namespaces(Namespaces),
     Bwrap(Bwrap),
     Landlock(Landlock),
     Seatbelt(Seatbelt),
@@ -191,6 +197,7 @@ enum Chosen {
 impl Chosen {
     fn backend(&self) -> Backend {
         match self {
+            Chosen::Namespaces(_) => Backend::Namespaces,
             Chosen::Bwrap(_) => Backend::Bwrap,
             Chosen::Landlock(_) => Backend::Landlock,
             Chosen::Seatbelt(_) => Backend::Seatbelt,
@@ -201,12 +208,15 @@ impl Chosen {
     fn enforcement(&self) -> Enforcement {
         match self {
             Chosen::Landlock(landlock) => landlock.enforcement(),
-            Chosen::Bwrap(_) | Chosen::Seatbelt(_) | Chosen::Runner(_) => Enforcement::Full,
+            Chosen::Namespaces(_) | Chosen::Bwrap(_) | Chosen::Seatbelt(_) | Chosen::Runner(_) => {
+                Enforcement::Full
+            }
         }
     }
 
     fn wrap(&self, argv: &[String], policy: &SandboxPolicy, layout: &Layout) -> Wrap {
         match self {
+            Chosen::Namespaces(runner) => runner.wrap(argv, policy, layout),
             Chosen::Bwrap(bwrap) => bwrap.wrap(argv, policy, layout),
             Chosen::Landlock(landlock) => landlock.wrap(argv, policy, layout),
             Chosen::Seatbelt(seatbelt) => seatbelt.wrap(argv, policy, layout),
@@ -218,7 +228,7 @@ impl Chosen {
 /// The rungs of this platform's ladder, in order (SPEC.md §5).
 fn platform_ladder() -> &'static [Backend] {
     if cfg!(target_os = "linux") {
-        &[Backend::Bwrap, Backend::Landlock]
+        &[Backend::Namespaces, Backend::Bwrap, Backend::Landlock]
     } else if cfg!(target_os = "macos") {
         &[Backend::Seatbelt]
     } else {
@@ -230,15 +240,28 @@ fn platform_ladder() -> &'static [Backend] {
 fn pinned(choice: BackendChoice) -> Option<Backend> {
     match choice {
         BackendChoice::Auto => None,
+        BackendChoice::Namespaces => Some(Backend::Namespaces),
         BackendChoice::Bwrap => Some(Backend::Bwrap),
         BackendChoice::Landlock => Some(Backend::Landlock),
         BackendChoice::Seatbelt => Some(Backend::Seatbelt),
     }
 }
 
-/// Look at one rung with the backend's own probe. Only bwrap can be taken
-/// on trial ([`Look::Trial`]); the others' probes say what their wrap needs
-/// (Landlock's enforcement and scopes).
+/// Whether `backend` is taken on trial ([`Look::Trial`]): chosen without
+/// running its probe, because a run it did not start says so out of band
+/// and is safe to plan again. bwrap is; cordon's namespace runner is when
+/// it is this very executable (an embedder's configured launcher is
+/// probed, since it may lack the mode). The others' probes say what their
+/// wrap needs (Landlock's enforcement and scopes).
+fn takes_trial(backend: Backend, config: &SandboxConfig) -> bool {
+    match backend {
+        Backend::Bwrap => true,
+        Backend::Namespaces => config.launcher.is_none() && super::launcher::dispatches(),
+        Backend::Landlock | Backend::Seatbelt | Backend::RunnerCommand => false,
+    }
+}
+
+/// Look at one rung with the backend's own probe.
 fn probe_rung(
     backend: Backend,
     config: &SandboxConfig,
@@ -251,6 +274,14 @@ fn probe_rung(
         })
     }
     match backend {
+        Backend::Namespaces => {
+            let (launcher, _) = landlock::launcher_path(config)?;
+            let known = takes_trial(backend, config);
+            chosen(
+                namespaces::probe(&launcher, known, config.probe_timeout, look),
+                Chosen::Namespaces,
+            )
+        }
         Backend::Bwrap => {
             let init = landlock::launcher_path(config).ok().map(|(path, _)| path);
             // This very executable dispatches the modes: no probe needed.
@@ -278,6 +309,7 @@ fn probe_rung(
 fn identity(backend: Backend, config: &SandboxConfig) -> Option<RungIdentity> {
     let launcher = || landlock::launcher_path(config).ok().map(|(path, _)| path);
     let programs = match backend {
+        Backend::Namespaces => vec![launcher()?],
         Backend::Bwrap => {
             let mut programs = vec![bwrap::locate(config.bwrap.as_deref()).ok()?];
             programs.extend(launcher());
@@ -534,7 +566,7 @@ fn decide(config: &SandboxConfig, look: Look, failed: &[(Backend, String)]) -> P
             continue;
         }
         let probed = probe_rung(backend, config, look);
-        let on_trial = look == Look::Trial && backend == Backend::Bwrap;
+        let on_trial = look == Look::Trial && takes_trial(backend, config);
         rungs.push(match probed {
             Ok(usable) => {
                 let rung = Rung {
@@ -615,6 +647,7 @@ mod tests {
     #[test]
     fn every_pinnable_backend_is_a_rung_of_some_platform() {
         for choice in [
+            BackendChoice::Namespaces,
             BackendChoice::Bwrap,
             BackendChoice::Landlock,
             BackendChoice::Seatbelt,
@@ -711,6 +744,47 @@ mod tests {
 
     #[cfg(target_os = "linux")]
     #[test]
+    fn the_namespace_runner_is_first_on_trial_and_its_failed_probe_leads_to_bwrap() {
+        // This executable dispatches the launcher modes as cordon's main
+        // does (so its runner is taken on trial) — but, being the test
+        // binary, it has none: the probe that a failed first run asks for
+        // fails, and the ladder moves on.
+        super::super::launcher::invoked(&[]);
+        let dir = tempfile::tempdir().unwrap();
+        let sandbox = Sandbox::with_config(SandboxConfig {
+            verdicts: Some(Verdicts::at(dir.path().join("verdicts"))),
+            ..SandboxConfig::default()
+        });
+        let policy = SandboxPolicy::new(crate::SandboxMode::ReadOnly, dir.path());
+        let wrap = sandbox
+            .confine(&["true".into()], &policy)
+            .expect("on trial");
+        assert_eq!(wrap.facts().backend, Backend::Namespaces);
+        assert_eq!(wrap.argv()[1], "__ns");
+        let current = sandbox.current();
+        assert_eq!(current.trial, Some(Backend::Namespaces));
+        assert!(
+            current.rungs[0]
+                .reason
+                .contains("the first run is its probe"),
+            "{:?}",
+            current.rungs
+        );
+        assert!(sandbox.refute(Backend::Namespaces), "plan again");
+        let current = sandbox.current();
+        assert_ne!(current.backend, Some(Backend::Namespaces));
+        assert!(
+            current.rungs[0].reason.contains("failed the probe"),
+            "{:?}",
+            current.rungs
+        );
+        // Remembered for the next ladder.
+        let again = Sandbox::with_config(sandbox.config.clone());
+        assert!(again.current().rungs[0].reason.contains("remembered"));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
     fn a_rung_whose_probe_passes_keeps_runs_and_a_started_run_proves_it() {
         let dir = tempfile::tempdir().unwrap();
         let sandbox = pinned_to(dir.path(), "#!/bin/sh\nexit 0\n");
@@ -722,7 +796,8 @@ mod tests {
         other.confirm(Backend::Bwrap);
         let current = other.current();
         assert_eq!(current.trial, None, "proven");
-        assert!(current.rungs[0].reason.contains("proven by a run"));
+        let bwrap = current.rungs.iter().find(|r| r.backend == Backend::Bwrap);
+        assert!(bwrap.unwrap().reason.contains("proven by a run"));
         assert!(!other.refute(Backend::Bwrap), "proven: no probe");
     }
 

@@ -28,6 +28,7 @@ pub mod grant;
 mod ladder;
 pub mod landlock;
 pub mod launcher;
+pub mod namespaces;
 mod probe;
 pub mod runner;
 pub mod seatbelt;
@@ -161,7 +162,21 @@ impl StatusReport {
                 };
                 init_silent && !String::from_utf8_lossy(report).contains("\"exit-code\"")
             }
-            StatusReport::None | StatusReport::Launcher => false,
+            // cordon's launcher writes `exec` just before the command's
+            // exec and `exit N` / `signal N` once it ended; a report of its
+            // own failure with neither, at its failure exit, is from before
+            // the command.
+            StatusReport::Launcher => {
+                let Some(report) = finished.status_report.as_deref() else {
+                    return false;
+                };
+                let text = String::from_utf8_lossy(report);
+                finished.exit_code == Some(launcher::FAILURE_EXIT)
+                    && text.lines().any(|l| l.starts_with("failed: "))
+                    && !text.lines().any(|l| l == "exec")
+                    && Ended::parse(&text).is_none()
+            }
+            StatusReport::None => false,
         }
     }
 }
@@ -527,7 +542,25 @@ mod tests {
         let mut unread = finished(child, Some(b""));
         unread.status_report = None;
         assert!(!bwrap.never_started(&unread, Supervision::BwrapInit));
-        assert!(!StatusReport::Launcher.never_started(&finished(b"", None), Supervision::Launcher));
+        let launcher = |report: &[u8], code: i32| {
+            let mut run = finished(report, None);
+            run.exit_code = Some(code);
+            StatusReport::Launcher.never_started(&run, Supervision::Launcher)
+        };
+        assert!(launcher(
+            b"failed: cannot create the sandbox's namespaces\n",
+            125
+        ));
+        assert!(!launcher(b"", 125), "no report of its own failure");
+        assert!(
+            !launcher(b"failed: x\n", 1),
+            "not the launcher's failure exit"
+        );
+        assert!(
+            !launcher(b"exec\nfailed: cannot execute nope\n", 125),
+            "after exec: the command's own"
+        );
+        assert!(!launcher(b"failed: x\nexit 125\n", 125));
         assert!(!StatusReport::None.never_started(&finished(b"", None), Supervision::None));
     }
 

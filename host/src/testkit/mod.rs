@@ -47,7 +47,9 @@ use crate::model::{
     SandboxFacts, SandboxPolicy, Signatures, WrapFacts,
 };
 use crate::policy::{ExecutorInfo, Launch, Limits, LoadError, Policy, PolicyEngine};
-use crate::sandbox::{Confine, RunnerCommand, Unavailable, Wrap, bwrap, landlock, seatbelt};
+use crate::sandbox::{
+    Confine, RunnerCommand, Unavailable, Wrap, bwrap, landlock, namespaces, seatbelt,
+};
 
 /// What the fake `sandbox.confine` reports: a backend with its real
 /// message dialect, or that no sandbox is usable.
@@ -99,6 +101,7 @@ impl FakeSandbox {
         let enforcement = self.script.enforcement.unwrap_or(Enforcement::Full);
         let mut facts = match self.script.backend.unwrap_or(Backend::Bwrap) {
             Backend::Bwrap => bwrap::facts(),
+            Backend::Namespaces => namespaces::facts(),
             Backend::Landlock => landlock::facts(enforcement),
             Backend::Seatbelt => seatbelt::facts(),
             Backend::RunnerCommand => {

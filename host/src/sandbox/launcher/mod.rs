@@ -11,7 +11,13 @@
 //! cordon __landlock --probe
 //! cordon __init [--status-fd N] [--env-fd N] [--socket-families LIST] [--proxy-socket PATH] -- ARGV...
 //! cordon __init --probe
+//! cordon __ns [--status-fd N] [--env-fd N] [--parent PID] [--unshare-net] [--socket-families LIST] [--proxy-socket PATH] PROFILE... -- ARGV...
 //! ```
+//!
+//! `__ns` is cordon's namespace runner ([`namespaces`]): it builds the
+//! sandbox bwrap would from the same profile (`--ro-bind`, `--bind`,
+//! `--ro-bind-try`, `--tmpfs`, `--remount-ro`, `--dev`, `--proc`) and is
+//! the command's init inside it.
 //!
 //! Both modes fork the command and stay as its supervisor
 //! ([`supervise`]): the run's process tree ends with the leader, a
@@ -43,6 +49,8 @@ pub mod landlock;
 #[cfg(target_os = "linux")]
 mod metadata;
 #[cfg(target_os = "linux")]
+pub mod namespaces;
+#[cfg(target_os = "linux")]
 mod seccomp;
 #[cfg(target_os = "linux")]
 pub mod sockets;
@@ -62,6 +70,10 @@ pub use supervise::Ended;
 pub const SUBCOMMAND: &str = "__landlock";
 /// The hidden subcommand that is cordon's init inside bubblewrap.
 pub const INIT_SUBCOMMAND: &str = "__init";
+/// The hidden subcommand that is cordon's namespace runner.
+pub const NS_SUBCOMMAND: &str = "__ns";
+/// The prefix of every line the namespace runner writes about itself.
+pub const NS_PREFIX: &str = "cordon-ns: ";
 /// The prefix of every line the launcher writes about itself.
 pub const PREFIX: &str = "cordon-landlock: ";
 /// The prefix of every line the init writes about itself.
@@ -102,6 +114,9 @@ pub enum Mode {
     /// cordon's init inside bubblewrap: supervises and reports only (bwrap
     /// has confined it already).
     Init,
+    /// cordon's namespace runner: builds the sandbox, then is the
+    /// command's init inside it.
+    Namespaces,
 }
 
 impl Mode {
@@ -109,6 +124,7 @@ impl Mode {
         match self {
             Mode::Landlock => PREFIX,
             Mode::Init => INIT_PREFIX,
+            Mode::Namespaces => NS_PREFIX,
         }
     }
 
@@ -135,6 +151,7 @@ pub fn invoked(args: &[OsString]) -> Option<Mode> {
     match args.get(1)?.to_str()? {
         SUBCOMMAND => Some(Mode::Landlock),
         INIT_SUBCOMMAND => Some(Mode::Init),
+        NS_SUBCOMMAND => Some(Mode::Namespaces),
         _ => None,
     }
 }
@@ -149,7 +166,7 @@ pub fn dispatches() -> bool {
 #[derive(Debug, PartialEq, Eq)]
 enum Invocation {
     Probe,
-    Launch(Launch),
+    Launch(Box<Launch>),
 }
 
 /// What to confine and run.
@@ -175,6 +192,9 @@ struct Launch {
     connect_port: Option<u16>,
     /// The host's proxy socket to bridge the sandbox's loopback to.
     proxy_socket: Option<PathBuf>,
+    /// The namespace runner's sandbox.
+    #[cfg(target_os = "linux")]
+    plan: namespaces::Plan,
     argv: Vec<OsString>,
 }
 
@@ -187,11 +207,11 @@ pub fn main(mode: Mode, args: Vec<OsString>) -> ! {
     };
     match (invocation, mode) {
         (Invocation::Probe, Mode::Landlock) => landlock::probe(),
-        (Invocation::Probe, Mode::Init) => {
+        (Invocation::Probe, Mode::Init | Mode::Namespaces) => {
             println!("{INIT_PROBE}");
             std::process::exit(0)
         }
-        (Invocation::Launch(request), _) => launch(mode, request),
+        (Invocation::Launch(request), _) => launch(mode, *request),
     }
 }
 
@@ -200,6 +220,7 @@ fn parse(mode: Mode, args: Vec<OsString>) -> Result<Invocation, String> {
     let mut launch = Launch::default();
     let mut first = true;
     let landlock = mode == Mode::Landlock;
+    let runner = mode == Mode::Namespaces;
     while let Some(arg) = args.next() {
         let flag = arg.to_str().unwrap_or_default().to_owned();
         match flag.as_str() {
@@ -220,7 +241,7 @@ fn parse(mode: Mode, args: Vec<OsString>) -> Result<Invocation, String> {
                     launch.env_fd = Some(fd);
                 }
             }
-            "--parent" if landlock => launch.parent = Some(number(&flag, args.next())?),
+            "--parent" if landlock || runner => launch.parent = Some(number(&flag, args.next())?),
             "--proxy-socket" if !landlock => {
                 let path = args.next().ok_or("--proxy-socket needs a path")?;
                 launch.proxy_socket = Some(PathBuf::from(path));
@@ -254,8 +275,14 @@ fn parse(mode: Mode, args: Vec<OsString>) -> Result<Invocation, String> {
                 if launch.argv.is_empty() {
                     return Err("no command after --".into());
                 }
-                return Ok(Invocation::Launch(launch));
+                #[cfg(target_os = "linux")]
+                if runner {
+                    launch.plan.check()?;
+                }
+                return Ok(Invocation::Launch(Box::new(launch)));
             }
+            #[cfg(target_os = "linux")]
+            profile if runner && launch.plan.take(profile, &mut args)? => {}
             other => return Err(format!("unknown argument {other:?}")),
         }
         first = false;
@@ -296,6 +323,12 @@ fn launch(mode: Mode, request: Launch) -> ! {
             &format!("cannot read the command's environment: {err}"),
         ),
     };
+    #[cfg(target_os = "linux")]
+    if mode == Mode::Namespaces
+        && let Err(detail) = enter_sandbox(&request)
+    {
+        fail(status.as_mut(), &detail);
+    }
     if request.unshare_ipc
         && let Err(err) = unshare_ipc()
     {
@@ -314,7 +347,8 @@ fn launch(mode: Mode, request: Launch) -> ! {
         );
     }
     let supervision = supervise::Supervision {
-        parent: request.parent,
+        // Pid 1 of the namespace runner is watched by its launcher.
+        parent: request.parent.filter(|_| mode != Mode::Namespaces),
     };
     let rlimits = [
         (nix::libc::RLIMIT_NPROC, LIMIT_NPROC_VAR),
@@ -371,8 +405,14 @@ fn launch(mode: Mode, request: Launch) -> ! {
             // `--cap-drop ALL`): Landlock confines files, not what
             // `CAP_SYS_BOOT`, `CAP_SYS_MODULE` or `CAP_NET_ADMIN` reach.
             #[cfg(target_os = "linux")]
-            if mode == Mode::Landlock
+            if matches!(mode, Mode::Landlock | Mode::Namespaces)
                 && let Err(detail) = drop_capabilities()
+            {
+                fail(status.as_mut(), &detail);
+            }
+            #[cfg(target_os = "linux")]
+            if mode == Mode::Namespaces
+                && let Err(detail) = namespaces::no_new_privileges()
             {
                 fail(status.as_mut(), &detail);
             }
@@ -392,6 +432,58 @@ fn launch(mode: Mode, request: Launch) -> ! {
             )
         },
     )
+}
+
+/// The namespace runner's first half: enter the namespaces, fork pid 1
+/// and — in the launcher — relay signals to it until it ends (never
+/// returns); in pid 1, build the sandbox and return, to supervise the
+/// command as its init.
+#[cfg(target_os = "linux")]
+fn enter_sandbox(request: &Launch) -> Result<(), String> {
+    use nix::unistd::{ForkResult, fork, getppid};
+    use std::os::fd::OwnedFd;
+    let cwd = std::env::current_dir()
+        .map_err(|err| format!("cannot read the working directory: {err}"))?;
+    if let Some(parent) = request.parent {
+        // SAFETY: prctl with integer arguments affects this process only.
+        if unsafe { nix::libc::prctl(nix::libc::PR_SET_PDEATHSIG, nix::libc::SIGKILL, 0, 0, 0) }
+            != 0
+        {
+            return Err(format!(
+                "cannot set the parent-death signal: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        if getppid().as_raw() != parent {
+            return Err("the host went away before the command started".into());
+        }
+    }
+    namespaces::enter(&request.plan)?;
+    let set = supervise::watched();
+    nix::sys::signal::sigprocmask(nix::sys::signal::SigmaskHow::SIG_BLOCK, Some(&set), None)
+        .map_err(|err| format!("cannot block signals: {err}"))?;
+    let (watch, alive): (OwnedFd, OwnedFd) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|err| format!("pipe: {err}"))?;
+    // SAFETY: the launcher is single-threaded: the child may allocate.
+    match unsafe { fork() } {
+        Err(err) => Err(format!("cannot fork the sandbox's first process: {err}")),
+        Ok(ForkResult::Parent { child }) => {
+            drop(watch);
+            namespaces::relay(child.as_raw(), &set, alive)
+        }
+        Ok(ForkResult::Child) => {
+            drop(alive);
+            // SAFETY: as above.
+            if unsafe { nix::libc::prctl(nix::libc::PR_SET_PDEATHSIG, nix::libc::SIGKILL, 0, 0, 0) }
+                != 0
+                || !namespaces::launcher_alive(&watch)
+            {
+                std::process::exit(FAILURE_EXIT);
+            }
+            drop(watch);
+            namespaces::build(&request.plan, &cwd)
+        }
+    }
 }
 
 /// Drop every capability from this process and what it execs: the
@@ -523,7 +615,7 @@ mod tests {
                     "--ro"
                 ])
             ),
-            Ok(Invocation::Launch(Launch {
+            Ok(Invocation::Launch(Box::new(Launch {
                 status_fd: Some(3),
                 env_fd: None,
                 unshare_ipc: false,
@@ -534,8 +626,9 @@ mod tests {
                 socket_families: None,
                 connect_port: None,
                 proxy_socket: None,
+                plan: Default::default(),
                 argv: os(&["a", "--ro"]),
-            }))
+            })))
         );
         for bad in [
             &["--ro"][..],

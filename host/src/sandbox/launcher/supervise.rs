@@ -78,7 +78,7 @@ pub struct Supervision {
 }
 
 /// The signals the supervisor waits for.
-fn watched() -> SigSet {
+pub(super) fn watched() -> SigSet {
     let mut set = SigSet::empty();
     for signal in [
         Signal::SIGTERM,
@@ -309,7 +309,7 @@ fn parent_of(stat: &str) -> Option<i32> {
 
 /// End this process as the leader ended: its exit code, or its signal
 /// raised on ourselves (without a core dump).
-fn end_as(ended: Ended) -> ! {
+pub(super) fn end_as(ended: Ended) -> ! {
     match ended {
         Ended::Exited(code) => std::process::exit(code),
         Ended::Signaled(signal) => {

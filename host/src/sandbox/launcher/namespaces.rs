@@ -1,0 +1,707 @@
+//! cordon's namespace runner (`cordon __ns`): the sandbox bwrap builds,
+//! built by cordon itself, so a run costs no bwrap exec and no second exec
+//! of cordon's init inside it.
+//!
+//! The mount program is bwrap's own profile ([`crate::sandbox::bwrap::profile`]
+//! writes it, this module reads it), so both runners give a command the
+//! same view: the host's `/` read-only (and `nosuid`, `nodev`), the mode's
+//! writable binds, a fresh minimal `/dev`, a fresh `/proc` with its kernel
+//! interfaces covered read-only, the ephemeral `/tmp`, and the grant's
+//! covers, in the profile's order.
+//!
+//! ```text
+//! launcher (the host's child)        unshare: user (not root), mount, pid, ipc, uts, [net]
+//!   └─ pid 1 of the new namespace    clone every bind source, build the root, pivot into it,
+//!        │                           then supervise (`supervise::run`): it is the command's init
+//!        └─ the command              no capabilities, no_new_privs, seccomp, then exec
+//! ```
+//!
+//! The launcher relays the host's signals to pid 1 and ends as it ended;
+//! pid 1 dies with the launcher (parent-death `SIGKILL`), and every process
+//! in the namespace dies with pid 1. Mounts use the kernel's new mount API
+//! (`open_tree`, `mount_setattr`, `fsopen`/`fsmount`, `move_mount`): every
+//! bind source is cloned from the host's view *before* anything is covered
+//! (a source under the fresh `/tmp` stays reachable), read-only is applied
+//! to a whole subtree in one call, and every destination is resolved in the
+//! sandbox's own view after the pivot, as the command will see it.
+//!
+//! Every failure before the command runs is a `failed: …` line on the
+//! status fd, with no `exec` line before it: the host then knows the
+//! command never ran ([`crate::sandbox::StatusReport::never_started`]).
+
+use std::ffi::CString;
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use nix::libc;
+
+/// One step of the mount program, in bwrap's words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// `--bind`, `--ro-bind`, `--ro-bind-try SOURCE DEST`: the host's
+    /// `source` (and everything mounted below it) at `dest`.
+    Bind {
+        /// On the host.
+        source: PathBuf,
+        /// In the sandbox.
+        dest: PathBuf,
+        /// `--bind`: keep the host's write access (else read-only).
+        writable: bool,
+        /// `--ro-bind-try`: skip it when the source does not exist.
+        optional: bool,
+    },
+    /// `--tmpfs DEST`: a fresh, empty, writable tmpfs.
+    Tmpfs(PathBuf),
+    /// `--remount-ro DEST`: the mount at `dest` read-only.
+    RemountRo(PathBuf),
+    /// `--dev DEST`: a minimal `/dev`.
+    Dev(PathBuf),
+    /// `--proc DEST`: a fresh `/proc` of the sandbox's PID namespace.
+    Proc(PathBuf),
+}
+
+/// What the runner builds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// The mount program, in order; it starts with `--ro-bind / /`.
+    pub steps: Vec<Step>,
+    /// A network namespace of its own (only the loopback, brought up).
+    pub unshare_net: bool,
+}
+
+impl Plan {
+    /// Take one profile flag and its operands from `args`; false when
+    /// `flag` is not one of the profile's.
+    pub fn take(
+        &mut self,
+        flag: &str,
+        args: &mut impl Iterator<Item = std::ffi::OsString>,
+    ) -> Result<bool, String> {
+        let mut path = |what: &str| {
+            args.next()
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .ok_or_else(|| format!("{flag} needs an absolute {what}"))
+        };
+        let step = match flag {
+            "--bind" | "--ro-bind" | "--ro-bind-try" => Step::Bind {
+                source: path("source")?,
+                dest: path("destination")?,
+                writable: flag == "--bind",
+                optional: flag == "--ro-bind-try",
+            },
+            "--tmpfs" => Step::Tmpfs(path("destination")?),
+            "--remount-ro" => Step::RemountRo(path("destination")?),
+            "--dev" => Step::Dev(path("destination")?),
+            "--proc" => Step::Proc(path("destination")?),
+            // The runner always dies with the host.
+            "--die-with-parent" => return Ok(true),
+            "--unshare-net" => {
+                self.unshare_net = true;
+                return Ok(true);
+            }
+            _ => return Ok(false),
+        };
+        self.steps.push(step);
+        Ok(true)
+    }
+
+    /// Check the program's shape: the host's root, read-only, first.
+    pub fn check(&self) -> Result<(), String> {
+        match self.steps.first() {
+            Some(Step::Bind {
+                source,
+                dest,
+                writable: false,
+                optional: false,
+            }) if source == Path::new("/") && dest == Path::new("/") => Ok(()),
+            _ => Err("the mount program must start with --ro-bind / /".into()),
+        }
+    }
+}
+
+/// Enter the run's namespaces (the launcher, before it forks pid 1): a
+/// user namespace mapping this user to itself when not root, then new
+/// mount, PID, IPC and UTS namespaces, and a network namespace when the
+/// plan closes the network.
+pub fn enter(plan: &Plan) -> Result<(), String> {
+    // SAFETY: geteuid/getegid cannot fail.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let mut flags =
+        libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+    if plan.unshare_net {
+        flags |= libc::CLONE_NEWNET;
+    }
+    let user = uid != 0;
+    if user {
+        flags |= libc::CLONE_NEWUSER;
+    }
+    // SAFETY: unshare with namespace flags affects this process only.
+    if unsafe { libc::unshare(flags) } != 0 {
+        let err = std::io::Error::last_os_error();
+        return Err(format!(
+            "cannot create the sandbox's namespaces ({}): {err}{}",
+            if user {
+                "user, mount, pid, ipc, uts"
+            } else {
+                "mount, pid, ipc, uts"
+            },
+            match (user, err.raw_os_error()) {
+                (true, Some(libc::EPERM | libc::ENOSPC | libc::EACCES)) => {
+                    " (unprivileged user namespaces are disabled or restricted here: \
+                     kernel.unprivileged_userns_clone, user.max_user_namespaces, AppArmor \
+                     or a seccomp filter)"
+                }
+                (false, Some(libc::EPERM)) => " (a seccomp filter or a missing CAP_SYS_ADMIN)",
+                _ => "",
+            }
+        ));
+    }
+    if user {
+        write_proc("/proc/self/setgroups", "deny")?;
+        write_proc("/proc/self/uid_map", &format!("{uid} {uid} 1"))?;
+        write_proc("/proc/self/gid_map", &format!("{gid} {gid} 1"))?;
+    }
+    Ok(())
+}
+
+fn write_proc(path: &str, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|err| format!("cannot write {path}: {err}"))
+}
+
+/// A mount to attach: a detached tree (a clone or a fresh filesystem).
+struct Detached(OwnedFd);
+
+/// The host's sources, cloned before anything is covered.
+struct Sources {
+    /// One per [`Step::Bind`], in order, with whether it is a directory
+    /// (none: an optional source that is absent).
+    binds: Vec<Option<(Detached, bool)>>,
+    /// `/dev/null`, `/dev/zero`, … for `--dev`.
+    devices: Vec<(&'static str, Detached)>,
+}
+
+/// The device nodes a minimal `/dev` holds (bwrap's set).
+const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+/// Build the sandbox (pid 1, in the launcher's namespaces): clone the
+/// sources, attach the read-only root over `base`, pivot into it, run the
+/// mount program, bring the loopback up, and go back to `cwd`.
+pub fn build(plan: &Plan, cwd: &Path) -> Result<(), String> {
+    // Nothing mounted here reaches the host; the host's later mounts still
+    // appear (as under bwrap).
+    mount_propagation_slave()?;
+    let sources = clone_sources(plan)?;
+    let root =
+        clone_tree(Path::new("/"), true)?.ok_or("cannot clone the host's root: it vanished")?;
+    set_attributes(
+        &root,
+        libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV,
+        true,
+        "/",
+    )?;
+    pivot_into(root)?;
+    let mut binds = sources.binds.into_iter();
+    let mut devices = Some(sources.devices);
+    for step in &plan.steps[1..] {
+        match step {
+            Step::Bind {
+                source,
+                dest,
+                writable,
+                ..
+            } => {
+                let Some((tree, dir)) = binds.next().flatten() else {
+                    continue;
+                };
+                let attributes = match writable {
+                    true => libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV,
+                    false => {
+                        libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV
+                    }
+                };
+                set_attributes(&tree, attributes, true, &source.to_string_lossy())?;
+                attach(tree, dest, dir)?;
+            }
+            Step::Tmpfs(dest) => {
+                let fs = fresh(
+                    "tmpfs",
+                    &[("mode", "0755")],
+                    libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV,
+                )?;
+                attach(fs, dest, true)?;
+            }
+            Step::RemountRo(dest) => {
+                let at = open_path(dest)?;
+                set_attributes(&at, libc::MOUNT_ATTR_RDONLY, false, &dest.to_string_lossy())?;
+            }
+            Step::Dev(dest) => {
+                let devices = devices.take().ok_or("--dev given twice")?;
+                build_dev(dest, devices)?;
+            }
+            Step::Proc(dest) => {
+                let fs = fresh(
+                    "proc",
+                    &[],
+                    libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV | libc::MOUNT_ATTR_NOEXEC,
+                )?;
+                attach(fs, dest, true)?;
+            }
+        }
+    }
+    if plan.unshare_net {
+        loopback_up()?;
+    }
+    std::env::set_current_dir(cwd).map_err(|err| {
+        format!(
+            "cannot enter the working directory {} in the sandbox: {err}",
+            cwd.display()
+        )
+    })
+}
+
+/// Clone every bind source (and `/dev`'s nodes) from the host's view.
+fn clone_sources(plan: &Plan) -> Result<Sources, String> {
+    let mut binds = vec![];
+    let mut devices = vec![];
+    for step in &plan.steps[1..] {
+        match step {
+            Step::Bind {
+                source, optional, ..
+            } => {
+                let tree = clone_tree(source, true)?;
+                if tree.is_none() && !optional {
+                    return Err(format!(
+                        "cannot bind {}: it does not exist",
+                        source.display()
+                    ));
+                }
+                // Its kind, read now: once covered, the host's path is gone.
+                let dir = std::fs::metadata(source).is_ok_and(|m| m.is_dir());
+                binds.push(tree.map(|tree| (tree, dir)));
+            }
+            Step::Dev(_) => {
+                for name in DEVICES {
+                    let at = Path::new("/dev").join(name);
+                    if let Some(tree) = clone_tree(&at, false)? {
+                        devices.push((*name, tree));
+                    }
+                }
+            }
+            Step::Tmpfs(_) | Step::RemountRo(_) | Step::Proc(_) => {}
+        }
+    }
+    Ok(Sources { binds, devices })
+}
+
+fn c_path(path: &Path) -> Result<CString, String> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| format!("{} contains a NUL byte", path.display()))
+}
+
+fn os_error(what: String) -> String {
+    format!("{what}: {}", std::io::Error::last_os_error())
+}
+
+/// A detached clone of the mount tree at `path` (`recursive`: with what
+/// is mounted below it); none when `path` does not exist.
+fn clone_tree(path: &Path, recursive: bool) -> Result<Option<Detached>, String> {
+    let c = c_path(path)?;
+    let mut flags = libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC;
+    if recursive {
+        flags |= libc::AT_RECURSIVE as libc::c_uint;
+    }
+    // SAFETY: open_tree reads a NUL-terminated path we own.
+    let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, c.as_ptr(), flags) };
+    if fd < 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::ENOENT) {
+            return Ok(None);
+        }
+        return Err(format!(
+            "cannot clone the mount at {}: {err}",
+            path.display()
+        ));
+    }
+    // SAFETY: a fresh fd the kernel just gave us.
+    Ok(Some(Detached(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })))
+}
+
+/// An `O_PATH` fd of the mount at `path`.
+fn open_path(path: &Path) -> Result<Detached, String> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|err| format!("cannot open {}: {err}", path.display()))?;
+    Ok(Detached(file.into()))
+}
+
+use std::os::unix::fs::OpenOptionsExt;
+
+/// Set `attributes` on the mount `tree` refers to (`recursive`: and on
+/// every mount below it).
+fn set_attributes(
+    tree: &Detached,
+    attributes: u64,
+    recursive: bool,
+    what: &str,
+) -> Result<(), String> {
+    let attr = libc::mount_attr {
+        attr_set: attributes,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let mut flags = libc::AT_EMPTY_PATH as libc::c_uint;
+    if recursive {
+        flags |= libc::AT_RECURSIVE as libc::c_uint;
+    }
+    // SAFETY: mount_setattr reads an empty path and a struct we own.
+    let done = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.0.as_raw_fd(),
+            c"".as_ptr(),
+            flags,
+            &attr as *const libc::mount_attr,
+            std::mem::size_of::<libc::mount_attr>(),
+        )
+    };
+    if done != 0 {
+        return Err(os_error(format!(
+            "cannot set the mount attributes of {what}"
+        )));
+    }
+    Ok(())
+}
+
+/// A fresh filesystem of `kind` with `options`, as a detached mount with
+/// `attributes`.
+fn fresh(kind: &str, options: &[(&str, &str)], attributes: u64) -> Result<Detached, String> {
+    let name = CString::new(kind).expect("a filesystem name has no NUL");
+    // SAFETY: fsopen reads a NUL-terminated name we own.
+    let fs = unsafe { libc::syscall(libc::SYS_fsopen, name.as_ptr(), libc::FSOPEN_CLOEXEC) };
+    if fs < 0 {
+        return Err(os_error(format!("cannot open a {kind} filesystem")));
+    }
+    // SAFETY: a fresh fd the kernel just gave us.
+    let fs = unsafe { OwnedFd::from_raw_fd(fs as RawFd) };
+    let config = |command: libc::c_uint, key: Option<&CString>, value: Option<&CString>| {
+        // SAFETY: fsconfig reads NUL-terminated strings we own (or null).
+        unsafe {
+            libc::syscall(
+                libc::SYS_fsconfig,
+                fs.as_raw_fd(),
+                command,
+                key.map_or(std::ptr::null(), |k| k.as_ptr()),
+                value.map_or(std::ptr::null(), |v| v.as_ptr()),
+                0,
+            )
+        }
+    };
+    for (key, value) in options {
+        let (k, v) = (CString::new(*key).unwrap(), CString::new(*value).unwrap());
+        if config(libc::FSCONFIG_SET_STRING, Some(&k), Some(&v)) != 0 {
+            return Err(os_error(format!("cannot set {key}={value} on {kind}")));
+        }
+    }
+    if config(libc::FSCONFIG_CMD_CREATE, None, None) != 0 {
+        return Err(os_error(format!("cannot create a {kind} filesystem")));
+    }
+    // SAFETY: fsmount on the configured context we own.
+    let mount = unsafe {
+        libc::syscall(
+            libc::SYS_fsmount,
+            fs.as_raw_fd(),
+            libc::FSMOUNT_CLOEXEC,
+            attributes as libc::c_uint,
+        )
+    };
+    if mount < 0 {
+        return Err(os_error(format!("cannot mount a {kind} filesystem")));
+    }
+    // SAFETY: a fresh fd the kernel just gave us.
+    Ok(Detached(unsafe { OwnedFd::from_raw_fd(mount as RawFd) }))
+}
+
+/// Attach `tree` at `dest` in the sandbox's view, making the mountpoint
+/// (a directory, or a file for a file's bind) where it is missing — which
+/// only a fresh tmpfs allows.
+fn attach(tree: Detached, dest: &Path, dir: bool) -> Result<(), String> {
+    match std::fs::symlink_metadata(dest) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            return Err(format!(
+                "cannot mount over {}: it is a symlink in the sandbox",
+                dest.display()
+            ));
+        }
+        Ok(_) => {}
+        Err(_) => {
+            let made = match dir {
+                true => std::fs::create_dir_all(dest),
+                false => dest
+                    .parent()
+                    .map_or(Ok(()), std::fs::create_dir_all)
+                    .and_then(|()| File::create(dest).map(drop)),
+            };
+            made.map_err(|err| {
+                format!(
+                    "cannot make the mountpoint {} in the sandbox: {err}",
+                    dest.display()
+                )
+            })?;
+        }
+    }
+    let to = c_path(dest)?;
+    // SAFETY: move_mount reads an empty path and a NUL-terminated path we own.
+    let done = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.0.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    if done != 0 {
+        return Err(os_error(format!("cannot mount {}", dest.display())));
+    }
+    Ok(())
+}
+
+fn mount_propagation_slave() -> Result<(), String> {
+    // SAFETY: mount with a NUL-terminated path and no data.
+    let done = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_SLAVE | libc::MS_REC,
+            std::ptr::null(),
+        )
+    };
+    if done != 0 {
+        return Err(os_error("cannot make the sandbox's mounts private".into()));
+    }
+    Ok(())
+}
+
+/// Make `root` the root of this mount namespace: attach it over a
+/// directory of the host's view, pivot into it, and detach the host's
+/// tree (the sources are clones already, so nothing is lost).
+fn pivot_into(root: Detached) -> Result<(), String> {
+    let base = ["/tmp", "/mnt", "/run", "/var/tmp"]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
+        .ok_or("no directory to mount the sandbox's root on (/tmp, /mnt, /run, /var/tmp)")?;
+    attach(root, base, true)?;
+    std::env::set_current_dir(base)
+        .map_err(|err| format!("cannot enter the sandbox's root: {err}"))?;
+    // pivot_root(".", "."): the host's root ends stacked over the new one,
+    // and is detached next.
+    // SAFETY: pivot_root and umount2 read NUL-terminated paths we own.
+    unsafe {
+        if libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) != 0 {
+            return Err(os_error("cannot pivot into the sandbox's root".into()));
+        }
+        if libc::umount2(c".".as_ptr(), libc::MNT_DETACH) != 0 {
+            return Err(os_error("cannot detach the host's root".into()));
+        }
+    }
+    std::env::set_current_dir("/").map_err(|err| format!("cannot enter /: {err}"))
+}
+
+/// A minimal `/dev` at `dest`: a tmpfs with the host's `null`, `zero`,
+/// `full`, `random`, `urandom` and `tty` bound in, its own `devpts`, an
+/// empty `shm` and the usual symlinks.
+fn build_dev(dest: &Path, devices: Vec<(&'static str, Detached)>) -> Result<(), String> {
+    let fs = fresh("tmpfs", &[("mode", "0755")], libc::MOUNT_ATTR_NOSUID)?;
+    attach(fs, dest, true)?;
+    for (name, node) in devices {
+        set_attributes(
+            &node,
+            libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NOEXEC,
+            false,
+            name,
+        )?;
+        attach(node, &dest.join(name), false)?;
+    }
+    let made = |what: &str, result: std::io::Result<()>| {
+        result.map_err(|err| format!("cannot make {}/{what}: {err}", dest.display()))
+    };
+    for (link, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+        ("core", "/proc/kcore"),
+        ("ptmx", "pts/ptmx"),
+    ] {
+        made(link, std::os::unix::fs::symlink(target, dest.join(link)))?;
+    }
+    made("shm", std::fs::create_dir(dest.join("shm")))?;
+    let pts = dest.join("pts");
+    made("pts", std::fs::create_dir(&pts))?;
+    let devpts = fresh(
+        "devpts",
+        &[("ptmxmode", "0666"), ("mode", "620")],
+        libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NOEXEC,
+    )?;
+    attach(devpts, &pts, true)
+}
+
+/// Bring the new network namespace's loopback up (the kernel gives it
+/// 127.0.0.1 and ::1).
+fn loopback_up() -> Result<(), String> {
+    // SAFETY: socket with constant arguments.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(os_error(
+            "cannot open a socket to bring the loopback up".into(),
+        ));
+    }
+    // SAFETY: a fresh fd the kernel just gave us.
+    let socket = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: ifreq is plain data; zeroed is a valid value.
+    let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (to, from) in request.ifr_name.iter_mut().zip(b"lo\0") {
+        *to = *from as libc::c_char;
+    }
+    // SAFETY: the ioctls read and write the ifreq we own.
+    unsafe {
+        if libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFFLAGS, &mut request) != 0 {
+            return Err(os_error("cannot read the loopback's flags".into()));
+        }
+        request.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+        if libc::ioctl(socket.as_raw_fd(), libc::SIOCSIFFLAGS, &request) != 0 {
+            return Err(os_error("cannot bring the loopback up".into()));
+        }
+    }
+    Ok(())
+}
+
+/// Set `PR_SET_NO_NEW_PRIVS`: nothing the command execs gains privileges
+/// (no setuid, no file capabilities).
+pub fn no_new_privileges() -> Result<(), String> {
+    // SAFETY: prctl with integer arguments affects this process only.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(os_error("cannot set no_new_privs".into()));
+    }
+    Ok(())
+}
+
+/// The launcher's half after pid 1 is forked: relay the host's signals to
+/// it and end as it ended. `alive` is the pipe end pid 1 watches: it is
+/// closed only when this process dies.
+pub fn relay(pid1: i32, set: &nix::sys::signal::SigSet, alive: OwnedFd) -> ! {
+    use nix::sys::signal::{Signal, kill};
+    use nix::sys::wait::{WaitStatus, waitpid};
+    use nix::unistd::Pid;
+    let child = Pid::from_raw(pid1);
+    loop {
+        match waitpid(child, Some(nix::sys::wait::WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(_, code)) => {
+                drop(alive);
+                std::process::exit(code)
+            }
+            Ok(WaitStatus::Signaled(_, signal, _)) => {
+                drop(alive);
+                super::supervise::end_as(super::Ended::Signaled(signal as i32))
+            }
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => std::process::exit(super::FAILURE_EXIT),
+        }
+        let timeout = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 200_000_000,
+        };
+        // SAFETY: sigtimedwait reads the set and the timeout we own.
+        let signal = unsafe { libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &timeout) };
+        if let Ok(signal) = Signal::try_from(signal)
+            && signal != Signal::SIGCHLD
+        {
+            let _ = kill(child, signal);
+        }
+    }
+}
+
+/// Pid 1's check that the launcher is still there, once its parent-death
+/// signal is set: the launcher's end of `alive` is open until it dies.
+pub fn launcher_alive(alive: &OwnedFd) -> bool {
+    let mut poll = libc::pollfd {
+        fd: alive.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll reads and writes one pollfd we own.
+    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+    ready == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(args: &[&str]) -> Result<Plan, String> {
+        let mut plan = Plan::default();
+        let mut args = args.iter().map(std::ffi::OsString::from);
+        while let Some(flag) = args.next() {
+            let flag = flag.to_string_lossy().into_owned();
+            if !plan.take(&flag, &mut args)? {
+                return Err(format!("not a profile flag: {flag}"));
+            }
+        }
+        plan.check()?;
+        Ok(plan)
+    }
+
+    #[test]
+    fn the_mount_program_reads_bwraps_profile() {
+        let policy = crate::model::SandboxPolicy::new(
+            crate::model::SandboxMode::WorkspaceWrite,
+            "/tmp/proj",
+        );
+        let layout = crate::sandbox::grant::lay_out(&policy, &[], &[]);
+        let profile = crate::sandbox::bwrap::profile(&layout);
+        let args: Vec<&str> = profile.iter().map(String::as_str).collect();
+        let plan = plan(&args).unwrap();
+        assert_eq!(
+            plan.steps[..3],
+            [
+                Step::Bind {
+                    source: "/".into(),
+                    dest: "/".into(),
+                    writable: false,
+                    optional: false
+                },
+                Step::Tmpfs("/tmp".into()),
+                Step::Bind {
+                    source: "/tmp/proj".into(),
+                    dest: "/tmp/proj".into(),
+                    writable: true,
+                    optional: false
+                },
+            ]
+        );
+        assert!(plan.steps.contains(&Step::Dev("/dev".into())));
+        assert!(plan.steps.contains(&Step::Proc("/proc".into())));
+        assert!(!plan.unshare_net);
+    }
+
+    #[test]
+    fn a_program_that_does_not_start_with_the_read_only_root_is_refused() {
+        assert!(plan(&["--bind", "/", "/"]).is_err());
+        assert!(plan(&["--dev", "/dev"]).is_err());
+        assert!(plan(&[]).is_err());
+        assert!(plan(&["--ro-bind", "/", "/", "--tmpfs", "relative"]).is_err());
+        assert!(plan(&["--ro-bind", "/"]).is_err());
+        let net = plan(&["--ro-bind", "/", "/", "--unshare-net", "--die-with-parent"]).unwrap();
+        assert!(net.unshare_net);
+        assert_eq!(net.steps.len(), 1);
+    }
+}

@@ -1,0 +1,185 @@
+//! The confined runs of an unprivileged user: the same attacks as root's
+//! suites, tried by `nobody` (the test, run as root, drops to it with
+//! `setpriv`), under cordon's namespace runner — which then works in a
+//! user namespace mapping the user to itself — and under bwrap. The host is
+//! checked after each attack; a positive control shows the allowed write
+//! still lands.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::common;
+
+/// `nobody`'s ids.
+const NOBODY: u32 = 65534;
+
+/// A place `nobody` can reach: a 0755 directory under the temp dir (a
+/// checkout may lie under root's 0700 home), holding a copy of the cordon
+/// binary, `nobody`'s home (its caches) and its workspace.
+struct Unprivileged {
+    dir: tempfile::TempDir,
+    cordon: PathBuf,
+}
+
+impl Unprivileged {
+    /// None, said loudly, when this test cannot become `nobody` (not root,
+    /// no `setpriv`) or the kernel forbids unprivileged user namespaces; a
+    /// failure instead where CI requires the namespace runner and the
+    /// kernel's settings allow it.
+    fn new(test: &str) -> Option<Unprivileged> {
+        let root = nix::unistd::geteuid().is_root();
+        let setpriv = Path::new("/usr/bin/setpriv").exists();
+        let kernel = cordon::sandbox::namespaces::kernel_allows(NOBODY);
+        let why = match (root, setpriv, &kernel) {
+            (true, true, Ok(())) => None,
+            (false, _, _) => {
+                Some("the test does not run as root, so it cannot become nobody".into())
+            }
+            (_, false, _) => Some("setpriv is not installed".to_owned()),
+            (_, _, Err(why)) => Some(why.clone()),
+        };
+        if let Some(why) = why {
+            let required =
+                std::env::var_os("CORDON_E2E_REQUIRE_NAMESPACES").is_some_and(|v| v == "1");
+            assert!(
+                !(required && root && kernel.is_ok()),
+                "{test}: CORDON_E2E_REQUIRE_NAMESPACES=1 but {why}"
+            );
+            eprintln!("SKIPPED {test}: {why}");
+            return None;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("cordon-unprivileged-")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let cordon = dir.path().join("cordon");
+        std::fs::copy(env!("CARGO_BIN_EXE_cordon"), &cordon).unwrap();
+        for sub in ["home", "ws", "sibling", "run"] {
+            let at = dir.path().join(sub);
+            std::fs::create_dir(&at).unwrap();
+            nix::unistd::chown(&at, Some(NOBODY.into()), Some(NOBODY.into())).unwrap();
+        }
+        Some(Unprivileged { dir, cordon })
+    }
+
+    fn path(&self, sub: &str) -> PathBuf {
+        self.dir.path().join(sub)
+    }
+
+    /// The cordon binary, to be run as `nobody`.
+    fn cordon(&self) -> Command {
+        let mut command = Command::new("/usr/bin/setpriv");
+        command
+            .args([
+                &format!("--reuid={NOBODY}"),
+                &format!("--regid={NOBODY}"),
+                "--clear-groups",
+            ])
+            .arg(&self.cordon);
+        command
+    }
+
+    /// `cordon run --json ARGS -- COMMAND` as `nobody`, in the workspace.
+    fn run(&self, args: &[&str], command: &str) -> (Option<i32>, Value) {
+        let home = self.path("home");
+        let output = self
+            .cordon()
+            .current_dir(self.path("ws"))
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", &home)
+            .env("XDG_CACHE_HOME", home.join(".cache"))
+            .env("XDG_RUNTIME_DIR", self.path("run"))
+            .args(["run", "--json"])
+            .args(args)
+            .arg("--")
+            .arg(command)
+            .output()
+            .unwrap();
+        (output.status.code(), common::parse(&output))
+    }
+}
+
+/// The runners an unprivileged user can have here.
+fn backends() -> [&'static str; 2] {
+    ["namespaces", "bwrap"]
+}
+
+#[test]
+fn an_unprivileged_user_is_confined_by_every_namespace_runner() {
+    let Some(env) = Unprivileged::new("an_unprivileged_user_is_confined_by_every_namespace_runner")
+    else {
+        return;
+    };
+    let ws = env.path("ws");
+    let sibling = env.path("sibling");
+    for backend in backends() {
+        if backend == "bwrap" && !common::bwrap_usable("unprivileged bwrap") {
+            continue;
+        }
+        let args = ["--backend", backend, "--mode", "workspace-write"];
+        // The positive control: the workspace is writable.
+        let inside = ws.join(format!("inside-{backend}"));
+        let (code, result) = env.run(&args, &format!("echo landed > {}", inside.display()));
+        assert_eq!(code, Some(0), "{backend}: {result}");
+        assert_eq!(
+            std::fs::read_to_string(&inside).unwrap(),
+            "landed\n",
+            "{backend}"
+        );
+        // nobody's own directory beside it is not, nor is /etc.
+        let outside = sibling.join(format!("outside-{backend}"));
+        let (code, result) = env.run(
+            &args,
+            &format!(
+                "echo x > {}; echo y > /etc/cordon-unprivileged",
+                outside.display()
+            ),
+        );
+        assert_ne!(code, Some(0), "{backend}: {result}");
+        assert_eq!(result["sandbox"]["denied"], true, "{backend}: {result}");
+        assert!(!outside.exists(), "{backend}: the sibling write landed");
+        assert!(!Path::new("/etc/cordon-unprivileged").exists());
+        // Its own processes only, no capability, no privilege to gain, and
+        // a lifted cover or a remount in a nested namespace changes nothing.
+        let (code, result) = env.run(
+            &args,
+            &format!(
+                "ls /proc | grep -c '^[0-9][0-9]*$'; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; \
+                 unshare -Urm sh -c 'umount /proc/sys; mount -o remount,rw /; echo z > {}' 2>/dev/null; \
+                 setsid sleep 3{} > /dev/null 2>&1 < /dev/null & echo end",
+                outside.display(),
+                std::process::id()
+            ),
+        );
+        assert_eq!(code, Some(0), "{backend}: {result}");
+        let text = result["stdout"]["text"].as_str().unwrap();
+        let mut lines = text.lines();
+        let visible: u32 = lines.next().unwrap().parse().unwrap();
+        assert!(visible <= 6, "{backend}: {text}");
+        assert_eq!(lines.next(), Some("CapEff:\t0000000000000000"), "{text}");
+        assert_eq!(lines.next(), Some("NoNewPrivs:\t1"), "{text}");
+        assert!(!outside.exists(), "{backend}: a nested namespace escaped");
+        assert!(
+            common::sleepers(&format!("3{}", std::process::id())).is_empty(),
+            "{backend}: a daemon outlived the run"
+        );
+    }
+    // `cordon probe` says how the runner works for this user.
+    let output = env
+        .cordon()
+        .env("XDG_CACHE_HOME", env.path("home"))
+        .args(["probe", "--json", "--backend", "namespaces"])
+        .output()
+        .unwrap();
+    let probe = common::parse(&output);
+    assert_eq!(probe["backend"], "namespaces", "{probe}");
+    let reason = common::rung(&probe, "namespaces")["reason"]
+        .as_str()
+        .unwrap();
+    assert!(reason.contains("in a user namespace"), "{reason}");
+}

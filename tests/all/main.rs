@@ -23,6 +23,7 @@ mod launcher;
 mod limits;
 mod mcp;
 mod network;
+mod ns_runner;
 mod policy;
 mod probe;
 mod process;

@@ -455,16 +455,41 @@ fn attach(tree: Detached, dest: &Path, dir: bool) -> Result<(), String> {
             })?;
         }
     }
+    // The mountpoint, reached through no symlink at all: a directory an
+    // earlier (or concurrent) run swapped for a link cannot move a cover
+    // somewhere else.
     let to = c_path(dest)?;
-    // SAFETY: move_mount reads an empty path and a NUL-terminated path we own.
+    // SAFETY: open_how is plain data; zeroed is a valid value.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
+    how.resolve = libc::RESOLVE_NO_SYMLINKS;
+    // SAFETY: openat2 reads a NUL-terminated path and a struct we own.
+    let at = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if at < 0 {
+        return Err(os_error(format!(
+            "cannot reach the mountpoint {} without following a symlink",
+            dest.display()
+        )));
+    }
+    // SAFETY: a fresh fd the kernel just gave us.
+    let at = unsafe { OwnedFd::from_raw_fd(at as RawFd) };
+    // SAFETY: move_mount reads two empty paths.
     let done = unsafe {
         libc::syscall(
             libc::SYS_move_mount,
             tree.0.as_raw_fd(),
             c"".as_ptr(),
-            libc::AT_FDCWD,
-            to.as_ptr(),
-            libc::MOVE_MOUNT_F_EMPTY_PATH,
+            at.as_raw_fd(),
+            c"".as_ptr(),
+            libc::MOVE_MOUNT_F_EMPTY_PATH | libc::MOVE_MOUNT_T_EMPTY_PATH,
         )
     };
     if done != 0 {

@@ -132,6 +132,15 @@ pub fn run(
             }
         }
     }
+    // Not dumpable, from before the fork: a command running as the same
+    // user cannot open the supervisor's fds through /proc (nor ptrace it),
+    // not even in the instant after the fork. The command is dumpable again
+    // once it execs.
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl with integer arguments affects this process only.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
     let supervisor = std::process::id() as i32;
     // SAFETY: the launcher is single-threaded here (it runs before the
     // host starts any thread), so the child may allocate and exec.
@@ -156,13 +165,6 @@ pub fn run(
             match child(status) {}
         }
         Ok(ForkResult::Parent { child }) => {
-            // Not dumpable: a command running as the same user cannot open
-            // the supervisor's fds through /proc (nor ptrace it).
-            #[cfg(target_os = "linux")]
-            // SAFETY: prctl with integer arguments affects this process only.
-            unsafe {
-                libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-            }
             let ended = supervise(child, &set);
             if let Some(status) = status.as_mut() {
                 let _ = writeln!(status, "{}", ended.line());

@@ -1,0 +1,130 @@
+//! cordon's namespace runner's own contract (`cordon __ns`): its usage and
+//! its failures exit 125 with the `cordon-ns: ` prefix and leave nothing
+//! mounted on the host; the command's exit status, and a signal death,
+//! pass through; a mountpoint reached through a symlink is refused.
+
+use crate::common;
+
+use common::{cordon, namespaces_usable, workspace};
+
+fn runner(args: &[&str]) -> std::process::Output {
+    cordon().arg("__ns").args(args).output().unwrap()
+}
+
+fn stderr(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// The host's own mount table.
+fn host_mounts() -> String {
+    std::fs::read_to_string("/proc/self/mountinfo").unwrap()
+}
+
+#[test]
+fn usage_errors_exit_125_with_the_prefix() {
+    for args in [
+        &[][..],
+        &["--bogus", "--", "true"][..],
+        &["--dev", "/dev", "--", "true"][..],
+        &["--bind", "/", "/", "--", "true"][..],
+        &["--ro-bind", "/", "/", "--tmpfs", "relative", "--", "true"][..],
+        &["--ro-bind", "/", "/", "--"][..],
+    ] {
+        let output = runner(args);
+        assert_eq!(output.status.code(), Some(125), "{args:?}");
+        assert!(
+            stderr(&output).starts_with("cordon-ns: usage: "),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+}
+
+#[test]
+fn exit_codes_and_signal_deaths_pass_through() {
+    if !namespaces_usable("exit_codes_and_signal_deaths_pass_through") {
+        return;
+    }
+    let profile = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"];
+    let run = |command: &str| {
+        let mut args = profile.to_vec();
+        args.extend(["--", "sh", "-c", command]);
+        runner(&args)
+    };
+    assert_eq!(run("exit 7").status.code(), Some(7));
+    assert_eq!(run("exit 125").status.code(), Some(125));
+    assert_eq!(run("exit 0").status.code(), Some(0));
+    let killed = run("kill -9 $$");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&killed.status),
+        None,
+        "pid 1 cannot die of a signal: it reports the command's"
+    );
+    assert_eq!(killed.status.code(), Some(128 + 9));
+}
+
+#[test]
+fn a_missing_source_fails_before_the_command_and_mounts_nothing_on_the_host() {
+    if !namespaces_usable(
+        "a_missing_source_fails_before_the_command_and_mounts_nothing_on_the_host",
+    ) {
+        return;
+    }
+    let ws = workspace();
+    let marker = ws.path().join("ran");
+    let missing = ws.path().join("missing");
+    let before = host_mounts();
+    let output = runner(&[
+        "--ro-bind",
+        "/",
+        "/",
+        "--bind",
+        missing.to_str().unwrap(),
+        missing.to_str().unwrap(),
+        "--",
+        "touch",
+        marker.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(125));
+    assert!(
+        stderr(&output).starts_with("cordon-ns: cannot bind "),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!marker.exists(), "the command ran");
+    assert_eq!(host_mounts(), before, "a mount reached the host");
+}
+
+#[test]
+fn a_mountpoint_behind_a_symlink_is_refused() {
+    if !namespaces_usable("a_mountpoint_behind_a_symlink_is_refused") {
+        return;
+    }
+    // A workspace whose directory an earlier run swapped for a link to
+    // elsewhere: a cover meant for it must not land on the link's target.
+    let ws = workspace();
+    let elsewhere = ws.path().join("elsewhere");
+    std::fs::create_dir_all(elsewhere.join("secret")).unwrap();
+    std::fs::write(elsewhere.join("secret/key"), "k").unwrap();
+    std::os::unix::fs::symlink(&elsewhere, ws.path().join("link")).unwrap();
+    let cover = ws.path().join("link/secret");
+    let output = runner(&[
+        "--ro-bind",
+        "/",
+        "/",
+        "--tmpfs",
+        cover.to_str().unwrap(),
+        "--remount-ro",
+        cover.to_str().unwrap(),
+        "--",
+        "cat",
+        elsewhere.join("secret/key").to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(125), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("without following a symlink"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(output.stdout.is_empty());
+}

@@ -33,22 +33,41 @@ fn main() {
     let dir = std::env::current_dir().expect("cwd");
     let mut deployment = Deployment::in_dir(&dir);
     deployment.max_mode = SandboxMode::DangerFullAccess;
-    let host = Host::builder()
-        .deployment(deployment)
-        .build()
-        .expect("host");
+    let cordon_bin = env!("CARGO_BIN_EXE_cordon");
+    // The library with the ladder cordon itself has (its launcher is the
+    // cordon binary: the namespace runner is its first rung), and one with
+    // bwrap pinned.
+    let host_with = |backend: cordon::sandbox::BackendChoice| {
+        Host::builder()
+            .deployment(deployment.clone())
+            .sandbox(cordon::sandbox::SandboxConfig {
+                backend,
+                launcher: Some(cordon_bin.into()),
+                ..Default::default()
+            })
+            .build()
+            .expect("host")
+    };
+    let host = host_with(cordon::sandbox::BackendChoice::Auto);
+    let bwrap_host = host_with(cordon::sandbox::BackendChoice::Bwrap);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
     let bwrap = which("bwrap");
-    let cordon_bin = env!("CARGO_BIN_EXE_cordon");
     // An older build of cordon to measure beside this one.
     let before_bin: Option<String> = std::env::var("CORDON_BENCH_BEFORE").ok();
 
     let run = |mode: SandboxMode, command: &str| {
         let request = ExecRequest::new(command).with_policy(SandboxPolicy::new(mode, &dir));
         let result = runtime.block_on(host.run(request)).expect("cordon run");
+        assert_eq!(result.exit_code, Some(0), "{result:?}");
+    };
+    let run_bwrap = |mode: SandboxMode| {
+        let request = ExecRequest::new("true").with_policy(SandboxPolicy::new(mode, &dir));
+        let result = runtime
+            .block_on(bwrap_host.run(request))
+            .expect("cordon run");
         assert_eq!(result.exit_code, Some(0), "{result:?}");
     };
     // `true` under `policy` through the library.
@@ -280,9 +299,35 @@ fn main() {
                 rounds,
             ));
         }
+        // cordon's namespace runner alone: the argv the host spawns for a
+        // read-only run, minus the fds nobody writes or reads here.
+        let ns_argv: Vec<String> = {
+            let policy = SandboxPolicy::new(SandboxMode::ReadOnly, &dir);
+            let argv: Vec<String> = ["bash", "-c", "true"].map(String::from).to_vec();
+            let layout = cordon::sandbox::grant::lay_out(&policy, &[], &[]);
+            let wrapped = cordon::sandbox::namespaces::Namespaces::at(cordon_bin)
+                .wrap(&argv, &policy, &layout);
+            wrapped
+                .argv()
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !(2..=7).contains(i))
+                .map(|(_, a)| a.clone())
+                .collect()
+        };
         cases.push((
-            "cordon library, read-only (bwrap), `true`",
+            "`cordon __ns <read-only profile> -- bash -c true` directly (the namespace runner alone)",
+            Box::new(move || direct(&ns_argv.iter().map(String::as_str).collect::<Vec<_>>())),
+            rounds,
+        ));
+        cases.push((
+            "cordon library, read-only (the namespace runner), `true`",
             Box::new(|| run(SandboxMode::ReadOnly, "true")),
+            rounds,
+        ));
+        cases.push((
+            "cordon library, read-only (bwrap pinned), `true`",
+            Box::new(|| run_bwrap(SandboxMode::ReadOnly)),
             rounds,
         ));
         // The grant's cost under bwrap: the protected defaults (held by
@@ -292,7 +337,7 @@ fn main() {
         let ws_policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, &ws_dir);
         let run_in_ws = move || run_under(&ws_policy);
         cases.push((
-            "cordon library, workspace-write (bwrap, protected defaults), `true`",
+            "cordon library, workspace-write (the namespace runner, protected defaults), `true`",
             Box::new(run_in_ws),
             rounds,
         ));
@@ -302,17 +347,21 @@ fn main() {
         };
         let run_full = move || run_under(&full_policy);
         cases.push((
-            "cordon library, read-only (bwrap), network `full` (no network namespace), `true`",
+            "cordon library, read-only (the namespace runner), network `full` (no network namespace), `true`",
             Box::new(run_full),
             rounds,
         ));
         let warm = warm_cache.clone();
         cases.push((
-            "`cordon run -- true` (CLI, cold process, cached component)",
+            "`cordon run -- true` (CLI, cold process, the default ladder: the namespace runner)",
             Box::new(move || cli_true(cordon_bin, None, &warm)),
             rounds,
         ));
         for (label, backend) in [
+            (
+                "`cordon run --backend namespaces -- true` (CLI, the namespace runner pinned)",
+                "namespaces",
+            ),
             (
                 "`cordon run --backend bwrap -- true` (CLI, the bwrap rung pinned)",
                 "bwrap",
@@ -344,7 +393,7 @@ fn main() {
         if let Some(before) = before_bin.clone() {
             let warm = cache_parent.join("warm-before");
             cases.push((
-                "`cordon run -- true` (CLI, cold process, cached component), **before**",
+                "`cordon run -- true` (CLI, cold process, the default ladder), **before**",
                 Box::new(move || cli_true(&before, None, &warm)),
                 rounds,
             ));

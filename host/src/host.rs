@@ -115,6 +115,7 @@ pub struct HostBuilder {
     cgroups: CgroupChoice,
     session_limits: Option<SessionLimits>,
     policy_threads: Option<usize>,
+    one_run: bool,
 }
 
 impl HostBuilder {
@@ -329,6 +330,23 @@ impl HostBuilder {
         self
     }
 
+    /// The host runs one command and exits (the CLI's `cordon run`):
+    /// policy calls run on the awaiting thread (as `policy_threads(0)`),
+    /// and nothing is prepared for a next run (on cgroup v1, the run's
+    /// cgroup is made ahead, and no other). A host that runs more still
+    /// works, paying at each run what was not prepared.
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), cordon::BuildError> {
+    /// let host = cordon::Host::builder().one_run().build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn one_run(mut self) -> Self {
+        self.one_run = true;
+        self.policy_threads = Some(0);
+        self
+    }
+
     /// Load the policy component and build the host.
     ///
     /// ```no_run
@@ -402,8 +420,10 @@ impl HostBuilder {
         // staged by a background thread meanwhile.
         let cgroups = match &self.cgroups {
             CgroupChoice::Off => Err("turned off by the operator".to_owned()),
-            CgroupChoice::Auto => Cgroups::detect(None).map(Arc::new),
-            CgroupChoice::Parent(parent) => Cgroups::detect(Some(parent)).map(Arc::new),
+            CgroupChoice::Auto => Cgroups::detect(None, self.one_run).map(Arc::new),
+            CgroupChoice::Parent(parent) => {
+                Cgroups::detect(Some(parent), self.one_run).map(Arc::new)
+            }
         };
         let mut engine = PolicyEngine::new()?;
         if let Some(cache) = self.cache {

@@ -489,3 +489,66 @@ async fn on_cgroup_v2_a_program_that_cannot_start_is_a_clear_error_and_leaves_no
     drop((host, ok));
     remove_empty_parent(&parent);
 }
+
+#[test]
+fn a_one_shot_run_makes_no_cgroup_for_a_next_run_and_leaves_none() {
+    let Some(mechanism) = cgroups("a_one_shot_run_makes_no_cgroup_for_a_next_run_and_leaves_none")
+    else {
+        return;
+    };
+    let ws = workspace();
+    // The run records its own cgroup, then `cordon run` exits: nothing
+    // named after that process stays in cordon's cgroup directories (a
+    // one-shot host stages the run's cgroup only, and removes it).
+    let child = cordon()
+        .current_dir(ws.path())
+        .args([
+            "run",
+            "--json",
+            "--",
+            "cat /proc/self/cgroup; sleep 0.3; echo ---; ls /sys/fs/cgroup/pids/cordon 2>/dev/null",
+        ])
+        .output()
+        .unwrap();
+    let result: serde_json::Value = serde_json::from_slice(&child.stdout).unwrap();
+    assert_eq!(result["exitCode"], 0, "{result}");
+    let listed = result["stdout"]["text"].as_str().unwrap();
+    let own = listed
+        .lines()
+        .find_map(|line| {
+            let path = line.rsplit(':').next()?;
+            let name = path.rsplit('/').next()?;
+            path.contains("/cordon/").then(|| name.to_owned())
+        })
+        .unwrap_or_else(|| panic!("the run was in a cordon cgroup ({mechanism}): {listed}"));
+    let host_pid = own.split('-').next().unwrap().to_owned();
+    if mechanism == "cgroup-v1" {
+        // While it ran, its host made no cgroup for a next run.
+        let (_, siblings) = listed.split_once("---\n").unwrap();
+        let ahead: Vec<&str> = siblings
+            .lines()
+            .filter(|name| name.starts_with(&format!("{host_pid}-")) && *name != own)
+            .collect();
+        assert!(ahead.is_empty(), "made ahead: {ahead:?} beside {own}");
+    }
+    let roots: Vec<String> = match mechanism.as_str() {
+        "cgroup-v1" => ["pids", "memory", "cpu", "freezer"]
+            .iter()
+            .map(|c| format!("/sys/fs/cgroup/{c}"))
+            .collect(),
+        _ => vec!["/sys/fs/cgroup".into()],
+    };
+    let mut left = vec![];
+    for root in roots {
+        let walk = std::process::Command::new("find")
+            .args([&root, "-type", "d", "-name", &format!("{host_pid}-*")])
+            .output()
+            .unwrap();
+        left.extend(
+            String::from_utf8_lossy(&walk.stdout)
+                .lines()
+                .map(str::to_owned),
+        );
+    }
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

@@ -128,8 +128,9 @@ fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
         None => PolicySource::Embedded,
     };
     // No probe up front: the run itself tries the runner (see the ladder).
-    // One run, then exit: its policy calls run on this thread.
-    let host = builder.policy(source).policy_threads(0).build()?;
+    // One run, then exit: its policy calls run on this thread, and nothing
+    // is made ready for a next run.
+    let host = builder.policy(source).one_run().build()?;
 
     let mut request = ExecRequest::new(args.command.join(" "));
     request.workdir = args.workdir;

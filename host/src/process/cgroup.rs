@@ -179,6 +179,9 @@ pub struct Cgroups {
     /// v1: runs' cgroups made ahead, each with a spawner thread already
     /// inside (see [`Cgroups::create`]).
     staged: Arc<Staged>,
+    /// The host runs one command and exits: one cgroup is made ahead, and
+    /// none after it (each would cost a memory cgroup made and removed).
+    one_run: bool,
 }
 
 /// The v1 cgroups made ahead of the runs that will take them.
@@ -361,8 +364,9 @@ fn make_writable(dir: &Path) -> io::Result<()> {
 impl Cgroups {
     /// Find where runs' cgroups go on this machine and make the `cordon`
     /// parent directories (and, on v2, enable the controllers); an error
-    /// says why runs get no cgroup here.
-    pub fn detect(v2_parent: Option<&Path>) -> Result<Cgroups, String> {
+    /// says why runs get no cgroup here. `one_run`: the host runs one
+    /// command and exits (the CLI), so only its cgroup is made ahead.
+    pub fn detect(v2_parent: Option<&Path>, one_run: bool) -> Result<Cgroups, String> {
         if !cfg!(target_os = "linux") {
             return Err("cgroups are Linux only".into());
         }
@@ -401,6 +405,7 @@ impl Cgroups {
         let cgroups = Cgroups {
             layout,
             staged: Arc::default(),
+            one_run,
         };
         cgroups.sweep();
         // Ready before the first run: it overlaps the component's load.
@@ -469,7 +474,9 @@ impl Cgroups {
     /// run's path, by a staging thread, while the host does other work.
     pub fn create(&self, limits: &RunLimits) -> io::Result<RunCgroup> {
         let taken = self.take_staged();
-        self.stage();
+        if !self.one_run {
+            self.stage();
+        }
         let run = match taken {
             Some(run) => run,
             None => make_in(&self.layout)?,
@@ -497,6 +504,11 @@ impl Cgroups {
         }
     }
 
+    /// How many runs' cgroups are kept made ahead.
+    fn ahead(&self) -> usize {
+        if self.one_run { 1 } else { STAGED }
+    }
+
     /// Start a staging thread, unless one is at work or enough are staged:
     /// it makes the next run's v1 cgroups and a spawner inside them.
     fn stage(&self) {
@@ -507,16 +519,17 @@ impl Cgroups {
             .staged
             .ready
             .lock()
-            .map_or(true, |ready| ready.len() >= STAGED);
+            .map_or(true, |ready| ready.len() >= self.ahead());
         if enough || self.staged.staging.swap(true, Ordering::AcqRel) {
             return;
         }
         let staged = self.staged.clone();
         let layout = self.layout.clone();
+        let ahead = self.ahead();
         let started = std::thread::Builder::new()
             .name("cordon-stage".into())
             .spawn(move || {
-                while staged.ready.lock().is_ok_and(|ready| ready.len() < STAGED) {
+                while staged.ready.lock().is_ok_and(|ready| ready.len() < ahead) {
                     let Ok(run) = make_in(&layout) else { break };
                     if run.stage_spawner().is_err() {
                         break;
@@ -847,6 +860,14 @@ impl RunCgroup {
                 // stall the host); its exit also ends a runner still alive.
                 if let Ok(mut slot) = spawner.lock() {
                     drop(slot.take());
+                }
+                // Nothing left (the supervisor swept its tree): nothing can
+                // fork into an empty cgroup, so there is nothing to freeze.
+                // Freezing is not free on v1: the first frozen cgroup turns
+                // a kernel static key on and the thaw turns it off, each
+                // patching kernel text on every CPU.
+                if self.members().is_empty() {
+                    return;
                 }
                 let freezer = self
                     .member(Controller::Freezer)

@@ -382,3 +382,104 @@ exit 1",
         "the first run's trial and probe; then remembered"
     );
 }
+
+/// `cordon` started under a seccomp filter that refuses `unshare` — as an
+/// unprivileged container's default profile does: no process it starts
+/// can make namespaces that way.
+fn cordon_without_unshare() -> std::process::Command {
+    use seccompiler::{BpfProgram, SeccompAction, SeccompFilter};
+    use std::os::unix::process::CommandExt;
+    let filter = SeccompFilter::new(
+        [(nix::libc::SYS_unshare, vec![])].into_iter().collect(),
+        SeccompAction::Allow,
+        SeccompAction::Errno(nix::libc::EPERM as u32),
+        std::env::consts::ARCH.try_into().unwrap(),
+    )
+    .unwrap();
+    let program: BpfProgram = filter.try_into().unwrap();
+    let mut command = cordon();
+    // SAFETY: the filter is built before the fork; the child only installs it.
+    unsafe {
+        command
+            .pre_exec(move || seccompiler::apply_filter(&program).map_err(std::io::Error::other));
+    }
+    command
+}
+
+#[test]
+fn the_first_run_that_shows_the_namespace_runner_unusable_falls_to_bwrap() {
+    if !common::namespaces_usable(
+        "the_first_run_that_shows_the_namespace_runner_unusable_falls_to_bwrap",
+    ) || !common::bwrap_usable(
+        "the_first_run_that_shows_the_namespace_runner_unusable_falls_to_bwrap",
+    ) {
+        return;
+    }
+    let ws = workspace();
+    let work = ws.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let log = work.join("runs");
+    let escaped = std::path::Path::new("/etc").join(format!("cordon-fell-{}", std::process::id()));
+    let command = format!(
+        "echo once >> {}; echo x > {}",
+        log.display(),
+        escaped.display()
+    );
+    let run = || {
+        cordon_without_unshare()
+            .current_dir(&work)
+            .env("XDG_CACHE_HOME", ws.path().join("cache"))
+            .args([
+                "run",
+                "--json",
+                "--mode",
+                "workspace-write",
+                "--component-cache",
+            ])
+            .arg(ws.path().join("components"))
+            .arg("--")
+            .arg(&command)
+            .output()
+            .unwrap()
+    };
+    for round in 1..=2 {
+        let output = run();
+        let result = parse(&output);
+        assert!(!escaped.exists(), "round {round}: the run was not confined");
+        assert_eq!(result["sandbox"]["denied"], true, "round {round}: {result}");
+        // bwrap's denial (Landlock's reads "Permission denied").
+        assert!(
+            result["stderr"]["text"]
+                .as_str()
+                .unwrap()
+                .contains("Read-only file system"),
+            "round {round}: {result}"
+        );
+        // The namespace runner's failed first run and probe are kept.
+        let kept = std::fs::read_dir(ws.path().join("cache/cordon/verdicts"))
+            .unwrap()
+            .count();
+        assert_eq!(kept, 1, "round {round}: one verdict remembered");
+        assert_eq!(
+            std::fs::read_to_string(&log).unwrap().lines().count(),
+            round,
+            "round {round}: the command ran exactly once per run: {result}"
+        );
+    }
+    // The verdict is remembered: `cordon probe` (which probes afresh) says
+    // why, naming the kernel's refusal.
+    let probe = cordon_without_unshare()
+        .env("XDG_CACHE_HOME", ws.path().join("cache"))
+        .args(["probe", "--json"])
+        .output()
+        .unwrap();
+    let probe = parse(&probe);
+    assert_eq!(probe["backend"], "bwrap", "{probe}");
+    let reason = common::rung(&probe, "namespaces")["reason"]
+        .as_str()
+        .unwrap();
+    assert!(
+        reason.contains("cannot create the sandbox's namespaces"),
+        "{reason}"
+    );
+}

@@ -29,7 +29,7 @@ pub struct DeployArgs {
     #[arg(long = "allowed-root", value_name = "DIR")]
     allowed_roots: Vec<PathBuf>,
 
-    /// Sandbox backend: auto (the ladder), bwrap, landlock or seatbelt.
+    /// Sandbox backend: auto (the ladder), namespaces, bwrap, landlock or seatbelt.
     #[arg(long, value_name = "BACKEND")]
     backend: Option<BackendChoice>,
 

@@ -5,7 +5,7 @@
 //! workspace_root = "/srv/project"     # default: the working directory
 //! max_mode = "workspace-write"        # the ceiling; danger-full-access must be allowed here
 //! allowed_roots = ["/srv", "/home/ci"] # every writable workspace must lie inside one
-//! backend = "auto"                    # auto | bwrap | landlock | seatbelt
+//! backend = "auto"                    # auto | namespaces | bwrap | landlock | seatbelt
 //! probe_timeout_ms = 5000             # bound on each runner probe; positive
 //! landlock_launcher = "/usr/local/bin/cordon"  # executable with the launcher mode
 //! bwrap_path = "/usr/bin/bwrap"       # default: found in /usr/bin, /bin, … (never PATH)
@@ -113,7 +113,7 @@ pub struct ConfigFile {
     pub backend: Option<String>,
     /// Bound on each probe, in milliseconds.
     pub probe_timeout_ms: Option<u64>,
-    /// The executable with the Landlock launcher mode.
+    /// The executable with cordon's launcher modes (the namespace runner, bwrap's init, the Landlock launcher).
     pub landlock_launcher: Option<PathBuf>,
     /// The bwrap binary.
     pub bwrap_path: Option<PathBuf>,

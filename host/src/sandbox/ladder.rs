@@ -5,10 +5,11 @@
 //! its wrap and its dialect, and the ladder walks the platform's rungs,
 //! asks each backend's probe in turn, and keeps the first usable one.
 //!
-//! A run does not wait for a probe. bwrap is chosen once it is found and
-//! trusted, and the first real run is its probe: bwrap reports out of band
-//! whether it started the command ([`super::StatusReport::never_started`]),
-//! and a run it did not start is safe to try again. The run pipeline then
+//! A run does not wait for a probe. cordon's namespace runner (when it is
+//! this very executable) and bwrap are chosen once found and trusted, and
+//! the first real run is the probe: both report out of band whether they
+//! started the command ([`super::StatusReport::never_started`]), and a run
+//! that did not start it is safe to try again. The run pipeline then
 //! asks [`Confine::refute`]: the rung's probe runs now, and only if it
 //! fails too does the ladder move down (so one run's own trouble, such as
 //! a missing bind source or its pids limit, never demotes the host's
@@ -82,9 +83,11 @@ pub struct SandboxConfig {
     pub runner: Option<RunnerCommand>,
     /// Bound on each probe; must be positive.
     pub probe_timeout: Duration,
-    /// The executable with the Landlock launcher mode (default: this
-    /// executable, which is right for the `cordon` binary; an embedder
-    /// points it at an installed `cordon`).
+    /// The executable with cordon's launcher modes — the namespace runner,
+    /// bwrap's init, the Landlock launcher (default: this executable,
+    /// which is right for the `cordon` binary; an embedder points it at an
+    /// installed `cordon`, and its namespace runner is then probed up
+    /// front).
     pub launcher: Option<PathBuf>,
     /// The bwrap to use (default: the first in the fixed system
     /// directories; never looked up on `PATH`).

@@ -8,15 +8,17 @@
 //! pipeline spawns confined modes only from a `Wrap` the host issued, so a
 //! component can neither forge nor edit what actually runs.
 //!
-//! [`Sandbox`] is the platform ladder (SPEC.md §5): on Linux bubblewrap,
-//! then cordon's own Landlock launcher, then fail closed; on macOS
+//! [`Sandbox`] is the platform ladder (SPEC.md §5): on Linux cordon's own
+//! namespace runner, then bubblewrap, then cordon's Landlock launcher,
+//! then fail closed; on macOS
 //! Seatbelt; elsewhere fail closed without probing. Each rung is probed
 //! once, lazily, within a timeout, and the verdict — including "nothing
 //! usable" — is kept for the ladder's life. An operator may pin a backend
 //! or give a runner command instead ([`SandboxConfig`]).
 //!
 //! One file per backend, each owning its probe, its wrap and its message
-//! dialect (`bwrap.rs`, `landlock.rs`, `seatbelt.rs`, `runner.rs`); the
+//! dialect (`namespaces.rs`, `bwrap.rs`, `landlock.rs`, `seatbelt.rs`,
+//! `runner.rs`); the
 //! ladder (`ladder.rs`) only orders them, with exhaustive matches, so a new
 //! backend does not compile until it is wired in. Code that runs *inside*
 //! the sandbox (cordon's launcher) is its own module, [`launcher`].

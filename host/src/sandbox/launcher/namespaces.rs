@@ -234,7 +234,7 @@ pub fn build(plan: &Plan, cwd: &Path) -> Result<(), String> {
                 attach(fs, dest, true)?;
             }
             Step::RemountRo(dest) => {
-                let at = open_path(dest)?;
+                let at = reach(dest)?;
                 set_attributes(&at, libc::MOUNT_ATTR_RDONLY, false, &dest.to_string_lossy())?;
             }
             Step::Dev(dest) => {
@@ -329,17 +329,35 @@ fn clone_tree(path: &Path, recursive: bool) -> Result<Option<Detached>, String> 
     Ok(Some(Detached(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })))
 }
 
-/// An `O_PATH` fd of the mount at `path`.
-fn open_path(path: &Path) -> Result<Detached, String> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|err| format!("cannot open {}: {err}", path.display()))?;
-    Ok(Detached(file.into()))
+/// An `O_PATH` fd of `path` in the sandbox's view, reached through no
+/// symlink at all (`openat2` with `RESOLVE_NO_SYMLINKS`): a directory an
+/// earlier (or concurrent) run swapped for a link cannot move a mount or
+/// a cover somewhere else.
+fn reach(path: &Path) -> Result<Detached, String> {
+    let to = c_path(path)?;
+    // SAFETY: open_how is plain data; zeroed is a valid value.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
+    how.resolve = libc::RESOLVE_NO_SYMLINKS;
+    // SAFETY: openat2 reads a NUL-terminated path and a struct we own.
+    let at = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if at < 0 {
+        return Err(os_error(format!(
+            "cannot reach the mountpoint {} without following a symlink",
+            path.display()
+        )));
+    }
+    // SAFETY: a fresh fd the kernel just gave us.
+    Ok(Detached(unsafe { OwnedFd::from_raw_fd(at as RawFd) }))
 }
-
-use std::os::unix::fs::OpenOptionsExt;
 
 /// Set `attributes` on the mount `tree` refers to (`recursive`: and on
 /// every mount below it).
@@ -455,39 +473,14 @@ fn attach(tree: Detached, dest: &Path, dir: bool) -> Result<(), String> {
             })?;
         }
     }
-    // The mountpoint, reached through no symlink at all: a directory an
-    // earlier (or concurrent) run swapped for a link cannot move a cover
-    // somewhere else.
-    let to = c_path(dest)?;
-    // SAFETY: open_how is plain data; zeroed is a valid value.
-    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
-    how.resolve = libc::RESOLVE_NO_SYMLINKS;
-    // SAFETY: openat2 reads a NUL-terminated path and a struct we own.
-    let at = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            libc::AT_FDCWD,
-            to.as_ptr(),
-            &how as *const libc::open_how,
-            std::mem::size_of::<libc::open_how>(),
-        )
-    };
-    if at < 0 {
-        return Err(os_error(format!(
-            "cannot reach the mountpoint {} without following a symlink",
-            dest.display()
-        )));
-    }
-    // SAFETY: a fresh fd the kernel just gave us.
-    let at = unsafe { OwnedFd::from_raw_fd(at as RawFd) };
+    let at = reach(dest)?;
     // SAFETY: move_mount reads two empty paths.
     let done = unsafe {
         libc::syscall(
             libc::SYS_move_mount,
             tree.0.as_raw_fd(),
             c"".as_ptr(),
-            at.as_raw_fd(),
+            at.0.as_raw_fd(),
             c"".as_ptr(),
             libc::MOVE_MOUNT_F_EMPTY_PATH | libc::MOVE_MOUNT_T_EMPTY_PATH,
         )

@@ -329,6 +329,15 @@ fn launch(mode: Mode, request: Launch) -> ! {
     {
         fail(status.as_mut(), &detail);
     }
+    // Never a supervisor of an unconfined command: the runner builds its
+    // sandbox from Linux namespaces only.
+    #[cfg(not(target_os = "linux"))]
+    if mode == Mode::Namespaces {
+        fail(
+            status.as_mut(),
+            "cordon's namespace runner needs Linux namespaces; this system has none",
+        );
+    }
     if request.unshare_ipc
         && let Err(err) = unshare_ipc()
     {

@@ -15,9 +15,20 @@ fn stderr(output: &std::process::Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-/// The host's own mount table.
-fn host_mounts() -> String {
-    std::fs::read_to_string("/proc/self/mountinfo").unwrap()
+/// The host's mounts at or under `dir` (its mount table's lines; other
+/// tests mount and unmount elsewhere meanwhile).
+fn host_mounts(dir: &std::path::Path) -> Vec<String> {
+    let dir = dir.to_str().unwrap();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter(|line| {
+            line.split(' ')
+                .nth(4)
+                .is_some_and(|at| at == dir || at.starts_with(&format!("{dir}/")))
+        })
+        .map(str::to_owned)
+        .collect()
 }
 
 #[test]
@@ -73,7 +84,7 @@ fn a_missing_source_fails_before_the_command_and_mounts_nothing_on_the_host() {
     let ws = workspace();
     let marker = ws.path().join("ran");
     let missing = ws.path().join("missing");
-    let before = host_mounts();
+    let before = host_mounts(ws.path());
     let output = runner(&[
         "--ro-bind",
         "/",
@@ -92,7 +103,7 @@ fn a_missing_source_fails_before_the_command_and_mounts_nothing_on_the_host() {
         stderr(&output)
     );
     assert!(!marker.exists(), "the command ran");
-    assert_eq!(host_mounts(), before, "a mount reached the host");
+    assert_eq!(host_mounts(ws.path()), before, "a mount reached the host");
 }
 
 #[test]
@@ -127,4 +138,79 @@ fn a_mountpoint_behind_a_symlink_is_refused() {
         stderr(&output)
     );
     assert!(output.stdout.is_empty());
+}
+
+#[test]
+fn nothing_the_runner_mounts_reaches_the_host_while_it_runs() {
+    if !namespaces_usable("nothing_the_runner_mounts_reaches_the_host_while_it_runs") {
+        return;
+    }
+    let ws = workspace();
+    let root = ws.path().to_str().unwrap().to_owned();
+    let hidden = ws.path().join("hidden");
+    std::fs::create_dir(&hidden).unwrap();
+    let hidden = hidden.to_str().unwrap().to_owned();
+    // The workspace a shared mount of the host's (as systemd makes `/`):
+    // a mount made under it in a namespace that still shares its peer
+    // group would appear on the host.
+    let shared = nix::unistd::geteuid().is_root()
+        && std::process::Command::new("mount")
+            .args(["--bind", &root, &root])
+            .status()
+            .is_ok_and(|s| s.success());
+    struct Unmount(String, bool);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            if self.1 {
+                let _ = std::process::Command::new("umount")
+                    .args(["--recursive", "--lazy"])
+                    .arg(&self.0)
+                    .status();
+            }
+        }
+    }
+    let _unmount = Unmount(root.clone(), shared);
+    if shared {
+        let made = std::process::Command::new("mount")
+            .args(["--make-shared", &root])
+            .status()
+            .unwrap();
+        assert!(made.success());
+    } else {
+        eprintln!("nothing_the_runner_mounts…: not root, the workspace is not made a shared mount");
+    }
+    let before = host_mounts(ws.path());
+    let mut running = cordon()
+        .arg("__ns")
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--tmpfs",
+            "/tmp",
+            "--bind",
+            &root,
+            &root,
+        ])
+        .args([
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--tmpfs",
+            &hidden,
+            "--remount-ro",
+            &hidden,
+        ])
+        .args(["--unshare-net", "--", "sleep", "1"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let during = host_mounts(ws.path());
+    assert!(running.wait().unwrap().success());
+    assert_eq!(
+        during, before,
+        "a mount of the sandbox propagated to the host"
+    );
+    assert_eq!(host_mounts(ws.path()), before);
 }

@@ -7,7 +7,8 @@
 //!
 //! `CORDON_BENCH_BEFORE=/path/to/older/cordon` adds that binary's CLI run
 //! and served mode to the same interleaved rounds, so a change is measured
-//! before and after side by side in one run. `CORDON_BENCH_ONLY=serving`
+//! before and after side by side in one run. `CORDON_BENCH_ONLY=policy`
+//! measures the policy calls alone in a tight loop. `CORDON_BENCH_ONLY=serving`
 //! runs only the served-mode figures (`support/serving.rs`).
 
 use std::io::Read;
@@ -238,6 +239,10 @@ fn main() {
             .map(|(_, a)| a.clone())
             .collect()
     });
+    if std::env::var("CORDON_BENCH_ONLY").as_deref() == Ok("policy") {
+        tight_policy_loop(&policy_deployment, &confiner, rounds.max(1000));
+        return;
+    }
     if std::env::var("CORDON_BENCH_ONLY").as_deref() == Ok("serving") {
         let bare = bare_bwrap.expect("the served-mode figures need bwrap");
         serving::throughput(
@@ -504,6 +509,82 @@ fn main() {
 }
 
 /// resolve, plan (confined) and settle of `true` through `policy`.
+/// The policy round trip in a tight loop (nothing between the calls), and
+/// each call apart: `resolve`, `plan` with the real ladder's `confine`
+/// (the grant laid out on the file tree) and with the test kit's fake
+/// (the component's own share), and `settle`.
+fn tight_policy_loop(
+    deployment: &Deployment,
+    confiner: &std::sync::Arc<dyn cordon::sandbox::Confine>,
+    rounds: usize,
+) {
+    let engine = cordon::policy::PolicyEngine::new().expect("engine");
+    let policy = cordon::policy::Policy::load(
+        &engine,
+        cordon::policy::EMBEDDED_DEFAULT,
+        cordon::policy::Limits::default(),
+    )
+    .expect("loads");
+    let fake: std::sync::Arc<dyn cordon::sandbox::Confine> = std::sync::Arc::new(
+        cordon::testkit::FakeSandbox::backend(cordon::model::Backend::Namespaces),
+    );
+    let request = ExecRequest::new("true");
+    let spec = match policy.resolve(&request, deployment) {
+        Ok(cordon::model::Decision::Allow(spec)) => spec,
+        other => panic!("resolve: {other:?}"),
+    };
+    let facts = cordon::model::LaunchFacts {
+        background: false,
+        wrap: None,
+    };
+    let outcome = cordon::model::Outcome {
+        exit_code: Some(0),
+        ..cordon::model::Outcome::default()
+    };
+    let time = |f: &mut dyn FnMut()| {
+        let mut samples: Vec<Duration> = (0..rounds)
+            .map(|_| {
+                let started = std::time::Instant::now();
+                f();
+                started.elapsed()
+            })
+            .collect();
+        median(&mut samples)
+    };
+    let whole = time(&mut || policy_round_trip(&policy, deployment, confiner, "true"));
+    let whole_fake = time(&mut || policy_round_trip(&policy, deployment, &fake, "true"));
+    let resolve = time(&mut || {
+        policy.resolve(&request, deployment).expect("resolve");
+    });
+    let plan = time(&mut || {
+        policy.plan(&spec, confiner.clone()).expect("plan");
+    });
+    let plan_fake = time(&mut || {
+        policy.plan(&spec, fake.clone()).expect("plan");
+    });
+    let settle = time(&mut || {
+        policy.settle(&spec, &facts, &outcome).expect("settle");
+    });
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    println!("| policy, tight loop ({rounds} rounds, medians) | µs |");
+    println!("|---|---|");
+    println!(
+        "| round trip (resolve, plan with the ladder's confine, settle) | {:.1} |",
+        us(whole)
+    );
+    println!(
+        "| round trip with the test kit's fake confine | {:.1} |",
+        us(whole_fake)
+    );
+    println!("| `resolve` | {:.1} |", us(resolve));
+    println!(
+        "| `plan`, the ladder's confine (the grant laid out) | {:.1} |",
+        us(plan)
+    );
+    println!("| `plan`, the fake confine | {:.1} |", us(plan_fake));
+    println!("| `settle` | {:.1} |", us(settle));
+}
+
 fn policy_round_trip(
     policy: &cordon::policy::Policy,
     deployment: &Deployment,

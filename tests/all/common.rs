@@ -369,13 +369,19 @@ pub fn fake_bwrap(dir: &Path, script: &str) -> PathBuf {
     let fake = bin.join("bwrap");
     std::fs::write(&fake, script).unwrap();
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // A copy of the real binary beside it: the launcher runs as bwrap's
+    // init, where a checkout under /tmp is hidden by the fresh /tmp. (Not a
+    // hard link: that changes the binary's ctime, and with it the key of
+    // every verdict other tests keep about it.)
+    let real = bin.join("cordon-real");
+    std::fs::copy(env!("CARGO_BIN_EXE_cordon"), &real).unwrap();
     let launcher = bin.join("cordon-launcher");
     std::fs::write(
         &launcher,
         format!(
             "#!/bin/sh\nif [ \"$1\" = __ns ]; then\n  echo 'cordon-ns: cannot create the \
              sandbox namespaces: Operation not permitted' >&2\n  exit 125\nfi\nexec {} \"$@\"\n",
-            env!("CARGO_BIN_EXE_cordon")
+            real.display()
         ),
     )
     .unwrap();

@@ -181,6 +181,8 @@ fn nothing_the_runner_mounts_reaches_the_host_while_it_runs() {
     }
     let before = host_mounts(ws.path());
     let mut running = cordon()
+        // Inside the sandbox: a checkout under /tmp is under its fresh /tmp.
+        .current_dir(ws.path())
         .arg("__ns")
         .args([
             "--ro-bind",

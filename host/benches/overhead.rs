@@ -227,17 +227,9 @@ fn main() {
     // and status fds (`--args 4 --json-status-fd 3`: nobody writes or reads
     // them here).
     let bare_bwrap: Option<Vec<String>> = bwrap.as_ref().map(|bwrap| {
-        let policy = SandboxPolicy::new(SandboxMode::ReadOnly, &dir);
-        let argv: Vec<String> = ["bash", "-c", "true"].map(String::from).to_vec();
-        let layout = cordon::sandbox::grant::lay_out(&policy, &[], &[]);
-        let wrapped = cordon::sandbox::bwrap::Bwrap::at(bwrap).wrap(&argv, &policy, &layout);
-        wrapped
-            .argv()
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !(1..=4).contains(i))
-            .map(|(_, a)| a.clone())
-            .collect()
+        spawned_true(&dir, 1..=4, |argv, policy, layout| {
+            cordon::sandbox::bwrap::Bwrap::at(bwrap).wrap(argv, policy, layout)
+        })
     });
     if std::env::var("CORDON_BENCH_ONLY").as_deref() == Ok("policy") {
         tight_policy_loop(&policy_deployment, &confiner, rounds.max(1000));
@@ -306,20 +298,9 @@ fn main() {
         }
         // cordon's namespace runner alone: the argv the host spawns for a
         // read-only run, minus the fds nobody writes or reads here.
-        let ns_argv: Vec<String> = {
-            let policy = SandboxPolicy::new(SandboxMode::ReadOnly, &dir);
-            let argv: Vec<String> = ["bash", "-c", "true"].map(String::from).to_vec();
-            let layout = cordon::sandbox::grant::lay_out(&policy, &[], &[]);
-            let wrapped = cordon::sandbox::namespaces::Namespaces::at(cordon_bin)
-                .wrap(&argv, &policy, &layout);
-            wrapped
-                .argv()
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| !(2..=7).contains(i))
-                .map(|(_, a)| a.clone())
-                .collect()
-        };
+        let ns_argv = spawned_true(&dir, 2..=7, |argv, policy, layout| {
+            cordon::sandbox::namespaces::Namespaces::at(cordon_bin).wrap(argv, policy, layout)
+        });
         cases.push((
             "`cordon __ns <read-only profile> -- bash -c true` directly (the namespace runner alone)",
             Box::new(move || direct(&ns_argv.iter().map(String::as_str).collect::<Vec<_>>())),
@@ -659,6 +640,26 @@ fn tempfile_dir() -> std::path::PathBuf {
         .join(format!("bench-cache-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("bench cache dir");
     dir
+}
+
+/// The argv a runner's `wrap` gives a read-only `bash -c true` in `dir`,
+/// minus the arguments at `fds` (the status and handover fds, the host's
+/// pid: nobody writes, reads or watches them here).
+fn spawned_true(
+    dir: &std::path::Path,
+    fds: std::ops::RangeInclusive<usize>,
+    wrap: impl Fn(&[String], &SandboxPolicy, &cordon::sandbox::grant::Layout) -> cordon::sandbox::Wrap,
+) -> Vec<String> {
+    let policy = SandboxPolicy::new(SandboxMode::ReadOnly, dir);
+    let argv: Vec<String> = ["bash", "-c", "true"].map(String::from).to_vec();
+    let layout = cordon::sandbox::grant::lay_out(&policy, &[], &[]);
+    wrap(&argv, &policy, &layout)
+        .argv()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !fds.contains(i))
+        .map(|(_, a)| a.clone())
+        .collect()
 }
 
 /// `cordon run FLAGS --component-cache CACHE -- true`, as a new process.

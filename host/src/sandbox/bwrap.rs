@@ -21,7 +21,9 @@ use crate::process::{HANDOVER_FD, INIT_ENV_FD, INIT_FD, STATUS_FD};
 
 use super::grant::Layout;
 use super::launcher::{INIT_PROBE, INIT_SUBCOMMAND};
-use super::probe::{Probed, SYSTEM_BIN_DIRS, Usable, find_in_system_dirs, run_bounded, trusted};
+use super::probe::{
+    Look, Probed, SYSTEM_BIN_DIRS, Usable, find_in_system_dirs, must_pass, run_bounded, trusted,
+};
 use super::{EnvHandover, StatusReport, Supervision, Wrap};
 
 /// The runner's program name.
@@ -366,17 +368,6 @@ pub(super) fn locate(configured: Option<&Path>) -> Result<PathBuf, String> {
     }
 }
 
-/// How closely a rung is looked at before runs use it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Look {
-    /// Found and trusted is enough: the first real run is the probe (its
-    /// out-of-band report tells whether bwrap started the command, and a
-    /// run it did not start is safe to try on the next rung).
-    Trial,
-    /// Run the probe program (SPEC.md §5) now.
-    Probe,
-}
-
 /// Find bwrap ([`locate`]), check that it can be trusted and, for
 /// [`Look::Probe`], run the probe (SPEC.md §5) within `timeout`; then check
 /// that `init` (the launcher executable) has cordon's init mode, unless it
@@ -391,16 +382,7 @@ pub(super) fn probe(
     let trust = trusted(&runner)?;
     let ran = match look {
         Look::Probe => {
-            let mut argv = vec![runner.to_string_lossy().into_owned()];
-            argv.extend(probe_args());
-            let out = run_bounded(&argv, timeout)?;
-            if !out.success {
-                return Err(format!(
-                    "{} failed the probe: {}",
-                    runner.display(),
-                    out.first_line()
-                ));
-            }
+            must_pass(&runner, probe_args(), timeout)?;
             "ran the probe"
         }
         Look::Trial => "not probed up front (the first run is its probe)",

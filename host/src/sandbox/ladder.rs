@@ -27,11 +27,11 @@ use serde::Serialize;
 
 use crate::model::{Backend, Enforcement, SandboxPolicy};
 
-use super::bwrap::{self, Bwrap, Look};
+use super::bwrap::{self, Bwrap};
 use super::grant::{Layout, lay_out};
 use super::landlock::{self, Landlock};
 use super::namespaces::{self, Namespaces};
-use super::probe::{Probed, Usable};
+use super::probe::{Look, Probed, Usable};
 use super::seatbelt::{self, Seatbelt};
 use super::verdicts::{RungIdentity, Verdicts};
 use super::{Confine, RunnerCommand, Unavailable, Wrap};

@@ -6,7 +6,6 @@
 use std::path::{Path, PathBuf};
 
 use crate::model::{Backend, Enforcement, SandboxPolicy, Signatures, WrapFacts};
-use crate::process::{HANDOVER_FD, STATUS_FD};
 
 use super::grant::{Hidden, Layout};
 use super::launcher::{
@@ -207,7 +206,7 @@ impl Landlock {
 
     /// `launcher __landlock --status-fd 3 --env-fd 4 --parent HOST [--unshare-ipc] GRANTS -- argv`.
     pub fn wrap(&self, argv: &[String], policy: &SandboxPolicy, layout: &Layout) -> Wrap {
-        let mut full = supervised_launch(&self.launcher, launcher::SUBCOMMAND);
+        let mut full = super::supervised_launch(&self.launcher, launcher::SUBCOMMAND);
         if self.isolate_ipc {
             full.push("--unshare-ipc".into());
         }
@@ -274,23 +273,6 @@ impl Landlock {
             .handing_over(EnvHandover::LauncherFd)
             .supervised(Supervision::Launcher)
     }
-}
-
-/// The head of every argv that starts cordon's launcher as the run's
-/// supervisor: `launcher SUBCOMMAND --status-fd 3 --env-fd 4 --parent HOST`
-/// (it reports out of band, takes the command's environment over its own
-/// fd, and dies with this host).
-pub(super) fn supervised_launch(launcher: &Path, subcommand: &str) -> Vec<String> {
-    vec![
-        launcher.to_string_lossy().into_owned(),
-        subcommand.into(),
-        "--status-fd".into(),
-        STATUS_FD.to_string(),
-        "--env-fd".into(),
-        HANDOVER_FD.to_string(),
-        "--parent".into(),
-        std::process::id().to_string(),
-    ]
 }
 
 /// The executable with cordon's launcher modes — `config.launcher`, which

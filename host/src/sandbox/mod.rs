@@ -248,6 +248,23 @@ impl Supervision {
     }
 }
 
+/// The head of every argv that starts cordon's launcher as the run's
+/// supervisor: `launcher SUBCOMMAND --status-fd 3 --env-fd 4 --parent HOST`
+/// (it reports out of band, takes the command's environment over its own
+/// fd, and dies with this host).
+pub(super) fn supervised_launch(launcher: &std::path::Path, subcommand: &str) -> Vec<String> {
+    vec![
+        launcher.to_string_lossy().into_owned(),
+        subcommand.into(),
+        "--status-fd".into(),
+        process::STATUS_FD.to_string(),
+        "--env-fd".into(),
+        process::HANDOVER_FD.to_string(),
+        "--parent".into(),
+        std::process::id().to_string(),
+    ]
+}
+
 /// The environment a runner itself is spawned with when it takes the
 /// command's environment over its own channel: a fixed `PATH`, nothing a
 /// caller or a component chose (an `LD_PRELOAD` of theirs must reach only

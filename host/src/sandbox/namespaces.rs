@@ -21,11 +21,10 @@ use std::path::{Path, PathBuf};
 
 use crate::model::{Backend, Enforcement, SandboxPolicy, Signatures, WrapFacts};
 
-use super::bwrap::{self, Look};
+use super::bwrap;
 use super::grant::Layout;
-use super::landlock;
 use super::launcher::{FAILURE_EXIT, NS_PREFIX, NS_SUBCOMMAND};
-use super::probe::{Probed, Usable, run_bounded};
+use super::probe::{Look, Probed, Usable, must_pass};
 use super::{EnvHandover, StatusReport, Supervision, Wrap};
 
 /// cordon's namespace runner at the launcher executable `launcher`.
@@ -45,7 +44,7 @@ impl Namespaces {
     /// The full argv: `launcher __ns --status-fd 3 --env-fd 4 --parent PID
     /// PROFILE [NETWORK] -- argv`.
     pub fn wrap(&self, argv: &[String], policy: &SandboxPolicy, layout: &Layout) -> Wrap {
-        let mut full = landlock::supervised_launch(&self.launcher, NS_SUBCOMMAND);
+        let mut full = super::supervised_launch(&self.launcher, NS_SUBCOMMAND);
         full.extend(bwrap::profile(layout));
         let mut grant = layout.facts.clone();
         let network = bwrap::network(layout, &mut grant, true);
@@ -128,16 +127,7 @@ pub(super) fn probe(
     let ran = match (look, known) {
         (Look::Trial, true) => "not probed up front (the first run is its probe)",
         (Look::Probe, _) | (Look::Trial, false) => {
-            let mut argv = vec![launcher.to_string_lossy().into_owned()];
-            argv.extend(probe_args());
-            let out = run_bounded(&argv, timeout)?;
-            if !out.success {
-                return Err(format!(
-                    "{} failed the probe: {}",
-                    launcher.display(),
-                    out.first_line()
-                ));
-            }
+            must_pass(launcher, probe_args(), timeout)?;
             "ran the probe"
         }
     };

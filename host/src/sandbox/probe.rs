@@ -19,6 +19,37 @@ pub(super) struct Usable<T> {
 /// A probe's answer: usable, or why not.
 pub(super) type Probed<T> = Result<Usable<T>, String>;
 
+/// How closely a rung is looked at before runs use it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Look {
+    /// Found and trusted is enough: the first real run is the probe (the
+    /// runner's out-of-band report tells whether it started the command,
+    /// and a run it did not start is safe to try on the next rung).
+    Trial,
+    /// Run the probe program (SPEC.md §5) now.
+    Probe,
+}
+
+/// Run `program` with `args` as a probe within `timeout`; it must exit 0,
+/// else the error names it and the first line it printed.
+pub(super) fn must_pass(
+    program: &Path,
+    args: Vec<String>,
+    timeout: Duration,
+) -> Result<(), String> {
+    let mut argv = vec![program.to_string_lossy().into_owned()];
+    argv.extend(args);
+    let out = run_bounded(&argv, timeout)?;
+    match out.success {
+        true => Ok(()),
+        false => Err(format!(
+            "{} failed the probe: {}",
+            program.display(),
+            out.first_line()
+        )),
+    }
+}
+
 /// What a probe printed, and whether it exited 0.
 pub(super) struct ProbeOutput {
     pub success: bool,

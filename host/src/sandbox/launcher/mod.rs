@@ -421,9 +421,9 @@ fn launch(mode: Mode, request: Launch) -> ! {
             }
             #[cfg(target_os = "linux")]
             if mode == Mode::Namespaces
-                && let Err(detail) = namespaces::no_new_privileges()
+                && let Err(err) = no_new_privileges()
             {
-                fail(status.as_mut(), &detail);
+                fail(status.as_mut(), &format!("cannot set no-new-privs: {err}"));
             }
             if let Some(status) = status.as_mut() {
                 let _ = writeln!(status, "exec");
@@ -449,23 +449,12 @@ fn launch(mode: Mode, request: Launch) -> ! {
 /// command as its init.
 #[cfg(target_os = "linux")]
 fn enter_sandbox(request: &Launch) -> Result<(), String> {
-    use nix::unistd::{ForkResult, fork, getppid};
+    use nix::unistd::{ForkResult, fork};
     use std::os::fd::OwnedFd;
     let cwd = std::env::current_dir()
         .map_err(|err| format!("cannot read the working directory: {err}"))?;
     if let Some(parent) = request.parent {
-        // SAFETY: prctl with integer arguments affects this process only.
-        if unsafe { nix::libc::prctl(nix::libc::PR_SET_PDEATHSIG, nix::libc::SIGKILL, 0, 0, 0) }
-            != 0
-        {
-            return Err(format!(
-                "cannot set the parent-death signal: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        if getppid().as_raw() != parent {
-            return Err("the host went away before the command started".into());
-        }
+        supervise::die_with(parent, nix::libc::SIGKILL)?;
     }
     namespaces::enter(&request.plan)?;
     let set = supervise::watched();
@@ -482,9 +471,7 @@ fn enter_sandbox(request: &Launch) -> Result<(), String> {
         }
         Ok(ForkResult::Child) => {
             drop(alive);
-            // SAFETY: as above.
-            if unsafe { nix::libc::prctl(nix::libc::PR_SET_PDEATHSIG, nix::libc::SIGKILL, 0, 0, 0) }
-                != 0
+            if supervise::parent_death(nix::libc::SIGKILL).is_err()
                 || !namespaces::launcher_alive(&watch)
             {
                 std::process::exit(FAILURE_EXIT);
@@ -492,6 +479,17 @@ fn enter_sandbox(request: &Launch) -> Result<(), String> {
             drop(watch);
             namespaces::build(&request.plan, &cwd)
         }
+    }
+}
+
+/// Set no-new-privs: nothing this process execs gains privileges (no
+/// setuid, no file capabilities); a seccomp filter needs it too.
+#[cfg(target_os = "linux")]
+fn no_new_privileges() -> std::io::Result<()> {
+    // SAFETY: prctl with constant arguments affects this process only.
+    match unsafe { nix::libc::prctl(nix::libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
     }
 }
 

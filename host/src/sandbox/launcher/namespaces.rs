@@ -603,16 +603,6 @@ fn loopback_up() -> Result<(), String> {
     Ok(())
 }
 
-/// Set `PR_SET_NO_NEW_PRIVS`: nothing the command execs gains privileges
-/// (no setuid, no file capabilities).
-pub fn no_new_privileges() -> Result<(), String> {
-    // SAFETY: prctl with integer arguments affects this process only.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-        return Err(os_error("cannot set no_new_privs".into()));
-    }
-    Ok(())
-}
-
 /// The launcher's half after pid 1 is forked: relay the host's signals to
 /// it and end as it ended. `alive` is the pipe end pid 1 watches: it is
 /// closed only when this process dies.
@@ -625,7 +615,7 @@ pub fn relay(pid1: i32, set: &nix::sys::signal::SigSet, alive: OwnedFd) -> ! {
         match waitpid(child, Some(nix::sys::wait::WaitPidFlag::WNOHANG)) {
             Ok(WaitStatus::Exited(_, code)) => {
                 drop(alive);
-                std::process::exit(code)
+                super::supervise::end_as(super::Ended::Exited(code))
             }
             Ok(WaitStatus::Signaled(_, signal, _)) => {
                 drop(alive);
@@ -634,13 +624,8 @@ pub fn relay(pid1: i32, set: &nix::sys::signal::SigSet, alive: OwnedFd) -> ! {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(_) => std::process::exit(super::FAILURE_EXIT),
         }
-        let timeout = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 200_000_000,
-        };
-        // SAFETY: sigtimedwait reads the set and the timeout we own.
-        let signal = unsafe { libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &timeout) };
-        if let Ok(signal) = Signal::try_from(signal)
+        if let Some(signal) = super::supervise::wait_signal(set)
+            && let Ok(signal) = Signal::try_from(signal)
             && signal != Signal::SIGCHLD
         {
             let _ = kill(child, signal);

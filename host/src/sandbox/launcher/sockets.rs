@@ -138,13 +138,8 @@ pub(super) fn filter(allowed: &[Allowed]) -> Result<BpfProgram, String> {
 /// Needs no-new-privs: bwrap sets it for everything inside, and the
 /// Landlock restriction sets it for the launcher's child.
 pub(super) fn allow_only(allowed: &[Allowed]) -> Result<(), String> {
-    // SAFETY: prctl with constant arguments.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-        return Err(format!(
-            "socket filter: cannot set no-new-privs: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
+    super::no_new_privileges()
+        .map_err(|err| format!("socket filter: cannot set no-new-privs: {err}"))?;
     let program = filter(allowed)?;
     seccompiler::apply_filter(&program).map_err(|err| format!("socket filter: {err}"))
 }

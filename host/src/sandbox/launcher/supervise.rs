@@ -115,21 +115,10 @@ pub fn run(
                 &format!("cannot become a subreaper: {err}"),
             );
         }
-        if let Some(parent) = supervision.parent {
-            // SAFETY: as above.
-            if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGHUP, 0, 0, 0) } != 0 {
-                let err = std::io::Error::last_os_error();
-                fail(
-                    status.as_mut(),
-                    &format!("cannot set the parent-death signal: {err}"),
-                );
-            }
-            if getppid().as_raw() != parent {
-                fail(
-                    status.as_mut(),
-                    "the host went away before the command started",
-                );
-            }
+        if let Some(parent) = supervision.parent
+            && let Err(detail) = die_with(parent, libc::SIGHUP)
+        {
+            fail(status.as_mut(), &detail);
         }
     }
     // Not dumpable, from before the fork: a command running as the same
@@ -154,10 +143,7 @@ pub fn run(
             // Should the supervisor itself be killed, the command dies
             // with it rather than run on unsupervised.
             #[cfg(target_os = "linux")]
-            // SAFETY: prctl with integer arguments affects this process only.
-            unsafe {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-            }
+            let _ = parent_death(libc::SIGKILL);
             if getppid().as_raw() != supervisor {
                 std::process::exit(super::FAILURE_EXIT);
             }
@@ -229,10 +215,31 @@ fn reap(leader: Pid, ended: &mut Option<Ended>) -> Reaped {
     }
 }
 
+/// Have the kernel send `signal` to this process when its parent dies.
+#[cfg(target_os = "linux")]
+pub(super) fn parent_death(signal: i32) -> std::io::Result<()> {
+    // SAFETY: prctl with integer arguments affects this process only.
+    match unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, signal, 0, 0, 0) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
+/// Die of `signal` with `parent` (the host), and refuse to go on if it is
+/// gone already (then the parent-death signal came too early to arrive).
+#[cfg(target_os = "linux")]
+pub(super) fn die_with(parent: i32, signal: i32) -> Result<(), String> {
+    parent_death(signal).map_err(|err| format!("cannot set the parent-death signal: {err}"))?;
+    if getppid().as_raw() != parent {
+        return Err("the host went away before the command started".into());
+    }
+    Ok(())
+}
+
 /// Wait for one of the watched signals, for at most a short while (so a
 /// missed `SIGCHLD` costs a poll, never a hang).
 #[cfg(target_os = "linux")]
-fn wait_signal(set: &SigSet) -> Option<i32> {
+pub(super) fn wait_signal(set: &SigSet) -> Option<i32> {
     let timeout = libc::timespec {
         tv_sec: 0,
         tv_nsec: 200_000_000,

@@ -825,3 +825,28 @@ fn a_confined_command_has_no_capability_even_as_root_under_every_backend() {
         );
     }
 }
+
+#[test]
+fn a_command_cannot_open_its_supervisors_fds_or_environment_under_every_backend() {
+    // cordon's supervisor (pid 1 under the namespace runner, the init under
+    // bwrap, the launcher under Landlock) is the command's parent and holds
+    // the status pipe; it is not dumpable, from before it forks, so even a
+    // command of the same user gets nothing of it through /proc.
+    let ws = workspace();
+    for (backend, _) in
+        backends("a_command_cannot_open_its_supervisors_fds_or_environment_under_every_backend")
+    {
+        let (code, result) = run_json(
+            ws.path(),
+            backend,
+            "ls /proc/self/fd > /dev/null && echo own:ok; \
+             ls -l /proc/$PPID/fd > /dev/null 2>&1 && echo fds:open || echo fds:closed; \
+             cat /proc/$PPID/environ > /dev/null 2>&1 && echo env:read || echo env:denied",
+        );
+        assert_eq!(code, 0, "{backend:?}: {result}");
+        assert_eq!(
+            result["stdout"]["text"], "own:ok\nfds:closed\nenv:denied\n",
+            "{backend:?}: {result}"
+        );
+    }
+}

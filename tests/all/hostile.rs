@@ -156,6 +156,29 @@ confined_case!(
     "enforcement"
 );
 
+/// A run's `resolve` and `plan` share one instance (so `plan` sees what
+/// `resolve` left in it), and nothing survives into the next run: the
+/// fixture counts the calls its instance served.
+#[tokio::test]
+async fn resolve_and_plan_share_an_instance_and_no_run_sees_another_runs() {
+    if !bwrap_usable("resolve_and_plan_share_an_instance_and_no_run_sees_another_runs") {
+        return;
+    }
+    let ws = workspace();
+    let host = hostile_host(ws.path());
+    for run in 1..=3 {
+        let result = host
+            .run(ExecRequest::new("count-calls"))
+            .await
+            .expect("runs");
+        assert_eq!(
+            result.stdout.text, "calls=2\n",
+            "run {run}: plan is the second call of the instance that resolved, and the first \
+             run's calls are gone"
+        );
+    }
+}
+
 #[test]
 fn the_cli_reports_a_policy_failure_with_its_own_exit_code() {
     let ws = workspace();

@@ -124,14 +124,13 @@ impl ResourceLimiter for CallLimiter {
 }
 
 /// A fresh, deny-all WASI context: no preopens, no environment, no
-/// arguments, no stdio, no network.
+/// arguments, no stdio, no network. wasmtime-wasi's defaults are exactly
+/// that (sockets and name lookups denied, stdio closed), and a component
+/// importing `wasi:filesystem` or `wasi:sockets` is refused at load anyway
+/// (`world.rs`). `WasiCtx::default` builds it once; the builder builds its
+/// defaults twice (random state included), in every call.
 fn deny_all_wasi() -> WasiCtx {
-    let mut builder = WasiCtx::builder();
-    builder
-        .allow_tcp(false)
-        .allow_udp(false)
-        .allow_ip_name_lookup(false);
-    builder.build()
+    WasiCtx::default()
 }
 
 /// Why a call produced nothing: one bounded line.
@@ -189,10 +188,17 @@ pub(super) fn bounded<R: Send + 'static>(
 ) -> Result<R, CallFailure> {
     let engine = engine.clone();
     let limits = limits.clone();
-    let job = move || -> Result<R, CallFailure> {
+    off_runtime(move || {
         let mut store = fresh_store(&engine, &limits, confiner);
         f(&mut store).map_err(|err| failure(&err, &store))
-    };
+    })
+}
+
+/// Run `job` here, or on the policy thread when called from inside a tokio
+/// runtime (see [`bounded`]).
+pub(super) fn off_runtime<R: Send + 'static>(
+    job: impl FnOnce() -> Result<R, CallFailure> + Send + 'static,
+) -> Result<R, CallFailure> {
     if tokio::runtime::Handle::try_current().is_ok() {
         policy_thread::run(job).unwrap_or_else(|| {
             Err(CallFailure(

@@ -18,7 +18,9 @@
 //!
 //! The component is compiled once and linked once per [`Policy`]; each call
 //! gets a fresh store and instance (a few µs), which is what makes
-//! components stateless between calls.
+//! components stateless between calls — except that a run's `resolve` and
+//! `plan` share one ([`Policy::begin`]): one instance less per run, and
+//! still nothing carried from one run to the next.
 
 pub mod cache;
 mod call;
@@ -199,7 +201,7 @@ pub struct Connector {
     limits: Limits,
     binding: Binding,
     spec: ExecSpec,
-    live: std::sync::Mutex<Option<(Store<StoreState>, v0_2_0::Instance)>>,
+    live: std::sync::Mutex<Option<(Store<StoreState>, v0_2_0::Connecting)>>,
 }
 
 impl Connector {
@@ -220,7 +222,7 @@ impl Connector {
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         if live.is_none() {
             let mut store = call::fresh_store(&self.engine, &self.limits, None);
-            let instance = match binding.instance(&mut store, &self.spec) {
+            let instance = match binding.connecting(&mut store, &self.spec) {
                 Ok(Ok(instance)) => instance,
                 Ok(Err(reason)) => return Err(RunError::InvalidRequest(reason)),
                 Err(err) => return Err(failed(call::failure(&err, &store).0)),
@@ -288,27 +290,12 @@ impl Binding {
         }
     }
 
-    fn resolve(
-        &self,
-        store: &mut Store<StoreState>,
-        request: &ExecRequest,
-        deployment: &Deployment,
-    ) -> wasmtime::Result<Result<Decision, RunError>> {
-        match self {
-            Binding::V0_2_0(binding) => binding.resolve(store, request, deployment),
-            Binding::V0_1_0(binding) => binding.resolve(store, request, deployment),
-        }
-    }
-
-    fn plan(
-        &self,
-        store: &mut Store<StoreState>,
-        spec: &ExecSpec,
-    ) -> wasmtime::Result<Result<Launch, RunError>> {
-        match self {
-            Binding::V0_2_0(binding) => binding.plan(store, spec),
-            Binding::V0_1_0(binding) => binding.plan(store, spec),
-        }
+    /// A fresh instance in `store`.
+    fn instantiate(&self, store: &mut Store<StoreState>) -> wasmtime::Result<Instance> {
+        Ok(match self {
+            Binding::V0_2_0(binding) => Instance::V0_2_0(binding.instantiate(store)?),
+            Binding::V0_1_0(binding) => Instance::V0_1_0(binding.instantiate(store)?),
+        })
     }
 
     /// `connect`; a `0.1.0` component has none, so the host answers from
@@ -337,6 +324,70 @@ impl Binding {
             Binding::V0_2_0(binding) => binding.settle(store, spec, facts, outcome),
             Binding::V0_1_0(binding) => binding.settle(store, spec, facts, outcome),
         }
+    }
+}
+
+/// One instance of a loaded component, in the binding layer of its world.
+enum Instance {
+    V0_2_0(v0_2_0::Instance),
+    V0_1_0(v0_1_0::Instance),
+}
+
+impl Instance {
+    fn resolve(
+        &self,
+        store: &mut Store<StoreState>,
+        request: &ExecRequest,
+        deployment: &Deployment,
+    ) -> wasmtime::Result<Result<Decision, RunError>> {
+        match self {
+            Instance::V0_2_0(instance) => instance.resolve(store, request, deployment),
+            Instance::V0_1_0(instance) => instance.resolve(store, request, deployment),
+        }
+    }
+
+    fn plan(
+        &self,
+        store: &mut Store<StoreState>,
+        spec: &ExecSpec,
+    ) -> wasmtime::Result<Result<Launch, RunError>> {
+        match self {
+            Instance::V0_2_0(instance) => instance.plan(store, spec),
+            Instance::V0_1_0(instance) => instance.plan(store, spec),
+        }
+    }
+}
+
+/// A run's `resolve` done, its `plan` still to come on the same instance
+/// (see [`Policy::begin`]).
+pub struct Preparation {
+    store: Store<StoreState>,
+    instance: Instance,
+    limits: Limits,
+}
+
+impl Preparation {
+    /// `plan` on the instance that resolved: the launch for `spec` (the
+    /// resolved spec as the host checked it), confined through `confiner`,
+    /// under a whole call's deadline of its own.
+    pub fn plan(self, spec: &ExecSpec, confiner: Arc<dyn Confine>) -> Result<Launch, RunError> {
+        let spec = spec.clone();
+        let Preparation {
+            mut store,
+            instance,
+            limits,
+        } = self;
+        call::off_runtime(move || {
+            call::rearm(&mut store, &limits);
+            store.data_mut().confiner = Some(confiner);
+            instance
+                .plan(&mut store, &spec)
+                .map_err(|err| call::failure(&err, &store))
+        })
+        .map_err(|failure| RunError::PolicyFailed {
+            phase: Phase::Plan,
+            reason: failure.0,
+        })?
     }
 }
 
@@ -427,17 +478,58 @@ impl Policy {
         request: &ExecRequest,
         deployment: &Deployment,
     ) -> Result<Decision, RunError> {
-        let (request, deployment) = (request.clone(), deployment.clone());
-        self.call(Phase::Resolve, None, move |store, binding| {
-            binding.resolve(store, &request, &deployment)
-        })
+        self.begin(request, deployment)
+            .map(|(decision, _)| decision)
     }
 
-    /// `plan`: the launch for `spec`, confined through `confiner`.
+    /// `resolve`, keeping its instance for the run's [`Preparation::plan`]:
+    /// the two calls of one run's preparation share an instance (each
+    /// with its own deadline), so a run costs one instance less; no two
+    /// runs share one, and `settle` always gets a fresh one.
+    pub fn begin(
+        &self,
+        request: &ExecRequest,
+        deployment: &Deployment,
+    ) -> Result<(Decision, Preparation), RunError> {
+        let (request, deployment) = (request.clone(), deployment.clone());
+        let (engine, limits, binding) = (
+            self.engine.clone(),
+            self.limits.clone(),
+            self.binding.clone(),
+        );
+        let failed = |failure: call::CallFailure| RunError::PolicyFailed {
+            phase: Phase::Resolve,
+            reason: failure.0,
+        };
+        let (decision, preparation) = call::off_runtime(move || {
+            let mut store = call::fresh_store(&engine, &limits, None);
+            let resolved = binding
+                .instantiate(&mut store)
+                .and_then(|instance| {
+                    let decision = instance.resolve(&mut store, &request, &deployment)?;
+                    Ok((decision, instance))
+                })
+                .map_err(|err| call::failure(&err, &store))?;
+            let (decision, instance) = resolved;
+            Ok((
+                decision,
+                Preparation {
+                    store,
+                    instance,
+                    limits,
+                },
+            ))
+        })
+        .map_err(failed)?;
+        Ok((decision?, preparation))
+    }
+
+    /// `plan`: the launch for `spec`, confined through `confiner`, in a
+    /// fresh instance (a run plans through [`Preparation::plan`]).
     pub fn plan(&self, spec: &ExecSpec, confiner: Arc<dyn Confine>) -> Result<Launch, RunError> {
         let spec = spec.clone();
         self.call(Phase::Plan, Some(confiner), move |store, binding| {
-            binding.plan(store, &spec)
+            binding.instantiate(store)?.plan(store, &spec)
         })
     }
 

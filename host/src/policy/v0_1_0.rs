@@ -64,6 +64,41 @@ impl Binding {
         Ok(info.into())
     }
 
+    /// A fresh instance in `store`, for the calls of one run's
+    /// preparation (`resolve`, then `plan`).
+    pub(super) fn instantiate(&self, store: &mut Store<StoreState>) -> wasmtime::Result<Instance> {
+        Ok(Instance(self.pre.instantiate(&mut *store)?))
+    }
+
+    /// `settle`.
+    pub(super) fn settle(
+        &self,
+        store: &mut Store<StoreState>,
+        spec: &ExecSpec,
+        facts: &LaunchFacts,
+        outcome: &Outcome,
+    ) -> wasmtime::Result<Result<Option<SandboxFacts>, RunError>> {
+        let spec = match wit::ExecSpec::try_from(spec) {
+            Ok(spec) => spec,
+            Err(reason) => return Ok(Err(RunError::InvalidRequest(reason))),
+        };
+        let facts: wit::LaunchFacts = facts.clone().into();
+        let outcome: wit::Outcome = outcome.clone().into();
+        let bindings = self.pre.instantiate(&mut *store)?;
+        let stamped = bindings
+            .cordon_sandbox_executor()
+            .call_settle(store, &spec, &facts, &outcome)?;
+        Ok(stamped
+            .map(|facts| facts.map(Into::into))
+            .map_err(Into::into))
+    }
+}
+
+/// One instance of a component: the host keeps a run's `resolve` instance
+/// for its `plan`; runs never share one.
+pub(super) struct Instance(ExecutorPolicy);
+
+impl Instance {
     /// `resolve`. The outer error is the call's failure; the inner one
     /// the request's (a path that is not UTF-8) or the component's answer.
     /// A `0.1.0` component always allows, and cannot name the grant beyond
@@ -81,8 +116,8 @@ impl Binding {
             Ok(converted) => converted,
             Err(reason) => return Ok(Err(RunError::InvalidRequest(reason))),
         };
-        let bindings = self.pre.instantiate(&mut *store)?;
-        let spec = bindings
+        let spec = self
+            .0
             .cordon_sandbox_executor()
             .call_resolve(store, &request, &deployment)?;
         Ok(spec
@@ -109,8 +144,8 @@ impl Binding {
             Ok(spec) => spec,
             Err(reason) => return Ok(Err(RunError::InvalidRequest(reason))),
         };
-        let bindings = self.pre.instantiate(&mut *store)?;
-        let launch = match bindings
+        let launch = match self
+            .0
             .cordon_sandbox_executor()
             .call_plan(&mut *store, &spec)?
         {
@@ -128,29 +163,6 @@ impl Binding {
                 }),
             },
         })
-    }
-
-    /// `settle`.
-    pub(super) fn settle(
-        &self,
-        store: &mut Store<StoreState>,
-        spec: &ExecSpec,
-        facts: &LaunchFacts,
-        outcome: &Outcome,
-    ) -> wasmtime::Result<Result<Option<SandboxFacts>, RunError>> {
-        let spec = match wit::ExecSpec::try_from(spec) {
-            Ok(spec) => spec,
-            Err(reason) => return Ok(Err(RunError::InvalidRequest(reason))),
-        };
-        let facts: wit::LaunchFacts = facts.clone().into();
-        let outcome: wit::Outcome = outcome.clone().into();
-        let bindings = self.pre.instantiate(&mut *store)?;
-        let stamped = bindings
-            .cordon_sandbox_executor()
-            .call_settle(store, &spec, &facts, &outcome)?;
-        Ok(stamped
-            .map(|facts| facts.map(Into::into))
-            .map_err(Into::into))
     }
 }
 

@@ -113,71 +113,24 @@ impl Binding {
             .call_validate_settings(store, settings)
     }
 
-    /// `resolve`. The outer error is the call's failure; the inner one
-    /// the request's (a path that is not UTF-8) or the component's answer.
-    pub(super) fn resolve(
-        &self,
-        store: &mut Store<StoreState>,
-        request: &ExecRequest,
-        deployment: &Deployment,
-    ) -> wasmtime::Result<Result<Decision, RunError>> {
-        let converted = wit::ExecRequest::try_from(request)
-            .and_then(|request| Ok((request, wit::Deployment::try_from(deployment)?)));
-        let (request, deployment) = match converted {
-            Ok(converted) => converted,
-            Err(reason) => return Ok(Err(RunError::InvalidRequest(reason))),
-        };
-        let bindings = self.pre.instantiate(&mut *store)?;
-        let decision =
-            bindings
-                .cordon_sandbox_executor()
-                .call_resolve(store, &request, &deployment)?;
-        Ok(decision.map(Into::into).map_err(Into::into))
-    }
-
-    /// `plan`: a confined launch is the wrap the host issued in this store.
-    pub(super) fn plan(
-        &self,
-        store: &mut Store<StoreState>,
-        spec: &ExecSpec,
-    ) -> wasmtime::Result<Result<Launch, RunError>> {
-        let spec = match wit::ExecSpec::try_from(spec) {
-            Ok(spec) => spec,
-            Err(reason) => return Ok(Err(RunError::InvalidRequest(reason))),
-        };
-        let bindings = self.pre.instantiate(&mut *store)?;
-        let launch = match bindings
-            .cordon_sandbox_executor()
-            .call_plan(&mut *store, &spec)?
-        {
-            Ok(launch) => launch,
-            Err(error) => return Ok(Err(error.into())),
-        };
-        Ok(match launch {
-            WitLaunch::Unconfined(argv) => Ok(Launch::Unconfined(argv)),
-            // A handle this store did not issue fails here.
-            WitLaunch::Confined(handle) => match store.data_mut().table.delete(handle) {
-                Ok(wrap) => Ok(Launch::Confined(Box::new(wrap))),
-                Err(err) => Err(RunError::PolicyFailed {
-                    phase: Phase::Plan,
-                    reason: format!("returned a confinement the host did not issue: {err}"),
-                }),
-            },
-        })
+    /// A fresh instance in `store`, for the calls of one run's
+    /// preparation (`resolve`, then `plan`).
+    pub(super) fn instantiate(&self, store: &mut Store<StoreState>) -> wasmtime::Result<Instance> {
+        Ok(Instance(self.pre.instantiate(&mut *store)?))
     }
 
     /// An instance kept for many `connect` calls of one run.
-    pub(super) fn instance(
+    pub(super) fn connecting(
         &self,
         store: &mut Store<StoreState>,
         spec: &ExecSpec,
-    ) -> wasmtime::Result<Result<Instance, String>> {
+    ) -> wasmtime::Result<Result<Connecting, String>> {
         let spec = match wit::ExecSpec::try_from(spec) {
             Ok(spec) => spec,
             Err(reason) => return Ok(Err(reason)),
         };
         let bindings = self.pre.instantiate(&mut *store)?;
-        Ok(Ok(Instance { bindings, spec }))
+        Ok(Ok(Connecting { bindings, spec }))
     }
 
     /// `connect`: the component's answer for one connection.
@@ -188,7 +141,7 @@ impl Binding {
         host: &str,
         port: u16,
     ) -> wasmtime::Result<Result<Result<(), String>, RunError>> {
-        Ok(match self.instance(store, spec)? {
+        Ok(match self.connecting(store, spec)? {
             Ok(instance) => Ok(instance.connect(store, host, port)?),
             Err(reason) => Err(RunError::InvalidRequest(reason)),
         })
@@ -218,13 +171,71 @@ impl Binding {
     }
 }
 
+/// One instance of a component: the host keeps a run's `resolve` instance
+/// for its `plan`, so a run costs one instance less; runs never share one.
+pub(super) struct Instance(ExecutorPolicy);
+
+impl Instance {
+    /// `resolve`. The outer error is the call's failure; the inner one
+    /// the request's (a path that is not UTF-8) or the component's answer.
+    pub(super) fn resolve(
+        &self,
+        store: &mut Store<StoreState>,
+        request: &ExecRequest,
+        deployment: &Deployment,
+    ) -> wasmtime::Result<Result<Decision, RunError>> {
+        let converted = wit::ExecRequest::try_from(request)
+            .and_then(|request| Ok((request, wit::Deployment::try_from(deployment)?)));
+        let (request, deployment) = match converted {
+            Ok(converted) => converted,
+            Err(reason) => return Ok(Err(RunError::InvalidRequest(reason))),
+        };
+        let decision =
+            self.0
+                .cordon_sandbox_executor()
+                .call_resolve(store, &request, &deployment)?;
+        Ok(decision.map(Into::into).map_err(Into::into))
+    }
+
+    /// `plan`: a confined launch is the wrap the host issued in this store.
+    pub(super) fn plan(
+        &self,
+        store: &mut Store<StoreState>,
+        spec: &ExecSpec,
+    ) -> wasmtime::Result<Result<Launch, RunError>> {
+        let spec = match wit::ExecSpec::try_from(spec) {
+            Ok(spec) => spec,
+            Err(reason) => return Ok(Err(RunError::InvalidRequest(reason))),
+        };
+        let launch = match self
+            .0
+            .cordon_sandbox_executor()
+            .call_plan(&mut *store, &spec)?
+        {
+            Ok(launch) => launch,
+            Err(error) => return Ok(Err(error.into())),
+        };
+        Ok(match launch {
+            WitLaunch::Unconfined(argv) => Ok(Launch::Unconfined(argv)),
+            // A handle this store did not issue fails here.
+            WitLaunch::Confined(handle) => match store.data_mut().table.delete(handle) {
+                Ok(wrap) => Ok(Launch::Confined(Box::new(wrap))),
+                Err(err) => Err(RunError::PolicyFailed {
+                    phase: Phase::Plan,
+                    reason: format!("returned a confinement the host did not issue: {err}"),
+                }),
+            },
+        })
+    }
+}
+
 /// One instance of a component, and the spec it decides connections for.
-pub(super) struct Instance {
+pub(super) struct Connecting {
     bindings: ExecutorPolicy,
     spec: wit::ExecSpec,
 }
 
-impl Instance {
+impl Connecting {
     /// `connect` on this instance.
     pub(super) fn connect(
         &self,

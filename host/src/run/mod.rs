@@ -437,7 +437,9 @@ fn prepare(cx: &RunContext, request: ExecRequest, verify: bool) -> Result<Prepar
     checks::request_within_ceiling(&request, ceiling)?;
     checks::request_size(&request)?;
     let run_limits = checks::limits(request.limits.as_ref(), &cx.deployment.limits)?;
-    let mut spec = match cx.policy.resolve(&request, &cx.deployment)? {
+    // `plan` runs on the instance that resolved (one instance less a run).
+    let (decision, preparation) = cx.policy.begin(&request, &cx.deployment)?;
+    let mut spec = match decision {
         Decision::Allow(spec) => spec,
         Decision::Deny(reason) => return Err(RunError::Denied { reason }),
         Decision::Ask { reason, policy } => return Err(approval(cx, &request, reason, policy)),
@@ -461,7 +463,7 @@ fn prepare(cx: &RunContext, request: ExecRequest, verify: bool) -> Result<Prepar
             false => cx.confiner.prepare(),
         }
     }
-    let accepted = checks::launch(cx.policy.plan(&spec, cx.confiner.clone())?, &spec)?;
+    let accepted = checks::launch(preparation.plan(&spec, cx.confiner.clone())?, &spec)?;
     // Without a cgroup, cordon's launcher sets the fallback rlimits.
     let launcher_limits = cx.cgroups.is_none() && accepted.handover.reaches_launcher();
     let launcher_vars = match launcher_limits {

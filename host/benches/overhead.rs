@@ -400,6 +400,32 @@ fn main() {
             }),
             flood_rounds,
         ));
+        // The peers, installed by support/peers.sh when missing, each with
+        // its own defaults (both read-only for the file tree).
+        for (name, version, path) in peers() {
+            let (label, args, wanted) = match name.as_str() {
+                "codex" => (
+                    format!("`codex sandbox -- bash -c true` (peer: codex-cli {version})"),
+                    &["sandbox", "--", "bash", "-c", "true"][..],
+                    rounds,
+                ),
+                _ => (
+                    format!("`srt -c true` (peer: sandbox-runtime {version})"),
+                    &["-c", "true"][..],
+                    flood_rounds,
+                ),
+            };
+            let argv: Vec<String> = std::iter::once(path)
+                .chain(args.iter().map(|arg| arg.to_string()))
+                .collect();
+            cases.push((
+                // A case's name lives as long as the bench: leaking the
+                // two formatted labels keeps `Case` borrowing plain `&str`.
+                label.leak(),
+                Box::new(move || direct(&argv.iter().map(String::as_str).collect::<Vec<_>>())),
+                wanted,
+            ));
+        }
     } else {
         eprintln!("SKIPPED bwrap cases: bwrap not found on PATH");
     }
@@ -701,6 +727,47 @@ fn launcher_true(cordon: &str, flags: &[&str]) {
     argv.extend_from_slice(flags);
     argv.extend(["--ro", "/", "--rw", "/dev/null", "--", "bash", "-c", "true"]);
     direct(&argv);
+}
+
+/// The peers support/peers.sh installed (or found): `(name, version,
+/// path)` each; none, loudly, when it cannot (no npm, no registry) or when
+/// `CORDON_BENCH_PEERS=0`.
+fn peers() -> Vec<(String, String, String)> {
+    if std::env::var("CORDON_BENCH_PEERS").as_deref() == Ok("0") {
+        eprintln!("SKIPPED the peers: CORDON_BENCH_PEERS=0");
+        return vec![];
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/support/peers.sh");
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("../bench-peers");
+    let output = Command::new("bash")
+        .arg(script)
+        .arg(&dir)
+        .stderr(Stdio::inherit())
+        .output();
+    let found: Vec<(String, String, String)> = match output {
+        Ok(output) if output.status.success() => String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter_map(|line| {
+                let mut fields = line.splitn(3, ' ');
+                let (name, version, path) = (fields.next()?, fields.next()?, fields.next()?);
+                Some((name.to_owned(), version.to_owned(), path.to_owned()))
+            })
+            .collect(),
+        Ok(output) => {
+            eprintln!("SKIPPED the peers: {script} exited with {}", output.status);
+            vec![]
+        }
+        Err(err) => {
+            eprintln!("SKIPPED the peers: cannot run {script}: {err}");
+            vec![]
+        }
+    };
+    for peer in ["codex", "srt"] {
+        if !found.iter().any(|(name, _, _)| name == peer) {
+            eprintln!("SKIPPED the peer {peer}: not installed (see {script})");
+        }
+    }
+    found
 }
 
 fn direct(argv: &[&str]) {

@@ -216,3 +216,221 @@ fn nothing_the_runner_mounts_reaches_the_host_while_it_runs() {
     );
     assert_eq!(host_mounts(ws.path()), before);
 }
+
+/// A runner started ahead of its command (`--await-fd`): the sandbox is
+/// built first, the command comes later over the fd.
+struct Waiting {
+    child: std::process::Child,
+    command: Option<std::fs::File>,
+}
+
+impl Waiting {
+    /// Start `__ns --await-fd 3 PROFILE... --` in `cwd`.
+    fn start(cwd: &std::path::Path, profile: &[&str]) -> Waiting {
+        use std::os::unix::process::CommandExt;
+        // Close-on-exec both ends: no other child (tests run side by side)
+        // may hold the write end open; dup2 clears it on fd 3.
+        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        // Above fd 3, so the dup2 below always clears close-on-exec.
+        let read = nix::fcntl::fcntl(&read, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(10)).unwrap();
+        let mut command = cordon();
+        command
+            .current_dir(cwd)
+            .arg("__ns")
+            .args(["--await-fd", "3"])
+            .args(profile)
+            .arg("--")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        // SAFETY: dup2 is async-signal-safe.
+        unsafe {
+            command.pre_exec(move || {
+                if nix::libc::dup2(read, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = command.spawn().unwrap();
+        nix::unistd::close(read).unwrap();
+        Waiting {
+            child,
+            command: Some(std::fs::File::from(write)),
+        }
+    }
+
+    /// Hand it `argv` to run in `workdir` with `env`, and wait for its end.
+    fn run(
+        mut self,
+        workdir: &std::path::Path,
+        argv: &[&str],
+        env: &[(&str, &str)],
+    ) -> std::process::Output {
+        use std::io::Write;
+        let os = std::ffi::OsString::from;
+        let message = cordon::sandbox::launcher::namespaces::Command {
+            workdir: workdir.to_owned(),
+            argv: argv.iter().map(os).collect(),
+            env: env.iter().map(|(k, v)| (os(k), os(v))).collect(),
+        };
+        let mut pipe = self.command.take().unwrap();
+        pipe.write_all(&message.encode()).unwrap();
+        drop(pipe);
+        self.child.wait_with_output().unwrap()
+    }
+}
+
+/// The protected-`.git` profile of a writable workspace.
+fn guarded(root: &str, git: &str) -> Vec<String> {
+    [
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+        "--bind",
+        root,
+        root,
+        "--ro-bind",
+        git,
+        git,
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+#[test]
+fn a_runner_started_ahead_runs_the_command_it_is_handed_later() {
+    if !namespaces_usable("a_runner_started_ahead_runs_the_command_it_is_handed_later") {
+        return;
+    }
+    let ws = workspace();
+    let root = ws.path().to_str().unwrap().to_owned();
+    let git = format!("{root}/.git");
+    std::fs::create_dir_all(format!("{root}/sub")).unwrap();
+    std::fs::create_dir(&git).unwrap();
+    let profile = guarded(&root, &git);
+    let waiting = Waiting::start(
+        ws.path(),
+        &profile.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    // The sandbox is built before the command comes.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let output = waiting.run(
+        &ws.path().join("sub"),
+        &[
+            "sh",
+            "-c",
+            "pwd; echo \"$FOO\"; touch ../made; touch ../.git/planted || echo git-read-only",
+        ],
+        &[("FOO", "handed later"), ("PATH", "/usr/bin:/bin")],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        format!("{root}/sub\nhanded later\ngit-read-only\n")
+    );
+    assert!(
+        ws.path().join("made").exists(),
+        "the writable root is writable"
+    );
+    assert!(
+        !ws.path().join(".git/planted").exists(),
+        "the protected path stayed read-only"
+    );
+}
+
+#[test]
+fn a_runner_whose_view_changed_while_it_waited_runs_nothing() {
+    if !namespaces_usable("a_runner_whose_view_changed_while_it_waited_runs_nothing") {
+        return;
+    }
+    let ws = workspace();
+    let root = ws.path().to_str().unwrap().to_owned();
+    let git = format!("{root}/.git");
+    std::fs::create_dir(&git).unwrap();
+    let profile = guarded(&root, &git);
+    let waiting = Waiting::start(
+        ws.path(),
+        &profile.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    // On the host, while it waits: the covered `.git` moves away (its
+    // cover goes with it) and a new, uncovered one takes its place.
+    std::fs::rename(&git, format!("{root}/.git-old")).unwrap();
+    std::fs::create_dir(&git).unwrap();
+    let output = waiting.run(
+        ws.path(),
+        &["sh", "-c", "touch .git/planted; touch ran"],
+        &[("PATH", "/usr/bin:/bin")],
+    );
+    assert_eq!(output.status.code(), Some(125), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("cordon-ns: ")
+            && stderr(&output).contains("changed while the runner waited"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        !ws.path().join(".git/planted").exists(),
+        "planted in the new .git"
+    );
+    assert!(!ws.path().join(".git-old/planted").exists());
+    assert!(!ws.path().join("ran").exists(), "the command ran");
+}
+
+#[test]
+fn a_runner_let_go_without_a_command_runs_nothing() {
+    if !namespaces_usable("a_runner_let_go_without_a_command_runs_nothing") {
+        return;
+    }
+    let ws = workspace();
+    let mut waiting = Waiting::start(ws.path(), &["--ro-bind", "/", "/", "--proc", "/proc"]);
+    drop(waiting.command.take());
+    let output = waiting.child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(125));
+    assert!(
+        stderr(&output).contains("no command came"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn a_runner_that_awaits_its_command_takes_none_after_the_separator() {
+    for (args, says) in [
+        (
+            &["--await-fd", "3", "--ro-bind", "/", "/", "--", "true"][..],
+            "comes over that fd",
+        ),
+        (
+            &[
+                "--await-fd",
+                "3",
+                "--env-fd",
+                "4",
+                "--ro-bind",
+                "/",
+                "/",
+                "--",
+            ][..],
+            "not --env-fd",
+        ),
+        (
+            &["--await-fd", "1", "--ro-bind", "/", "/", "--"][..],
+            "above 2",
+        ),
+    ] {
+        let output = runner(args);
+        assert_eq!(output.status.code(), Some(125), "{args:?}");
+        assert!(
+            stderr(&output).contains(says),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+}

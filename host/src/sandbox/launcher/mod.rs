@@ -12,7 +12,14 @@
 //! cordon __init [--status-fd N] [--env-fd N] [--socket-families LIST] [--proxy-socket PATH] -- ARGV...
 //! cordon __init --probe
 //! cordon __ns [--status-fd N] [--env-fd N] [--parent PID] [--unshare-net] [--socket-families LIST] [--proxy-socket PATH] PROFILE... -- ARGV...
+//! cordon __ns --await-fd N [--status-fd N] [--parent PID] [--unshare-net] [--socket-families LIST] [--proxy-socket PATH] PROFILE... --
 //! ```
+//!
+//! With `--await-fd` the runner is started ahead of its command: it builds
+//! the sandbox, then reads the command — working directory, argv and
+//! environment ([`namespaces::Command`]) — from that fd, checks the
+//! sandbox is still the view it built ([`namespaces::View`]: a cover the
+//! host moved meanwhile fails the run, nothing executed), and runs it.
 //!
 //! `__ns` is cordon's namespace runner ([`namespaces`]): it builds the
 //! sandbox bwrap would from the same profile (`--ro-bind`, `--bind`,
@@ -175,6 +182,9 @@ struct Launch {
     status_fd: Option<RawFd>,
     /// Where the command's environment comes from (else: the launcher's own).
     env_fd: Option<RawFd>,
+    /// The namespace runner builds its sandbox first and then waits here
+    /// for the command (its working directory, argv and environment).
+    await_fd: Option<RawFd>,
     /// Give the command its own SysV IPC and UTS namespaces.
     unshare_ipc: bool,
     /// The host's pid, to die with (and to check is still there).
@@ -230,15 +240,15 @@ fn parse(mode: Mode, args: Vec<OsString>) -> Result<Invocation, String> {
                     Some(extra) => Err(format!("--probe takes no arguments, got {extra:?}")),
                 };
             }
-            "--status-fd" | "--env-fd" => {
+            "--status-fd" | "--env-fd" | "--await-fd" if flag != "--await-fd" || runner => {
                 let fd = number(&flag, args.next())?;
                 if fd <= 2 {
                     return Err(format!("{flag} needs a number above 2, got {fd}"));
                 }
-                if flag == "--status-fd" {
-                    launch.status_fd = Some(fd);
-                } else {
-                    launch.env_fd = Some(fd);
+                match flag.as_str() {
+                    "--status-fd" => launch.status_fd = Some(fd),
+                    "--env-fd" => launch.env_fd = Some(fd),
+                    _ => launch.await_fd = Some(fd),
                 }
             }
             "--parent" if landlock || runner => launch.parent = Some(number(&flag, args.next())?),
@@ -272,8 +282,19 @@ fn parse(mode: Mode, args: Vec<OsString>) -> Result<Invocation, String> {
             }
             "--" => {
                 launch.argv = args.collect();
-                if launch.argv.is_empty() {
-                    return Err("no command after --".into());
+                match (launch.await_fd, launch.argv.is_empty(), launch.env_fd) {
+                    (None, true, _) => return Err("no command after --".into()),
+                    (Some(_), false, _) => {
+                        return Err("with --await-fd the command comes over that fd, \
+                                    not after --"
+                            .into());
+                    }
+                    (Some(_), _, Some(_)) => {
+                        return Err("with --await-fd the environment comes over that fd, \
+                                    not --env-fd"
+                            .into());
+                    }
+                    _ => {}
                 }
                 #[cfg(target_os = "linux")]
                 if runner {
@@ -324,11 +345,27 @@ fn launch(mode: Mode, request: Launch) -> ! {
         ),
     };
     #[cfg(target_os = "linux")]
-    if mode == Mode::Namespaces
-        && let Err(detail) = enter_sandbox(&request)
-    {
-        fail(status.as_mut(), &detail);
-    }
+    let (request, env) = match mode {
+        Mode::Namespaces => match enter_sandbox(&request) {
+            Ok(view) => match request.await_fd {
+                // A runner started ahead of its command: the command comes
+                // now, into a sandbox still as it was built.
+                Some(fd) => match awaited(fd, &view) {
+                    Ok(command) => (
+                        Launch {
+                            argv: command.argv,
+                            ..request
+                        },
+                        Some(command.env),
+                    ),
+                    Err(detail) => fail(status.as_mut(), &detail),
+                },
+                None => (request, env),
+            },
+            Err(detail) => fail(status.as_mut(), &detail),
+        },
+        Mode::Landlock | Mode::Init => (request, env),
+    };
     // Never a supervisor of an unconfined command: the runner builds its
     // sandbox from Linux namespaces only.
     #[cfg(not(target_os = "linux"))]
@@ -443,12 +480,23 @@ fn launch(mode: Mode, request: Launch) -> ! {
     )
 }
 
+/// The command a runner started ahead of it waits for on `fd`, once the
+/// sandbox is checked to be the view it built; then in its working
+/// directory.
+#[cfg(target_os = "linux")]
+fn awaited(fd: RawFd, view: &namespaces::View) -> Result<namespaces::Command, String> {
+    let command = namespaces::Command::read(fd)?;
+    view.unchanged()?;
+    namespaces::enter_workdir(&command.workdir)?;
+    Ok(command)
+}
+
 /// The namespace runner's first half: enter the namespaces, fork pid 1
 /// and — in the launcher — relay signals to it until it ends (never
-/// returns); in pid 1, build the sandbox and return, to supervise the
-/// command as its init.
+/// returns); in pid 1, build the sandbox and return the view it built, to
+/// supervise the command as its init.
 #[cfg(target_os = "linux")]
-fn enter_sandbox(request: &Launch) -> Result<(), String> {
+fn enter_sandbox(request: &Launch) -> Result<namespaces::View, String> {
     use nix::unistd::{ForkResult, fork};
     use std::os::fd::OwnedFd;
     let cwd = std::env::current_dir()
@@ -625,6 +673,7 @@ mod tests {
             Ok(Invocation::Launch(Box::new(Launch {
                 status_fd: Some(3),
                 env_fd: None,
+                await_fd: None,
                 unshare_ipc: false,
                 parent: None,
                 read_only: vec!["/".into()],

@@ -188,8 +188,10 @@ const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
 /// Build the sandbox (pid 1, in the launcher's namespaces): clone the
 /// sources, attach the read-only root over `base`, pivot into it, run the
-/// mount program, bring the loopback up, and go back to `cwd`.
-pub fn build(plan: &Plan, cwd: &Path) -> Result<(), String> {
+/// mount program, bring the loopback up, and go back to `cwd`. Returns
+/// the view it built, for a runner that waits for its command to check
+/// it is still that view ([`View::unchanged`]).
+pub fn build(plan: &Plan, cwd: &Path) -> Result<View, String> {
     // Nothing mounted here reaches the host; the host's later mounts still
     // appear (as under bwrap).
     mount_propagation_slave()?;
@@ -254,12 +256,197 @@ pub fn build(plan: &Plan, cwd: &Path) -> Result<(), String> {
     if plan.unshare_net {
         loopback_up()?;
     }
+    let view = View::of(plan)?;
+    enter_workdir(cwd)?;
+    Ok(view)
+}
+
+/// Go to the command's working directory, in the sandbox's view.
+pub fn enter_workdir(cwd: &Path) -> Result<(), String> {
     std::env::set_current_dir(cwd).map_err(|err| {
         format!(
             "cannot enter the working directory {} in the sandbox: {err}",
             cwd.display()
         )
     })
+}
+
+/// Which mount each destination of the mount program reaches: the view
+/// the runner built.
+///
+/// A runner that waits for its command (`--await-fd`) checks this view
+/// again when the command comes. The sandbox's root is the host's tree,
+/// live: a rename on the host (of a covered directory, or of one above
+/// it) carries the cover with it, and the path it covered would reach the
+/// root's read-only (or, under a writable root, writable) tree instead.
+/// A fresh runner builds its view from the paths as they are now; a
+/// waiting one must find every destination still reaching the very mount
+/// it attached there, or it runs nothing.
+#[derive(Debug, PartialEq, Eq)]
+pub struct View(Vec<(PathBuf, u64)>);
+
+impl View {
+    fn of(plan: &Plan) -> Result<View, String> {
+        let mut seen = vec![(PathBuf::from("/"), mount_id(Path::new("/"))?)];
+        for step in &plan.steps[1..] {
+            let dest = match step {
+                Step::Bind { dest, .. }
+                | Step::Tmpfs(dest)
+                | Step::RemountRo(dest)
+                | Step::Dev(dest)
+                | Step::Proc(dest) => dest,
+            };
+            // An optional bind whose source was absent mounted nothing.
+            let Ok(id) = mount_id(dest) else { continue };
+            match seen.iter_mut().find(|(at, _)| at == dest) {
+                Some(entry) => entry.1 = id,
+                None => seen.push((dest.clone(), id)),
+            }
+        }
+        Ok(View(seen))
+    }
+
+    /// Whether every destination still reaches the mount it reached when
+    /// the view was built; the first one that does not, when not.
+    pub fn unchanged(&self) -> Result<(), String> {
+        for (dest, id) in &self.0 {
+            match mount_id(dest) {
+                Ok(now) if now == *id => {}
+                _ => {
+                    return Err(format!(
+                        "the sandbox's view of {} changed while the runner waited for its \
+                         command (moved or replaced on the host); nothing ran",
+                        dest.display()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The id of the mount `path` reaches (through no symlink).
+fn mount_id(path: &Path) -> Result<u64, String> {
+    let at = reach(path)?;
+    // SAFETY: statx is plain data; zeroed is a valid value.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: statx reads an empty path and writes the struct we own.
+    let done = unsafe {
+        libc::statx(
+            at.0.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+            libc::STATX_MNT_ID,
+            &mut stx,
+        )
+    };
+    if done != 0 || stx.stx_mask & libc::STATX_MNT_ID == 0 {
+        return Err(os_error(format!(
+            "cannot read the mount of {}",
+            path.display()
+        )));
+    }
+    Ok(stx.stx_mnt_id)
+}
+
+/// The command a waiting runner is handed (`--await-fd`): its working
+/// directory, its argv and its environment.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Command {
+    /// Where it runs, in the sandbox's view.
+    pub workdir: PathBuf,
+    /// Program and arguments.
+    pub argv: Vec<std::ffi::OsString>,
+    /// Its whole environment.
+    pub env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+}
+
+/// The most bytes a command message may have (the host bounds a request
+/// far below this).
+const MAX_COMMAND_BYTES: u64 = 64 << 20;
+
+impl Command {
+    /// The message for the await fd: every field NUL-ended — the working
+    /// directory, the number of arguments, the arguments, then the
+    /// environment's `NAME=VALUE` entries up to the end.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut bytes = vec![];
+        let mut field = |field: &[u8]| {
+            bytes.extend_from_slice(field);
+            bytes.push(0);
+        };
+        field(self.workdir.as_os_str().as_bytes());
+        field(self.argv.len().to_string().as_bytes());
+        for arg in &self.argv {
+            field(arg.as_bytes());
+        }
+        for (name, value) in &self.env {
+            let mut entry = name.as_bytes().to_vec();
+            entry.push(b'=');
+            entry.extend_from_slice(value.as_bytes());
+            field(&entry);
+        }
+        bytes
+    }
+
+    /// Read a message from `fd` to its end (the fd is closed).
+    pub fn read(fd: RawFd) -> Result<Command, String> {
+        use std::io::Read;
+        // SAFETY: the host handed us this fd for our exclusive use.
+        let file = unsafe { File::from_raw_fd(fd) };
+        let mut bytes = vec![];
+        file.take(MAX_COMMAND_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|err| format!("cannot read the command: {err}"))?;
+        if bytes.is_empty() {
+            return Err("no command came (the host let the runner go)".into());
+        }
+        if bytes.len() as u64 > MAX_COMMAND_BYTES {
+            return Err(format!("the command is over {MAX_COMMAND_BYTES} bytes"));
+        }
+        Command::decode(&bytes)
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Command, String> {
+        use std::os::unix::ffi::OsStrExt;
+        let bad = |what: &str| format!("the command message is malformed: {what}");
+        let body = bytes
+            .strip_suffix(&[0])
+            .ok_or_else(|| bad("no final NUL"))?;
+        let mut fields = body.split(|b| *b == 0);
+        let workdir = PathBuf::from(std::ffi::OsStr::from_bytes(
+            fields.next().ok_or_else(|| bad("no working directory"))?,
+        ));
+        if !workdir.is_absolute() {
+            return Err(bad("the working directory is not absolute"));
+        }
+        let argc: usize = std::str::from_utf8(fields.next().ok_or_else(|| bad("no argc"))?)
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .filter(|n| *n > 0)
+            .ok_or_else(|| bad("argc is not a positive number"))?;
+        let argv: Vec<std::ffi::OsString> = fields
+            .by_ref()
+            .take(argc)
+            .map(|arg| std::ffi::OsStr::from_bytes(arg).to_owned())
+            .collect();
+        if argv.len() != argc {
+            return Err(bad("fewer arguments than argc"));
+        }
+        let env = fields
+            .map(|entry| {
+                let at = entry
+                    .iter()
+                    .position(|b| *b == b'=')
+                    .ok_or_else(|| bad("an environment entry without ="))?;
+                Ok((
+                    std::ffi::OsStr::from_bytes(&entry[..at]).to_owned(),
+                    std::ffi::OsStr::from_bytes(&entry[at + 1..]).to_owned(),
+                ))
+            })
+            .collect::<Result<_, String>>()?;
+        Ok(Command { workdir, argv, env })
+    }
 }
 
 /// Clone every bind source (and `/dev`'s nodes) from the host's view.
@@ -661,6 +848,38 @@ mod tests {
         }
         plan.check()?;
         Ok(plan)
+    }
+
+    #[test]
+    fn a_command_message_round_trips_with_empty_arguments_and_values() {
+        let os = std::ffi::OsString::from;
+        let command = Command {
+            workdir: "/ws/sub dir".into(),
+            argv: vec![os("bash"), os("-c"), os("")],
+            env: vec![(os("EMPTY"), os("")), (os("EQ"), os("a=b"))],
+        };
+        assert_eq!(Command::decode(&command.encode()).unwrap(), command);
+        let bare = Command {
+            workdir: "/".into(),
+            argv: vec![os("true")],
+            env: vec![],
+        };
+        assert_eq!(Command::decode(&bare.encode()).unwrap(), bare);
+    }
+
+    #[test]
+    fn a_malformed_command_message_is_refused() {
+        for (bytes, says) in [
+            (&b"/ws\x001\x00true"[..], "no final NUL"),
+            (b"ws\x001\x00true\x00", "not absolute"),
+            (b"/ws\x000\x00", "positive"),
+            (b"/ws\x00x\x00true\x00", "positive"),
+            (b"/ws\x003\x00a\x00b\x00", "fewer arguments"),
+            (b"/ws\x001\x00true\x00NOEQUALS\x00", "without ="),
+        ] {
+            let err = Command::decode(bytes).unwrap_err();
+            assert!(err.contains(says), "{bytes:?}: {err}");
+        }
     }
 
     #[test]

@@ -384,6 +384,47 @@ fn a_runner_whose_view_changed_while_it_waited_runs_nothing() {
 }
 
 #[test]
+fn a_runner_whose_skipped_cover_appeared_while_it_waited_runs_nothing() {
+    if !namespaces_usable("a_runner_whose_skipped_cover_appeared_while_it_waited_runs_nothing") {
+        return;
+    }
+    // `--ro-bind-try` of a `.git` that is not there yet: a fresh runner
+    // would cover the one made meanwhile, so a waiting one must not run.
+    let ws = workspace();
+    let root = ws.path().to_str().unwrap().to_owned();
+    let git = format!("{root}/.git");
+    let profile = [
+        "--ro-bind",
+        "/",
+        "/",
+        "--proc",
+        "/proc",
+        "--bind",
+        &root,
+        &root,
+        "--ro-bind-try",
+        &git,
+        &git,
+    ];
+    let waiting = Waiting::start(ws.path(), &profile);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    std::fs::create_dir(&git).unwrap();
+    let output = waiting.run(
+        ws.path(),
+        &["sh", "-c", "touch .git/planted; touch ran"],
+        &[("PATH", "/usr/bin:/bin")],
+    );
+    assert_eq!(output.status.code(), Some(125), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("changed while the runner waited"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!ws.path().join(".git/planted").exists());
+    assert!(!ws.path().join("ran").exists(), "the command ran");
+}
+
+#[test]
 fn a_runner_let_go_without_a_command_runs_nothing() {
     if !namespaces_usable("a_runner_let_go_without_a_command_runs_nothing") {
         return;

@@ -282,12 +282,16 @@ pub fn enter_workdir(cwd: &Path) -> Result<(), String> {
 /// A fresh runner builds its view from the paths as they are now; a
 /// waiting one must find every destination still reaching the very mount
 /// it attached there, or it runs nothing.
+///
+/// An optional bind (`--ro-bind-try`) whose source was absent mounted
+/// nothing: its path must still be absent, or a fresh runner would have
+/// covered what appeared there since.
 #[derive(Debug, PartialEq, Eq)]
-pub struct View(Vec<(PathBuf, u64)>);
+pub struct View(Vec<(PathBuf, Option<u64>)>);
 
 impl View {
     fn of(plan: &Plan) -> Result<View, String> {
-        let mut seen = vec![(PathBuf::from("/"), mount_id(Path::new("/"))?)];
+        let mut seen = vec![(PathBuf::from("/"), Some(mount_id(Path::new("/"))?))];
         for step in &plan.steps[1..] {
             let dest = match step {
                 Step::Bind { dest, .. }
@@ -296,8 +300,9 @@ impl View {
                 | Step::Dev(dest)
                 | Step::Proc(dest) => dest,
             };
-            // An optional bind whose source was absent mounted nothing.
-            let Ok(id) = mount_id(dest) else { continue };
+            // None: nothing there now (a skipped optional bind, or a
+            // destination a later step covered); it must stay so.
+            let id = mount_id(dest).ok();
             match seen.iter_mut().find(|(at, _)| at == dest) {
                 Some(entry) => entry.1 = id,
                 None => seen.push((dest.clone(), id)),
@@ -307,18 +312,16 @@ impl View {
     }
 
     /// Whether every destination still reaches the mount it reached when
-    /// the view was built; the first one that does not, when not.
+    /// the view was built (and every skipped one is still absent); the
+    /// first one that does not, when not.
     pub fn unchanged(&self) -> Result<(), String> {
         for (dest, id) in &self.0 {
-            match mount_id(dest) {
-                Ok(now) if now == *id => {}
-                _ => {
-                    return Err(format!(
-                        "the sandbox's view of {} changed while the runner waited for its \
-                         command (moved or replaced on the host); nothing ran",
-                        dest.display()
-                    ));
-                }
+            if mount_id(dest).ok() != *id {
+                return Err(format!(
+                    "the sandbox's view of {} changed while the runner waited for its \
+                     command (moved, replaced or made on the host); nothing ran",
+                    dest.display()
+                ));
             }
         }
         Ok(())

@@ -347,10 +347,10 @@ fn launch(mode: Mode, request: Launch) -> ! {
     #[cfg(target_os = "linux")]
     let (request, env) = match mode {
         Mode::Namespaces => match enter_sandbox(&request) {
-            Ok(view) => match request.await_fd {
+            Ok(view) => match (request.await_fd, view) {
                 // A runner started ahead of its command: the command comes
                 // now, into a sandbox still as it was built.
-                Some(fd) => match awaited(fd, &view) {
+                (Some(fd), Some(view)) => match awaited(fd, &view) {
                     Ok(command) => (
                         Launch {
                             argv: command.argv,
@@ -360,7 +360,8 @@ fn launch(mode: Mode, request: Launch) -> ! {
                     ),
                     Err(detail) => fail(status.as_mut(), &detail),
                 },
-                None => (request, env),
+                (Some(_), None) => fail(status.as_mut(), "the runner kept no view to check"),
+                (None, _) => (request, env),
             },
             Err(detail) => fail(status.as_mut(), &detail),
         },
@@ -493,10 +494,11 @@ fn awaited(fd: RawFd, view: &namespaces::View) -> Result<namespaces::Command, St
 
 /// The namespace runner's first half: enter the namespaces, fork pid 1
 /// and — in the launcher — relay signals to it until it ends (never
-/// returns); in pid 1, build the sandbox and return the view it built, to
-/// supervise the command as its init.
+/// returns); in pid 1, build the sandbox (and return the view it built,
+/// for a runner that awaits its command), to supervise the command as its
+/// init.
 #[cfg(target_os = "linux")]
-fn enter_sandbox(request: &Launch) -> Result<namespaces::View, String> {
+fn enter_sandbox(request: &Launch) -> Result<Option<namespaces::View>, String> {
     use nix::unistd::{ForkResult, fork};
     use std::os::fd::OwnedFd;
     let cwd = std::env::current_dir()
@@ -525,7 +527,7 @@ fn enter_sandbox(request: &Launch) -> Result<namespaces::View, String> {
                 std::process::exit(FAILURE_EXIT);
             }
             drop(watch);
-            namespaces::build(&request.plan, &cwd)
+            namespaces::build(&request.plan, &cwd, request.await_fd.is_some())
         }
     }
 }

@@ -188,10 +188,10 @@ const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
 /// Build the sandbox (pid 1, in the launcher's namespaces): clone the
 /// sources, attach the read-only root over `base`, pivot into it, run the
-/// mount program, bring the loopback up, and go back to `cwd`. Returns
-/// the view it built, for a runner that waits for its command to check
-/// it is still that view ([`View::unchanged`]).
-pub fn build(plan: &Plan, cwd: &Path) -> Result<View, String> {
+/// mount program, bring the loopback up, and go back to `cwd`. With
+/// `awaiting` (a runner that waits for its command) it returns the view
+/// it built, to check later that it is still that view ([`View::unchanged`]).
+pub fn build(plan: &Plan, cwd: &Path, awaiting: bool) -> Result<Option<View>, String> {
     // Nothing mounted here reaches the host; the host's later mounts still
     // appear (as under bwrap).
     mount_propagation_slave()?;
@@ -256,7 +256,7 @@ pub fn build(plan: &Plan, cwd: &Path) -> Result<View, String> {
     if plan.unshare_net {
         loopback_up()?;
     }
-    let view = View::of(plan)?;
+    let view = awaiting.then(|| View::of(plan)).transpose()?;
     enter_workdir(cwd)?;
     Ok(view)
 }

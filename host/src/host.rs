@@ -116,6 +116,8 @@ pub struct HostBuilder {
     session_limits: Option<SessionLimits>,
     policy_threads: Option<usize>,
     one_run: bool,
+    /// The request a one-run host expects, to start its runner ahead.
+    expecting: Option<ExecRequest>,
 }
 
 impl HostBuilder {
@@ -347,6 +349,26 @@ impl HostBuilder {
         self
     }
 
+    /// The one request a [`one_run`](Self::one_run) host will run: its
+    /// runner is started now for the grant it will most likely get, and
+    /// builds its sandbox while the host loads the policy component; the
+    /// run takes it when its own checked launch has the same runner, else
+    /// it is ended unused (see `run/ahead.rs`). Build it inside a tokio
+    /// runtime (its exit is watched there).
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), cordon::BuildError> {
+    /// let request = cordon::ExecRequest::new("cargo test");
+    /// let runtime = tokio::runtime::Runtime::new().unwrap();
+    /// let _inside = runtime.enter();
+    /// let host = cordon::Host::builder().one_run().expecting(&request).build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn expecting(mut self, request: &ExecRequest) -> Self {
+        self.expecting = Some(request.clone());
+        self
+    }
+
     /// Load the policy component and build the host.
     ///
     /// ```no_run
@@ -425,6 +447,13 @@ impl HostBuilder {
                 Cgroups::detect(Some(parent), self.one_run).map(Arc::new)
             }
         };
+        // Its sandbox is built meanwhile, on the other CPU.
+        let ahead = match (&self.expecting, self.one_run) {
+            (Some(request), true) if tokio::runtime::Handle::try_current().is_ok() => {
+                crate::run::ahead::start(&confiner, cgroups.as_deref().ok(), &deployment, request)
+            }
+            _ => None,
+        };
         let mut engine = PolicyEngine::new()?;
         if let Some(cache) = self.cache {
             engine = engine.with_cache(cache);
@@ -448,6 +477,7 @@ impl HostBuilder {
                     .map_err(BuildError::Threads)?,
             ),
             engine,
+            ahead: Arc::new(std::sync::Mutex::new(ahead)),
         });
         Ok(Host {
             session: Session::new(core.clone()),
@@ -496,6 +526,8 @@ pub(crate) struct HostCore {
     /// The threads the runs' policy calls run on.
     pub(crate) pool: Arc<PolicyPool>,
     engine: PolicyEngine,
+    /// A runner started ahead of the expected request's plan.
+    ahead: Arc<std::sync::Mutex<Option<crate::process::Waiting>>>,
 }
 
 impl HostCore {
@@ -520,6 +552,7 @@ impl HostCore {
             env: self.env.clone(),
             cgroups: self.cgroups.as_ref().ok().cloned(),
             pool: self.pool.clone(),
+            ahead: self.ahead.clone(),
         }
     }
 }

@@ -363,29 +363,14 @@ pub fn shared_component_cache() -> PathBuf {
 /// is unusable, so bwrap is the first it takes. Returns the config.
 pub fn fake_bwrap(dir: &Path, script: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
-    let bin = dir.join("bin");
-    std::fs::create_dir(&bin).unwrap();
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let fake = bin.join("bwrap");
+    let fake = bin_dir(dir).join("bwrap");
     std::fs::write(&fake, script).unwrap();
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    // A copy of the real binary beside it: the launcher runs as bwrap's
-    // init, where a checkout under /tmp is hidden by the fresh /tmp. (Not a
-    // hard link: that changes the binary's ctime, and with it the key of
-    // every verdict other tests keep about it.)
-    let real = bin.join("cordon-real");
-    std::fs::copy(env!("CARGO_BIN_EXE_cordon"), &real).unwrap();
-    let launcher = bin.join("cordon-launcher");
-    std::fs::write(
-        &launcher,
-        format!(
-            "#!/bin/sh\nif [ \"$1\" = __ns ]; then\n  echo 'cordon-ns: cannot create the \
-             sandbox namespaces: Operation not permitted' >&2\n  exit 125\nfi\nexec {} \"$@\"\n",
-            real.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let launcher = wrapped_launcher(
+        dir,
+        "if [ \"$1\" = __ns ]; then\n  echo 'cordon-ns: cannot create the sandbox namespaces: \
+         Operation not permitted' >&2\n  exit 125\nfi",
+    );
     let config = dir.join("cordon.toml");
     std::fs::write(
         &config,
@@ -397,6 +382,35 @@ pub fn fake_bwrap(dir: &Path, script: &str) -> PathBuf {
     )
     .unwrap();
     config
+}
+
+/// `dir/bin`, made 0755 (so what is in it passes the trust check).
+fn bin_dir(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+/// A launcher in `dir/bin` that runs the shell lines `before`, then a copy
+/// of cordon beside it with its arguments. A copy: the launcher may run as
+/// bwrap's init, where a checkout under /tmp is hidden by the fresh /tmp;
+/// and not a hard link, which changes the binary's ctime, and with it the
+/// key of every verdict other tests keep about it.
+pub fn wrapped_launcher(dir: &Path, before: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = bin_dir(dir);
+    let real = bin.join("cordon-real");
+    std::fs::copy(env!("CARGO_BIN_EXE_cordon"), &real).unwrap();
+    let launcher = bin.join("cordon-launcher");
+    std::fs::write(
+        &launcher,
+        format!("#!/bin/sh\n{before}\nexec {} \"$@\"\n", real.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
+    launcher
 }
 
 /// A stand-in bwrap's script that appends its arguments to `log`, then

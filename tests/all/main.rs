@@ -9,6 +9,7 @@
 
 mod common;
 
+mod ahead;
 mod bwrap;
 mod cache;
 mod cli;

@@ -122,16 +122,12 @@ enum Outcome {
 }
 
 fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
-    let (builder, cwd) = args.deploy.host_builder()?;
+    let config = args.deploy.config()?;
+    let (builder, cwd) = args.deploy.host_builder_with(&config)?;
     let source = match args.policy {
         Some(path) => PolicySource::File(path),
         None => PolicySource::Embedded,
     };
-    // No probe up front: the run itself tries the runner (see the ladder).
-    // One run, then exit: its policy calls run on this thread, and nothing
-    // is made ready for a next run.
-    let host = builder.policy(source).one_run().build()?;
-
     let mut request = ExecRequest::new(args.command.join(" "));
     request.workdir = args.workdir;
     request.timeout_ms = args.timeout_ms;
@@ -157,20 +153,35 @@ fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
         // network (`default_network`) and the rest of its grant stay.
         request.policy = Some(SandboxPolicy {
             mode: args.mode.unwrap_or(SandboxMode::ReadOnly),
-            workspace_root: args.workspace.unwrap_or(cwd),
-            ..host.deployment().policy.clone()
+            workspace_root: args.workspace.unwrap_or_else(|| cwd.clone()),
+            ..config.deployment(&cwd).policy
         });
     }
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    // No probe up front: the run itself tries the runner (see the ladder).
+    // One run, then exit: its policy calls run on this thread, nothing is
+    // made ready for a next run, and its runner is started for the
+    // request's grant before the component loads (inside the runtime,
+    // which watches it).
+    let host = {
+        let _inside = runtime.enter();
+        builder
+            .policy(source)
+            .one_run()
+            .expecting(&request)
+            .build()?
+    };
+
     let abort = CancellationToken::new();
     let options = RunOptions {
         sink: (!args.json).then(|| Arc::new(Terminal) as Arc<dyn OutputSink>),
         abort: Some(abort.clone()),
     };
 
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
     let outcome = runtime.block_on(async {
         // Ctrl-C (or SIGTERM to cordon) terminates the command's whole
         // process group, not just its leader.

@@ -486,6 +486,12 @@ impl Cgroups {
         Ok(run)
     }
 
+    /// Write the limits a controller here enforces of `limits` into `run`
+    /// (a cgroup made earlier, whose run turned out to have these).
+    pub fn limit(&self, run: &RunCgroup, limits: &RunLimits) -> io::Result<()> {
+        run.write_limits(&self.in_force(limits))
+    }
+
     /// A staged cgroup: one that is ready, or the one a staging thread is
     /// moving into now (its migration is under way, and a migration of our
     /// own would only queue behind it), within a bound.

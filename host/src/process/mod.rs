@@ -250,30 +250,152 @@ pub(crate) fn spawn_unchecked(
     spill_dir: Option<&Arc<SpillDir>>,
     sink: Option<Arc<dyn OutputSink>>,
 ) -> Result<Process, SpawnError> {
+    let (started, cgroup) = start(launch, cgroup, false)?;
+    let exit = ExitWatch::reap(started.pid);
+    running(started, exit, cgroup, launch, spill_dir, sink)
+}
+
+/// A runner started ahead of its command ([`start_waiting_unchecked`]):
+/// it builds its sandbox meanwhile and waits for the command on its
+/// handover pipe. Dropped without being handed one, it is ended at once,
+/// with its process group and its cgroup.
+#[derive(Debug)]
+pub(crate) struct Waiting {
+    argv: Vec<String>,
+    env: Vec<(OsString, OsString)>,
+    started: spawn::Started,
+    exit: ExitWatch,
+    guard: GroupGuard,
+}
+
+/// Start `launch` — a runner that takes its command later over a pipe at
+/// [`HANDOVER_FD`] — in its own session, inside `cgroup` when given.
+///
+/// *Unchecked*: the argv runs exactly as given. Only the host starts one,
+/// from a confinement the sandbox issued; a run adopts it only when its
+/// own checked launch has the very same runner argv.
+pub(crate) fn start_waiting_unchecked(
+    launch: &Launch,
+    cgroup: Option<RunCgroup>,
+) -> Result<Waiting, SpawnError> {
+    let (started, cgroup) = start(launch, cgroup, true)?;
+    let exit = ExitWatch::reap(started.pid);
+    let guard = GroupGuard {
+        group: Group {
+            leader: started.pid,
+            supervisor: launch.supervisor,
+            cgroup,
+        },
+        armed: true,
+    };
+    Ok(Waiting {
+        argv: launch.argv.clone(),
+        env: launch.env.clone(),
+        started,
+        exit,
+        guard,
+    })
+}
+
+impl Waiting {
+    /// The runner's argv.
+    pub(crate) fn argv(&self) -> &[String] {
+        &self.argv
+    }
+
+    /// The runner's own environment.
+    pub(crate) fn env(&self) -> &[(OsString, OsString)] {
+        &self.env
+    }
+
+    /// The cgroup it runs in.
+    pub(crate) fn cgroup(&self) -> Option<&RunCgroup> {
+        self.guard.group.cgroup.as_deref()
+    }
+
+    /// Hand the runner its command (`message`, in the runner's encoding)
+    /// and capture the run as [`spawn_unchecked`] does for `launch`, the
+    /// run's own checked launch.
+    ///
+    /// *Unchecked*: the caller has compared `launch`'s runner with this
+    /// one's argv and environment.
+    pub(crate) fn adopt_unchecked(
+        mut self,
+        message: Vec<u8>,
+        launch: &Launch,
+        spill_dir: Option<&Arc<SpillDir>>,
+        sink: Option<Arc<dyn OutputSink>>,
+    ) -> Result<Process, SpawnError> {
+        // As a fresh spawn checks it (the runner would only fail closed).
+        check_workdir(&launch.workdir).map_err(SpawnError::Workdir)?;
+        self.guard.armed = false;
+        let Waiting {
+            mut started,
+            exit,
+            guard,
+            ..
+        } = self;
+        let handover = started.handover.take().ok_or_else(|| {
+            SpawnError::Other(io::Error::other("the runner has no handover pipe"))
+        })?;
+        let mut pipe = pipe::Sender::from_owned_fd(handover).map_err(SpawnError::Other)?;
+        // Written off the caller's thread: a runner that died meanwhile
+        // gives EPIPE, and its status report says it never started.
+        tokio::spawn(async move {
+            let _ = pipe.write_all(&message).await;
+        });
+        let cgroup = guard.group.cgroup.clone();
+        running(started, exit, cgroup, launch, spill_dir, sink)
+    }
+}
+
+/// Start `launch` in its own session (inside `cgroup` from its first
+/// instruction, when given); `handover_later`: with a handover pipe
+/// instead of the launch's handover bytes.
+fn start(
+    launch: &Launch,
+    cgroup: Option<RunCgroup>,
+    handover_later: bool,
+) -> Result<(spawn::Started, Option<Arc<RunCgroup>>), SpawnError> {
     check_workdir(&launch.workdir).map_err(SpawnError::Workdir)?;
     let started = match &cgroup {
         // The spawn may run on a thread staged inside the cgroup: it gets
         // its own copy of the launch (a few kilobytes).
         Some(cgroup) => {
             let owned = launch.clone();
-            cgroup.spawn_inside(move |directory| spawn::start(&spec_of(&owned, directory)))
+            cgroup.spawn_inside(move |directory| {
+                spawn::start(&spec_of(&owned, directory, handover_later))
+            })
         }
-        None => spawn::start(&spec_of(launch, None)),
+        None => spawn::start(&spec_of(launch, None, handover_later)),
     }
     .map_err(|err| match err.kind() {
         io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied => SpawnError::Program(err),
         _ => SpawnError::Other(err),
     })?;
+    Ok((started, cgroup.map(Arc::new)))
+}
+
+/// The run of a started child: its group, its reports, its output
+/// captured (spilling into `spill_dir`) and streamed to `sink`, and its
+/// stdin fed.
+fn running(
+    started: spawn::Started,
+    exit: ExitWatch,
+    cgroup: Option<Arc<RunCgroup>>,
+    launch: &Launch,
+    spill_dir: Option<&Arc<SpillDir>>,
+    sink: Option<Arc<dyn OutputSink>>,
+) -> Result<Process, SpawnError> {
     let group = Group {
         leader: started.pid,
         supervisor: launch.supervisor,
-        cgroup: cgroup.map(Arc::new),
+        cgroup,
     };
     let guard = GroupGuard {
         group: group.clone(),
         armed: true,
     };
-    let exit = ExitWatch::reap(started.pid);
     let status = started.status.map(read_report).transpose()?;
     let init = started.init.map(read_report).transpose()?;
 
@@ -326,8 +448,12 @@ pub(crate) fn spawn_unchecked(
 }
 
 /// What `spawn::start` gets for `launch`, started inside the cgroup v2
-/// directory `cgroup` when given.
-fn spec_of(launch: &Launch, cgroup: Option<std::os::fd::RawFd>) -> spawn::Spec<'_> {
+/// directory `cgroup` when given (`handover_later`: with a handover pipe).
+fn spec_of(
+    launch: &Launch,
+    cgroup: Option<std::os::fd::RawFd>,
+    handover_later: bool,
+) -> spawn::Spec<'_> {
     spawn::Spec {
         argv: &launch.argv,
         env: &launch.env,
@@ -338,6 +464,7 @@ fn spec_of(launch: &Launch, cgroup: Option<std::os::fd::RawFd>) -> spawn::Spec<'
         },
         status_pipe: launch.status_pipe,
         handover: launch.handover.as_deref(),
+        handover_later,
         init_pipe: launch.init_pipe,
         init_env: launch.init_env.as_deref(),
         cgroup,

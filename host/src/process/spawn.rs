@@ -52,6 +52,7 @@ pub(super) enum Stdin {
 
 /// A started child: its pid (also its session and group id) and the host's
 /// ends of its pipes.
+#[derive(Debug)]
 pub(super) struct Started {
     pub pid: Pid,
     pub stdin: Option<OwnedFd>,
@@ -59,6 +60,9 @@ pub(super) struct Started {
     pub stderr: OwnedFd,
     pub status: Option<OwnedFd>,
     pub init: Option<OwnedFd>,
+    /// The write end of the handover pipe of a child started ahead of
+    /// what it is handed ([`Spec::handover_later`]).
+    pub handover: Option<OwnedFd>,
 }
 
 /// What to start: the program is looked up in the child's own `PATH`.
@@ -71,6 +75,10 @@ pub(super) struct Spec<'a> {
     pub status_pipe: bool,
     /// Give the child a file with these bytes at [`super::HANDOVER_FD`].
     pub handover: Option<&'a [u8]>,
+    /// Give the child a pipe at [`super::HANDOVER_FD`] instead, whose
+    /// write end the host keeps ([`Started::handover`]): a runner started
+    /// ahead of its command reads the command from it.
+    pub handover_later: bool,
     /// Give the child a pipe at [`super::INIT_FD`] (for a report from
     /// inside the runner).
     pub init_pipe: bool,
@@ -223,10 +231,16 @@ pub(super) fn start(spec: &Spec<'_>) -> io::Result<Started> {
         }
         false => (None, None),
     };
-    if spec.handover.is_some() && status_child.is_none() {
+    if (spec.handover.is_some() || spec.handover_later) && status_child.is_none() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "a handover fd needs a status pipe below it",
+        ));
+    }
+    if spec.handover.is_some() && spec.handover_later {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a handover is a file or a pipe, not both",
         ));
     }
     if spec.init_pipe && spec.handover.is_none() {
@@ -249,7 +263,13 @@ pub(super) fn start(spec: &Spec<'_>) -> io::Result<Started> {
         }
         false => (None, None),
     };
-    let handover = spec.handover.map(memfd_with).transpose()?;
+    let (handover, handover_host) = match spec.handover_later {
+        true => {
+            let (read, write) = pipe()?;
+            (Some(read), Some(write))
+        }
+        false => (spec.handover.map(memfd_with).transpose()?, None),
+    };
     let child_fds = ChildFds {
         stdin: above_child_slots(stdin_child)?,
         stdout: above_child_slots(stdout_child)?,
@@ -270,6 +290,7 @@ pub(super) fn start(spec: &Spec<'_>) -> io::Result<Started> {
         stderr: stderr_host,
         status: status_host,
         init: init_host,
+        handover: handover_host,
     })
 }
 

@@ -8,6 +8,7 @@
 //! preparation, the settle of a failed spawn and the classification; they
 //! differ only in who waits.
 
+pub(crate) mod ahead;
 mod checks;
 
 use std::ffi::OsString;
@@ -78,6 +79,9 @@ pub(crate) struct RunContext {
     /// The threads the run's policy calls (and the host's checks between
     /// them) run on, off the async threads.
     pub pool: Arc<PolicyPool>,
+    /// A runner started ahead of the run's plan ([`ahead`]), for the
+    /// first foreground run to take when its launch fits.
+    pub ahead: Arc<std::sync::Mutex<Option<process::Waiting>>>,
 }
 
 impl RunContext {
@@ -192,33 +196,45 @@ async fn attempt(
     {
         return Err(RunError::Aborted);
     }
-    let (cgroup, limits) = contain(cx, &prepared)?;
+    // The runner started ahead of the plan, when this launch fits it: its
+    // cgroup is the run's (now with the run's limits).
+    let ahead = ahead::take(&cx.ahead, cx.cgroups.as_deref(), &prepared);
+    let (cgroup, limits) = match (&ahead, &cx.cgroups) {
+        (Some(_), Some(cgroups)) => (None, in_force_in(cgroups, &prepared)),
+        _ => contain(cx, &prepared)?,
+    };
     let held = hold(&prepared)?;
     let proxy = start_proxy(cx, &prepared)?;
-    let process =
-        match process::spawn_unchecked(&prepared.launch, cgroup, Some(&cx.spill_dir), options.sink)
-        {
-            Ok(process) => process,
-            Err(err) => {
-                if matches!(err, SpawnError::Program(_)) && refuted(cx, &prepared).await {
-                    drop((held, proxy));
-                    return Ok(Attempt::Again(
-                        prepared.launch.stdin,
-                        prepared.spec.policy.mode,
-                    ));
-                }
-                return Err(match settle_spawn_failure(cx, &prepared, &facts, &err) {
-                    Some(RunnerMissing { detail, settled }) => {
-                        settled?;
-                        RunError::SandboxUnavailable {
-                            mode: prepared.spec.policy.mode,
-                            detail: Some(detail),
-                        }
-                    }
-                    None => spawn_error(&prepared, err),
-                });
+    let spawned = match ahead {
+        Some((waiting, message)) => {
+            waiting.adopt_unchecked(message, &prepared.launch, Some(&cx.spill_dir), options.sink)
+        }
+        None => {
+            process::spawn_unchecked(&prepared.launch, cgroup, Some(&cx.spill_dir), options.sink)
+        }
+    };
+    let process = match spawned {
+        Ok(process) => process,
+        Err(err) => {
+            if matches!(err, SpawnError::Program(_)) && refuted(cx, &prepared).await {
+                drop((held, proxy));
+                return Ok(Attempt::Again(
+                    prepared.launch.stdin,
+                    prepared.spec.policy.mode,
+                ));
             }
-        };
+            return Err(match settle_spawn_failure(cx, &prepared, &facts, &err) {
+                Some(RunnerMissing { detail, settled }) => {
+                    settled?;
+                    RunError::SandboxUnavailable {
+                        mode: prepared.spec.policy.mode,
+                        detail: Some(detail),
+                    }
+                }
+                None => spawn_error(&prepared, err),
+            });
+        }
+    };
     let (stdout, stderr) = (process.stdout().clone(), process.stderr().clone());
     let abort = options.abort.unwrap_or_default();
     let deadline = Some(Duration::from_millis(prepared.spec.timeout_ms));
@@ -616,6 +632,14 @@ impl InForce {
     }
 }
 
+/// The limits `prepared` has in a cgroup of `cgroups`, and what enforces them.
+fn in_force_in(cgroups: &Cgroups, prepared: &Prepared) -> InForce {
+    InForce {
+        enforced_by: cgroups.enforcer(),
+        limits: cgroups.in_force(&prepared.run_limits),
+    }
+}
+
 /// The run's own cgroup, with its limits written, where the host can make
 /// one; else the launcher's fallback, or nothing. A host that has cgroups
 /// but cannot make this run's fails the run: it never runs unbounded.
@@ -630,11 +654,7 @@ fn contain(cx: &RunContext, prepared: &Prepared) -> Result<(Option<RunCgroup>, I
                     format!("cannot make the run's cgroup: {err}"),
                 ),
             })?;
-            let in_force = InForce {
-                enforced_by: cgroups.enforcer(),
-                limits: cgroups.in_force(&limits),
-            };
-            Ok((Some(cgroup), in_force))
+            Ok((Some(cgroup), in_force_in(cgroups, prepared)))
         }
         None if prepared.launcher_limits => Ok((
             None,

@@ -373,25 +373,37 @@ impl Command {
     /// directory, the number of arguments, the arguments, then the
     /// environment's `NAME=VALUE` entries up to the end.
     pub fn encode(&self) -> Vec<u8> {
-        let mut bytes = vec![];
-        let mut field = |field: &[u8]| {
-            bytes.extend_from_slice(field);
-            bytes.push(0);
-        };
-        field(self.workdir.as_os_str().as_bytes());
-        field(self.argv.len().to_string().as_bytes());
-        for arg in &self.argv {
-            field(arg.as_bytes());
-        }
+        let mut env = vec![];
         for (name, value) in &self.env {
-            let mut entry = name.as_bytes().to_vec();
-            entry.push(b'=');
-            entry.extend_from_slice(value.as_bytes());
-            field(&entry);
+            env.extend_from_slice(name.as_bytes());
+            env.push(b'=');
+            env.extend_from_slice(value.as_bytes());
+            env.push(0);
         }
-        bytes
+        let argv: Vec<&[u8]> = self.argv.iter().map(|arg| arg.as_bytes()).collect();
+        message(&self.workdir, &argv, &env)
     }
+}
 
+/// A command message ([`Command::encode`]) of `workdir` and `argv`, with
+/// `env` as the host hands an environment over `--env-fd` already
+/// (`NAME=VALUE` entries, each NUL-ended).
+pub fn message(workdir: &Path, argv: &[&[u8]], env: &[u8]) -> Vec<u8> {
+    let mut bytes = vec![];
+    let mut field = |field: &[u8]| {
+        bytes.extend_from_slice(field);
+        bytes.push(0);
+    };
+    field(workdir.as_os_str().as_bytes());
+    field(argv.len().to_string().as_bytes());
+    for arg in argv {
+        field(arg);
+    }
+    bytes.extend_from_slice(env);
+    bytes
+}
+
+impl Command {
     /// Read a message from `fd` to its end (the fd is closed).
     pub fn read(fd: RawFd) -> Result<Command, String> {
         use std::io::Read;

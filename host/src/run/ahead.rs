@@ -1,0 +1,128 @@
+//! A one-shot run's runner, started ahead of its plan.
+//!
+//! `cordon run` knows its request before it has loaded the policy
+//! component, and its grant is usually the one the component keeps (the
+//! request's, or the deployment's). So the host asks the sandbox to
+//! confine that grant and starts cordon's namespace runner for it at once,
+//! with `--await-fd`: the runner builds its sandbox on the other CPU while
+//! the host builds its engine and loads, resolves and plans. When the
+//! run's own checked launch has the very same runner argv (and the same
+//! runner environment), the run hands it the command instead of starting
+//! a runner of its own ([`take`]); otherwise it is ended unused and the run
+//! spawns as always.
+//!
+//! Nothing here decides what runs or how it is confined: the waiting
+//! runner is a confinement the sandbox issued, the command and its
+//! environment come from the run's checked launch, and the runner itself
+//! refuses a command when its sandbox is no longer the view it built (a
+//! cover the host moved while it waited).
+
+use std::sync::Arc;
+
+use crate::model::{Deployment, ExecRequest, ExecSpec};
+use crate::process::{self, Cgroups, Waiting};
+use crate::sandbox::{self, Confine};
+
+use super::{Prepared, checks};
+
+/// Start the runner `request` will most likely be planned with; none
+/// when the guess cannot be made or the run could not take it (no
+/// cgroup, stdin bytes, a grant with an allow-list proxy or placeholders,
+/// another runner than cordon's own).
+pub(crate) fn start(
+    confiner: &Arc<dyn Confine>,
+    cgroups: Option<&Cgroups>,
+    deployment: &Deployment,
+    request: &ExecRequest,
+) -> Option<Waiting> {
+    let cgroups = cgroups?;
+    if request.stdin.is_some() {
+        return None;
+    }
+    let mut spec = ExecSpec {
+        command: String::new(),
+        workdir: request
+            .workdir
+            .clone()
+            .unwrap_or_else(|| deployment.workdir.clone()),
+        timeout_ms: 1,
+        env: vec![],
+        policy: request
+            .policy
+            .clone()
+            .unwrap_or_else(|| deployment.policy.clone()),
+    };
+    checks::canonicalise(&mut spec).ok()?;
+    if !spec.policy.mode.is_confined() {
+        return None;
+    }
+    let limits = checks::limits(request.limits.as_ref(), &deployment.limits).ok()?;
+    confiner.prepare();
+    let wrap = confiner.confine(&["true".into()], &spec.policy).ok()?;
+    if wrap.proxy().is_some() || !wrap.placeholders().is_empty() {
+        return None;
+    }
+    let (argv, _) = sandbox::namespaces::awaiting(wrap.argv())?;
+    let (env, _, _) = wrap.handover().split(vec![], &[]);
+    let launch = process::Launch {
+        argv,
+        env,
+        workdir: "/".into(),
+        stdin: None,
+        tail_bytes: 0,
+        spill_limit: 0,
+        status_pipe: wrap.report().needs_pipe(),
+        handover: None,
+        init_pipe: false,
+        init_env: None,
+        supervisor: wrap.supervision().process(),
+    };
+    let cgroup = cgroups.create(&limits).ok()?;
+    process::start_waiting_unchecked(&launch, Some(cgroup)).ok()
+}
+
+/// The waiting runner of `cx`, with the message that hands it `prepared`'s
+/// command, when `prepared` is a launch it can take: the same runner argv
+/// and environment, no stdin bytes, no placeholders, no proxy, and a
+/// cgroup, now holding `prepared`'s limits. Taken either way: one that
+/// does not fit is ended here.
+pub(super) fn take(
+    waiting: &std::sync::Mutex<Option<Waiting>>,
+    cgroups: Option<&Cgroups>,
+    prepared: &Prepared,
+) -> Option<(Waiting, Vec<u8>)> {
+    let waiting = waiting.lock().ok()?.take()?;
+    let launch = &prepared.launch;
+    let (argv, command) = sandbox::namespaces::awaiting(&launch.argv)?;
+    let fits = argv == waiting.argv()
+        && launch.env == waiting.env()
+        && launch.stdin.is_none()
+        && !launch.init_pipe
+        && prepared.placeholders.is_empty()
+        && prepared.proxy.is_none();
+    if !fits {
+        return None;
+    }
+    let (cgroups, cgroup) = (cgroups?, waiting.cgroup()?);
+    cgroups.limit(cgroup, &prepared.run_limits).ok()?;
+    let message = message(launch, command)?;
+    Some((waiting, message))
+}
+
+/// The runner's message handing it `command` with `launch`'s working
+/// directory and environment.
+#[cfg(target_os = "linux")]
+fn message(launch: &process::Launch, command: &[String]) -> Option<Vec<u8>> {
+    let argv: Vec<&[u8]> = command.iter().map(|arg| arg.as_bytes()).collect();
+    Some(sandbox::launcher::namespaces::message(
+        &launch.workdir,
+        &argv,
+        launch.handover.as_deref().unwrap_or_default(),
+    ))
+}
+
+/// No runner waits off Linux.
+#[cfg(not(target_os = "linux"))]
+fn message(_launch: &process::Launch, _command: &[String]) -> Option<Vec<u8>> {
+    None
+}

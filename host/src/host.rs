@@ -449,10 +449,13 @@ impl HostBuilder {
         };
         // Its sandbox is built meanwhile, on the other CPU.
         let ahead = match (&self.expecting, self.one_run) {
-            (Some(request), true) if tokio::runtime::Handle::try_current().is_ok() => {
-                crate::run::ahead::start(&confiner, cgroups.as_deref().ok(), &deployment, request)
-            }
-            _ => None,
+            (Some(request), true) => crate::run::ahead::Ahead::start(
+                confiner.clone(),
+                cgroups.as_ref().ok().cloned(),
+                deployment.clone(),
+                request.clone(),
+            ),
+            _ => Default::default(),
         };
         let mut engine = PolicyEngine::new()?;
         if let Some(cache) = self.cache {
@@ -477,7 +480,7 @@ impl HostBuilder {
                     .map_err(BuildError::Threads)?,
             ),
             engine,
-            ahead: Arc::new(std::sync::Mutex::new(ahead)),
+            ahead: Arc::new(ahead),
         });
         Ok(Host {
             session: Session::new(core.clone()),
@@ -527,7 +530,7 @@ pub(crate) struct HostCore {
     pub(crate) pool: Arc<PolicyPool>,
     engine: PolicyEngine,
     /// A runner started ahead of the expected request's plan.
-    ahead: Arc<std::sync::Mutex<Option<crate::process::Waiting>>>,
+    ahead: Arc<crate::run::ahead::Ahead>,
 }
 
 impl HostCore {

@@ -25,11 +25,45 @@ use crate::sandbox::{self, Confine};
 
 use super::{Prepared, checks};
 
+/// A runner being started ahead of a run's plan, on a thread of its own
+/// (making the run's cgroup and laying out the grant take that thread's
+/// time, not the host's), or none.
+#[derive(Debug, Default)]
+pub(crate) struct Ahead(std::sync::Mutex<Option<std::thread::JoinHandle<Option<Waiting>>>>);
+
+impl Ahead {
+    /// Start the runner for `request` (see [`start`]) on a thread inside
+    /// the current tokio runtime, which watches its exit; none outside one.
+    pub(crate) fn start(
+        confiner: Arc<dyn Confine>,
+        cgroups: Option<Arc<Cgroups>>,
+        deployment: Deployment,
+        request: ExecRequest,
+    ) -> Ahead {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return Ahead::default();
+        };
+        let started = std::thread::Builder::new()
+            .name("cordon-ahead".into())
+            .spawn(move || {
+                let _inside = runtime.enter();
+                start(&confiner, cgroups.as_deref(), &deployment, &request)
+            });
+        Ahead(std::sync::Mutex::new(started.ok()))
+    }
+
+    /// The runner, once started (none: none was, or it is taken).
+    fn take(&self) -> Option<Waiting> {
+        let started = self.0.lock().ok()?.take()?;
+        started.join().ok().flatten()
+    }
+}
+
 /// Start the runner `request` will most likely be planned with; none
 /// when the guess cannot be made or the run could not take it (no
 /// cgroup, stdin bytes, a grant with an allow-list proxy or placeholders,
 /// another runner than cordon's own).
-pub(crate) fn start(
+fn start(
     confiner: &Arc<dyn Confine>,
     cgroups: Option<&Cgroups>,
     deployment: &Deployment,
@@ -87,11 +121,11 @@ pub(crate) fn start(
 /// cgroup, now holding `prepared`'s limits. Taken either way: one that
 /// does not fit is ended here.
 pub(super) fn take(
-    waiting: &std::sync::Mutex<Option<Waiting>>,
+    ahead: &Ahead,
     cgroups: Option<&Cgroups>,
     prepared: &Prepared,
 ) -> Option<(Waiting, Vec<u8>)> {
-    let waiting = waiting.lock().ok()?.take()?;
+    let waiting = ahead.take()?;
     let launch = &prepared.launch;
     let (argv, command) = sandbox::namespaces::awaiting(&launch.argv)?;
     let fits = argv == waiting.argv()

@@ -81,7 +81,7 @@ pub(crate) struct RunContext {
     pub pool: Arc<PolicyPool>,
     /// A runner started ahead of the run's plan ([`ahead`]), for the
     /// first foreground run to take when its launch fits.
-    pub ahead: Arc<std::sync::Mutex<Option<process::Waiting>>>,
+    pub ahead: Arc<ahead::Ahead>,
 }
 
 impl RunContext {

@@ -28,8 +28,16 @@ use super::{Prepared, checks};
 /// A runner being started ahead of a run's plan, on a thread of its own
 /// (making the run's cgroup and laying out the grant take that thread's
 /// time, not the host's), or none.
+///
+/// The thread lives as long as this does: a child started from it (on
+/// cgroup v2 it is started from that very thread) gets its parent-death
+/// signal when the thread that made it ends, not the process.
 #[derive(Debug, Default)]
-pub(crate) struct Ahead(std::sync::Mutex<Option<std::thread::JoinHandle<Option<Waiting>>>>);
+pub(crate) struct Ahead {
+    started: std::sync::Mutex<Option<std::sync::mpsc::Receiver<Option<Waiting>>>>,
+    /// Dropped with this: the thread may end.
+    _release: Option<std::sync::mpsc::Sender<()>>,
+}
 
 impl Ahead {
     /// Start the runner for `request` (see [`start`]) on a thread inside
@@ -43,19 +51,33 @@ impl Ahead {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return Ahead::default();
         };
-        let started = std::thread::Builder::new()
+        let (deliver, started) = std::sync::mpsc::sync_channel(1);
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let spawned = std::thread::Builder::new()
             .name("cordon-ahead".into())
             .spawn(move || {
-                let _inside = runtime.enter();
-                start(&confiner, cgroups.as_deref(), &deployment, &request)
+                let waiting = {
+                    let _inside = runtime.enter();
+                    start(&confiner, cgroups.as_deref(), &deployment, &request)
+                };
+                let _ = deliver.send(waiting);
+                // Outlive the runner (its parent-death signal): until the
+                // host lets go.
+                let _ = released.recv();
             });
-        Ahead(std::sync::Mutex::new(started.ok()))
+        match spawned {
+            Ok(_) => Ahead {
+                started: std::sync::Mutex::new(Some(started)),
+                _release: Some(release),
+            },
+            Err(_) => Ahead::default(),
+        }
     }
 
     /// The runner, once started (none: none was, or it is taken).
     fn take(&self) -> Option<Waiting> {
-        let started = self.0.lock().ok()?.take()?;
-        started.join().ok().flatten()
+        let started = self.started.lock().ok()?.take()?;
+        started.recv().ok().flatten()
     }
 }
 

@@ -226,7 +226,7 @@ struct Waiting {
 
 impl Waiting {
     /// Start `__ns --await-fd 3 PROFILE... --` in `cwd`.
-    fn start(cwd: &std::path::Path, profile: &[&str]) -> Waiting {
+    fn start(cwd: &std::path::Path, profile: &[impl AsRef<std::ffi::OsStr>]) -> Waiting {
         use std::os::unix::process::CommandExt;
         // Close-on-exec both ends: no other child (tests run side by side)
         // may hold the write end open; dup2 clears it on fd 3.
@@ -314,10 +314,7 @@ fn a_runner_started_ahead_runs_the_command_it_is_handed_later() {
     std::fs::create_dir_all(format!("{root}/sub")).unwrap();
     std::fs::create_dir(&git).unwrap();
     let profile = guarded(&root, &git);
-    let waiting = Waiting::start(
-        ws.path(),
-        &profile.iter().map(String::as_str).collect::<Vec<_>>(),
-    );
+    let waiting = Waiting::start(ws.path(), &profile);
     // The sandbox is built before the command comes.
     std::thread::sleep(std::time::Duration::from_millis(200));
     let output = waiting.run(
@@ -344,6 +341,33 @@ fn a_runner_started_ahead_runs_the_command_it_is_handed_later() {
     );
 }
 
+/// Start a runner with `profile` in `ws`, `change` the host while it
+/// waits, then hand it a command that plants a file in `.git`: it must
+/// refuse with nothing run. Returns its output.
+fn refused_after(
+    ws: &std::path::Path,
+    profile: &[impl AsRef<std::ffi::OsStr>],
+    change: impl FnOnce(),
+) -> std::process::Output {
+    let waiting = Waiting::start(ws, profile);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    change();
+    let output = waiting.run(
+        ws,
+        &["sh", "-c", "touch .git/planted; touch ran"],
+        &[("PATH", "/usr/bin:/bin")],
+    );
+    assert_eq!(output.status.code(), Some(125), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("changed while the runner waited"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!ws.join(".git/planted").exists(), "planted in the new .git");
+    assert!(!ws.join("ran").exists(), "the command ran");
+    output
+}
+
 #[test]
 fn a_runner_whose_view_changed_while_it_waited_runs_nothing() {
     if !namespaces_usable("a_runner_whose_view_changed_while_it_waited_runs_nothing") {
@@ -353,34 +377,18 @@ fn a_runner_whose_view_changed_while_it_waited_runs_nothing() {
     let root = ws.path().to_str().unwrap().to_owned();
     let git = format!("{root}/.git");
     std::fs::create_dir(&git).unwrap();
-    let profile = guarded(&root, &git);
-    let waiting = Waiting::start(
-        ws.path(),
-        &profile.iter().map(String::as_str).collect::<Vec<_>>(),
-    );
-    std::thread::sleep(std::time::Duration::from_millis(200));
     // On the host, while it waits: the covered `.git` moves away (its
     // cover goes with it) and a new, uncovered one takes its place.
-    std::fs::rename(&git, format!("{root}/.git-old")).unwrap();
-    std::fs::create_dir(&git).unwrap();
-    let output = waiting.run(
-        ws.path(),
-        &["sh", "-c", "touch .git/planted; touch ran"],
-        &[("PATH", "/usr/bin:/bin")],
-    );
-    assert_eq!(output.status.code(), Some(125), "{}", stderr(&output));
+    let output = refused_after(ws.path(), &guarded(&root, &git), || {
+        std::fs::rename(&git, format!("{root}/.git-old")).unwrap();
+        std::fs::create_dir(&git).unwrap();
+    });
     assert!(
-        stderr(&output).contains("cordon-ns: ")
-            && stderr(&output).contains("changed while the runner waited"),
+        stderr(&output).contains("cordon-ns: "),
         "{}",
         stderr(&output)
     );
-    assert!(
-        !ws.path().join(".git/planted").exists(),
-        "planted in the new .git"
-    );
     assert!(!ws.path().join(".git-old/planted").exists());
-    assert!(!ws.path().join("ran").exists(), "the command ran");
 }
 
 #[test]
@@ -406,22 +414,7 @@ fn a_runner_whose_skipped_cover_appeared_while_it_waited_runs_nothing() {
         &git,
         &git,
     ];
-    let waiting = Waiting::start(ws.path(), &profile);
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    std::fs::create_dir(&git).unwrap();
-    let output = waiting.run(
-        ws.path(),
-        &["sh", "-c", "touch .git/planted; touch ran"],
-        &[("PATH", "/usr/bin:/bin")],
-    );
-    assert_eq!(output.status.code(), Some(125), "{}", stderr(&output));
-    assert!(
-        stderr(&output).contains("changed while the runner waited"),
-        "{}",
-        stderr(&output)
-    );
-    assert!(!ws.path().join(".git/planted").exists());
-    assert!(!ws.path().join("ran").exists(), "the command ran");
+    refused_after(ws.path(), &profile, || std::fs::create_dir(&git).unwrap());
 }
 
 #[test]

@@ -347,22 +347,16 @@ fn launch(mode: Mode, request: Launch) -> ! {
     #[cfg(target_os = "linux")]
     let (request, env) = match mode {
         Mode::Namespaces => match enter_sandbox(&request) {
-            Ok(view) => match (request.await_fd, view) {
-                // A runner started ahead of its command: the command comes
-                // now, into a sandbox still as it was built.
-                (Some(fd), Some(view)) => match awaited(fd, &view) {
-                    Ok(command) => (
-                        Launch {
-                            argv: command.argv,
-                            ..request
-                        },
-                        Some(command.env),
-                    ),
-                    Err(detail) => fail(status.as_mut(), &detail),
+            // A runner started ahead of its command: the command comes
+            // now, into a sandbox still as it was built.
+            Ok(Some(command)) => (
+                Launch {
+                    argv: command.argv,
+                    ..request
                 },
-                (Some(_), None) => fail(status.as_mut(), "the runner kept no view to check"),
-                (None, _) => (request, env),
-            },
+                Some(command.env),
+            ),
+            Ok(None) => (request, env),
             Err(detail) => fail(status.as_mut(), &detail),
         },
         Mode::Landlock | Mode::Init => (request, env),
@@ -482,10 +476,11 @@ fn launch(mode: Mode, request: Launch) -> ! {
 }
 
 /// The command a runner started ahead of it waits for on `fd`, once the
-/// sandbox is checked to be the view it built; then in its working
-/// directory.
+/// sandbox `plan` built is checked to be still the view it was when built;
+/// then in its working directory.
 #[cfg(target_os = "linux")]
-fn awaited(fd: RawFd, view: &namespaces::View) -> Result<namespaces::Command, String> {
+fn awaited(fd: RawFd, plan: &namespaces::Plan) -> Result<namespaces::Command, String> {
+    let view = namespaces::View::of(plan)?;
     let command = namespaces::Command::read(fd)?;
     view.unchanged()?;
     namespaces::enter_workdir(&command.workdir)?;
@@ -494,11 +489,10 @@ fn awaited(fd: RawFd, view: &namespaces::View) -> Result<namespaces::Command, St
 
 /// The namespace runner's first half: enter the namespaces, fork pid 1
 /// and — in the launcher — relay signals to it until it ends (never
-/// returns); in pid 1, build the sandbox (and return the view it built,
-/// for a runner that awaits its command), to supervise the command as its
-/// init.
+/// returns); in pid 1, build the sandbox (and, for a runner that awaits
+/// its command, wait for it), to supervise the command as its init.
 #[cfg(target_os = "linux")]
-fn enter_sandbox(request: &Launch) -> Result<Option<namespaces::View>, String> {
+fn enter_sandbox(request: &Launch) -> Result<Option<namespaces::Command>, String> {
     use nix::unistd::{ForkResult, fork};
     use std::os::fd::OwnedFd;
     let cwd = std::env::current_dir()
@@ -527,7 +521,11 @@ fn enter_sandbox(request: &Launch) -> Result<Option<namespaces::View>, String> {
                 std::process::exit(FAILURE_EXIT);
             }
             drop(watch);
-            namespaces::build(&request.plan, &cwd, request.await_fd.is_some())
+            namespaces::build(&request.plan, &cwd)?;
+            request
+                .await_fd
+                .map(|fd| awaited(fd, &request.plan))
+                .transpose()
         }
     }
 }

@@ -188,10 +188,8 @@ const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
 /// Build the sandbox (pid 1, in the launcher's namespaces): clone the
 /// sources, attach the read-only root over `base`, pivot into it, run the
-/// mount program, bring the loopback up, and go back to `cwd`. With
-/// `awaiting` (a runner that waits for its command) it returns the view
-/// it built, to check later that it is still that view ([`View::unchanged`]).
-pub fn build(plan: &Plan, cwd: &Path, awaiting: bool) -> Result<Option<View>, String> {
+/// mount program, bring the loopback up, and go back to `cwd`.
+pub fn build(plan: &Plan, cwd: &Path) -> Result<(), String> {
     // Nothing mounted here reaches the host; the host's later mounts still
     // appear (as under bwrap).
     mount_propagation_slave()?;
@@ -256,9 +254,7 @@ pub fn build(plan: &Plan, cwd: &Path, awaiting: bool) -> Result<Option<View>, St
     if plan.unshare_net {
         loopback_up()?;
     }
-    let view = awaiting.then(|| View::of(plan)).transpose()?;
-    enter_workdir(cwd)?;
-    Ok(view)
+    enter_workdir(cwd)
 }
 
 /// Go to the command's working directory, in the sandbox's view.
@@ -290,7 +286,8 @@ pub fn enter_workdir(cwd: &Path) -> Result<(), String> {
 pub struct View(Vec<(PathBuf, Option<u64>)>);
 
 impl View {
-    fn of(plan: &Plan) -> Result<View, String> {
+    /// The view `plan` built (right after [`build`]).
+    pub fn of(plan: &Plan) -> Result<View, String> {
         let mut seen = vec![(PathBuf::from("/"), Some(mount_id(Path::new("/"))?))];
         for step in &plan.steps[1..] {
             let dest = match step {

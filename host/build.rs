@@ -99,6 +99,24 @@ fn main() {
         &out_dir.join("bash-sandbox.wasm"),
         &out_dir.join(PRECOMPILED),
     );
+    digest(
+        &out_dir.join("bash-sandbox.wasm"),
+        &out_dir.join("bash-sandbox.sha256"),
+    );
+}
+
+/// Write `sha256:HEX` of the embedded default, so a host names the
+/// component in force (the audit log, `cordon doctor`) without hashing it
+/// at every start.
+fn digest(wasm: &Path, out: &Path) {
+    use sha2::Digest;
+    let bytes = std::fs::read(wasm).unwrap_or_else(|err| panic!("{}: {err}", wasm.display()));
+    let hex: String = sha2::Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    std::fs::write(out, format!("sha256:{hex}"))
+        .unwrap_or_else(|err| panic!("{}: {err}", out.display()));
 }
 
 /// Link the binaries with packed relative relocations (`DT_RELR`) where

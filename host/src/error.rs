@@ -248,9 +248,11 @@ impl BuildError {
     pub fn code(&self) -> ErrorCode {
         match self {
             BuildError::ReadPolicy { .. }
+            | BuildError::Registry(_)
             | BuildError::Policy(_)
             | BuildError::AboveCeiling { .. } => ErrorCode::PolicyFailed,
             BuildError::Workdir(_) => ErrorCode::Workdir,
+            BuildError::Audit(_) => ErrorCode::SpawnFailed,
             BuildError::Threads(_) | BuildError::SpillRoot(_) => ErrorCode::SpawnFailed,
         }
     }
@@ -261,12 +263,14 @@ impl BuildError {
         let fields = match self {
             BuildError::Policy(load) => return load.details(),
             BuildError::ReadPolicy { path, .. } => json!({ "phase": "load", "path": path }),
+            BuildError::Registry(_) => json!({ "phase": "pull" }),
             BuildError::AboveCeiling { mode, ceiling, .. } => {
                 json!({ "phase": "load", "mode": mode, "ceiling": ceiling })
             }
-            BuildError::Workdir(_) | BuildError::Threads(_) | BuildError::SpillRoot(_) => {
-                json!({})
-            }
+            BuildError::Workdir(_)
+            | BuildError::Threads(_)
+            | BuildError::SpillRoot(_)
+            | BuildError::Audit(_) => json!({}),
         };
         details(self.code(), fields)
     }

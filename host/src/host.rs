@@ -9,12 +9,14 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 use crate::RunError;
+use crate::audit::{AuditError, AuditLog, Origin};
 use crate::model::{Deployment, ExecRequest, ExecResult, SandboxMode};
 use crate::policy::cache::ComponentCache;
 use crate::policy::pool::{DEFAULT_POLICY_THREADS, PolicyPool};
 use crate::policy::{self, ExecutorInfo, Limits, LoadError, Policy, PolicyEngine};
 use crate::process::cgroup::{CgroupChoice, Cgroups, Containment};
 use crate::process::env::EnvPolicy;
+use crate::registry::{PolicyRef, RefError, RegistryError, RegistryOptions};
 use crate::run::{ProcessLimits, RunContext, RunOptions};
 use crate::sandbox::{Confine, Probe, Sandbox, SandboxConfig};
 use crate::session::{Admission, Load, Session, SessionLimits};
@@ -29,16 +31,37 @@ pub enum PolicySource {
     File(PathBuf),
     /// Component bytes.
     Bytes(Vec<u8>),
+    /// A component in an OCI registry (`oci://…`), pulled and checked when
+    /// the host is built (see [`crate::registry`]); a tag is resolved and
+    /// pinned to its digest.
+    Registry(PolicyRef),
 }
 
 impl PolicySource {
-    /// The component's bytes.
-    fn read(self) -> Result<Vec<u8>, BuildError> {
+    /// `oci://…` as a registry reference, anything else as a file.
+    pub fn parse(text: &str) -> Result<Self, RefError> {
+        if PolicyRef::is_reference(text) {
+            PolicyRef::parse(text).map(PolicySource::Registry)
+        } else {
+            Ok(PolicySource::File(PathBuf::from(text)))
+        }
+    }
+
+    /// The component's bytes, and the pinned reference it was pulled as.
+    fn read(
+        self,
+        registry: &RegistryOptions,
+        cache: Option<&ComponentCache>,
+    ) -> Result<(Vec<u8>, Option<PolicyRef>), BuildError> {
         match self {
-            PolicySource::Embedded => Ok(policy::EMBEDDED_DEFAULT.to_vec()),
-            PolicySource::Bytes(bytes) => Ok(bytes),
-            PolicySource::File(path) => {
-                std::fs::read(&path).map_err(|source| BuildError::ReadPolicy { path, source })
+            PolicySource::Embedded => Ok((policy::EMBEDDED_DEFAULT.to_vec(), None)),
+            PolicySource::Bytes(bytes) => Ok((bytes, None)),
+            PolicySource::File(path) => std::fs::read(&path)
+                .map(|bytes| (bytes, None))
+                .map_err(|source| BuildError::ReadPolicy { path, source }),
+            PolicySource::Registry(reference) => {
+                let pulled = crate::registry::pull(&reference, registry, cache)?;
+                Ok((pulled.bytes, Some(pulled.pinned)))
             }
         }
     }
@@ -56,6 +79,14 @@ pub enum BuildError {
         #[source]
         source: std::io::Error,
     },
+    /// The component could not be pulled from its registry, or what was
+    /// pulled is not the component the reference names (digest, layout,
+    /// signature).
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// The audit log could not be opened.
+    #[error(transparent)]
+    Audit(#[from] AuditError),
     /// The component failed to load or validate.
     #[error(transparent)]
     Policy(#[from] LoadError),
@@ -110,6 +141,8 @@ pub struct HostBuilder {
     process: Option<ProcessLimits>,
     spill_parent: Option<PathBuf>,
     cache: Option<ComponentCache>,
+    registry: RegistryOptions,
+    audit_log: Option<PathBuf>,
     probe_early: bool,
     env: Option<EnvPolicy>,
     cgroups: CgroupChoice,
@@ -267,6 +300,22 @@ impl HostBuilder {
         self
     }
 
+    /// Keep an audit log at `path`: one JSON line per run and per refusal
+    /// (see [`crate::audit`]). Opened when the host is built; a log that
+    /// cannot be opened privately fails the build.
+    pub fn audit_log(mut self, path: PathBuf) -> Self {
+        self.audit_log = Some(path);
+        self
+    }
+
+    /// How policy components are pulled from OCI registries (a required
+    /// signature key, plain-HTTP registries), for
+    /// [`PolicySource::Registry`] here and in [`Host::reload`].
+    pub fn registry(mut self, options: RegistryOptions) -> Self {
+        self.registry = options;
+        self
+    }
+
     /// Probe the sandbox runner on a background thread as soon as the host
     /// is built, instead of letting the first confined run be its probe.
     /// Runs do not wait for a probe either way (the first run tries the
@@ -386,9 +435,15 @@ impl HostBuilder {
             PolicySource::File(path) => {
                 Some(std::path::absolute(path).unwrap_or_else(|_| path.clone()))
             }
-            PolicySource::Embedded | PolicySource::Bytes(_) => None,
+            PolicySource::Embedded | PolicySource::Bytes(_) | PolicySource::Registry(_) => None,
         };
-        let bytes = source.read()?;
+        let audit = self
+            .audit_log
+            .as_deref()
+            .map(AuditLog::open)
+            .transpose()?
+            .map(Arc::new);
+        let (bytes, pulled_as) = source.read(&self.registry, self.cache.as_ref())?;
         let deployment = match self.deployment {
             Some(deployment) => deployment,
             None => Deployment::in_dir(std::env::current_dir().map_err(BuildError::Workdir)?),
@@ -462,10 +517,22 @@ impl HostBuilder {
             engine = engine.with_cache(cache);
         }
         let limits = self.limits.unwrap_or_default();
-        let policy = Policy::load(&engine, &bytes, limits.clone())?;
+        let policy = Policy::load(&engine, &bytes, limits.clone())?.pulled_as(pulled_as);
         check_ceiling(&policy, &deployment)?;
         policy.validate_settings(&deployment.settings)?;
+        let identity = policy.identity();
+        tracing::info!(
+            name = %identity.name,
+            version = %identity.version,
+            world = %identity.world,
+            digest = %identity.digest,
+            reference = ?identity.reference,
+            compiled = policy.compiled(),
+            "policy component loaded"
+        );
         let core = Arc::new(HostCore {
+            registry: self.registry,
+            audit,
             cgroups,
             policy: RwLock::new(Arc::new(policy)),
             limits,
@@ -529,6 +596,10 @@ pub(crate) struct HostCore {
     /// The threads the runs' policy calls run on.
     pub(crate) pool: Arc<PolicyPool>,
     engine: PolicyEngine,
+    /// How [`Host::reload`] pulls from registries.
+    registry: RegistryOptions,
+    /// The operator's audit log.
+    audit: Option<Arc<AuditLog>>,
     /// A runner started ahead of the expected request's plan.
     ahead: Arc<crate::run::ahead::Ahead>,
 }
@@ -545,8 +616,11 @@ impl HostCore {
     pub(crate) fn run_context(
         &self,
         spill_dir: &Arc<crate::process::spill::SpillDir>,
+        origin: &Arc<Origin>,
     ) -> RunContext {
         RunContext {
+            audit: self.audit.clone(),
+            origin: origin.clone(),
             policy: self.active_policy(),
             confiner: self.confiner.clone(),
             deployment: self.deployment.clone(),
@@ -584,6 +658,12 @@ impl Host {
         self.core.active_policy().info().clone()
     }
 
+    /// Which component is in force: its name, version, world, digest and,
+    /// when pulled from a registry, the pinned reference.
+    pub fn policy_identity(&self) -> crate::policy::PolicyIdentity {
+        self.core.active_policy().identity()
+    }
+
     /// A new session: its own background tasks and spill files, over this
     /// host's policy, sandbox and deployment. Ending it (dropping it, or
     /// [`Session::shutdown`]) ends its tasks and nothing else — which is
@@ -618,11 +698,12 @@ impl Host {
     /// ```
     pub fn reload(&self, source: PolicySource) -> Result<ExecutorInfo, BuildError> {
         let core = &self.core;
-        let bytes = source.read()?;
-        let policy = Policy::load(&core.engine, &bytes, core.limits.clone())?;
+        let (bytes, pulled_as) = source.read(&core.registry, core.engine.cache())?;
+        let policy = Policy::load(&core.engine, &bytes, core.limits.clone())?.pulled_as(pulled_as);
         check_ceiling(&policy, &core.deployment)?;
         policy.validate_settings(&core.deployment.settings)?;
         let info = policy.info().clone();
+        tracing::info!(name = %info.name, version = %info.version, digest = %policy.digest(), "policy component reloaded");
         *core.policy.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
         Ok(info)
     }

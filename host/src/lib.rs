@@ -17,6 +17,7 @@
 
 #![warn(missing_docs)]
 
+pub mod audit;
 pub mod config;
 mod error;
 pub mod files;
@@ -27,6 +28,7 @@ pub mod policy;
 pub mod process;
 pub mod proxy;
 mod random;
+pub mod registry;
 pub mod run;
 pub mod sandbox;
 pub mod serve;

@@ -9,7 +9,7 @@ use clap::Args;
 use cordon::config::Config;
 use cordon::policy::cache::ComponentCache;
 use cordon::sandbox::BackendChoice;
-use cordon::{HostBuilder, SandboxMode};
+use cordon::{HostBuilder, PolicySource, SandboxMode};
 
 /// Deployment flags; each overrides the same key of the config file.
 #[derive(Debug, Args)]
@@ -45,6 +45,22 @@ pub struct DeployArgs {
 
     #[command(flatten)]
     cache: CacheArgs,
+}
+
+/// `--policy`: a component file, or `oci://REGISTRY/REPO[:TAG][@sha256:…]`.
+pub fn parse_policy(text: &str) -> Result<PolicySource, String> {
+    PolicySource::parse(text).map_err(|err| err.to_string())
+}
+
+/// Tell the operator which digest a tag resolved to (stderr: never mixed
+/// into a command's output or a protocol stream).
+pub fn announce_pull(source: &PolicySource, host: &cordon::Host) {
+    if let PolicySource::Registry(reference) = source
+        && reference.digest().is_none()
+        && let Some(pinned) = host.policy_identity().reference
+    {
+        eprintln!("cordon: policy {reference} is {pinned}");
+    }
 }
 
 /// Where compiled policy components are kept.

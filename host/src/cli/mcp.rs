@@ -14,8 +14,8 @@ use super::deploy::DeployArgs;
 #[derive(Debug, Args)]
 pub struct McpArgs {
     /// Policy component to use instead of the embedded bash-sandbox.
-    #[arg(long, value_name = "FILE")]
-    policy: Option<std::path::PathBuf>,
+    #[arg(long, value_name = "FILE|oci://REF", value_parser = super::deploy::parse_policy)]
+    policy: Option<PolicySource>,
 
     /// Serve many MCP clients on a socket instead of stdin/stdout, admitted
     /// as `serve --listen` admits them ([serve] allowed_uids, …):
@@ -35,11 +35,9 @@ pub struct McpArgs {
 pub fn main(args: McpArgs) -> anyhow::Result<ExitCode> {
     let config = args.deploy.config()?;
     let (builder, _) = args.deploy.host_builder_with(&config)?;
-    let source = match args.policy {
-        Some(path) => PolicySource::File(path),
-        None => PolicySource::Embedded,
-    };
-    let host = std::sync::Arc::new(builder.policy(source).build()?);
+    let source = args.policy.unwrap_or(PolicySource::Embedded);
+    let host = std::sync::Arc::new(builder.policy(source.clone()).build()?);
+    super::deploy::announce_pull(&source, &host);
     let listening = match &args.listen {
         None => None,
         Some(at) => Some(super::serve::bind(

@@ -3,6 +3,7 @@
 //! calls the library, and renders what comes back.
 
 mod deploy;
+mod docs;
 mod exit;
 mod mcp;
 mod policy;
@@ -12,15 +13,44 @@ mod serve;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Run agent-issued shell commands under an OS sandbox, with policy in a
 /// WebAssembly component.
 #[derive(Debug, Parser)]
 #[command(name = "cordon", version, about)]
 struct Cli {
+    /// Log what cordon does to stderr at this level: error, warn, info,
+    /// debug or trace (or a filter such as `cordon=debug`). Off unless
+    /// this or RUST_LOG is set; never mixed into a command's output or a
+    /// protocol stream.
+    #[arg(long, global = true, value_name = "LEVEL")]
+    log_level: Option<String>,
+
     #[command(subcommand)]
     command: Command,
+}
+
+/// Turn logging on when `--log-level` or `RUST_LOG` asks for it.
+fn init_logging(level: Option<&str>) -> Result<(), String> {
+    use tracing_subscriber::EnvFilter;
+    let filter = match level {
+        Some(level) => {
+            EnvFilter::try_new(level).map_err(|err| format!("--log-level {level:?}: {err}"))?
+        }
+        None => match std::env::var("RUST_LOG") {
+            Ok(text) if !text.is_empty() => {
+                EnvFilter::try_new(&text).map_err(|err| format!("RUST_LOG {text:?}: {err}"))?
+            }
+            _ => return Ok(()),
+        },
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+    Ok(())
 }
 
 #[derive(Debug, Subcommand)]
@@ -35,6 +65,24 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Serve the Model Context Protocol on stdin/stdout: shell tools for an agent (see docs/mcp.md).
     Mcp(mcp::McpArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(docs::CompletionsArgs),
+    /// Print the manual page, or write one per subcommand with --out-dir.
+    Man(docs::ManArgs),
+}
+
+/// `--version`: the crate's version and the policy worlds this host loads.
+fn long_version() -> String {
+    format!(
+        "{}\npolicy worlds: {}",
+        env!("CARGO_PKG_VERSION"),
+        cordon::policy::supported_worlds().join(", ")
+    )
+}
+
+/// The CLI definition, with the long version filled in.
+fn command() -> clap::Command {
+    Cli::command().long_version(long_version())
 }
 
 /// Resolves at the first Ctrl-C (`SIGINT`) or `SIGTERM` to cordon.
@@ -56,7 +104,12 @@ fn interrupted() -> impl std::future::Future<Output = ()> {
 
 /// Parse the command line, run it, and turn the outcome into an exit code.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
+    if let Err(message) = init_logging(cli.log_level.as_deref()) {
+        eprintln!("cordon: {message}");
+        return ExitCode::from(exit::CONFIG);
+    }
     match cli.command {
         Command::Run(args) => run::main(*args),
         Command::Policy(args) => policy::main(args),
@@ -72,5 +125,18 @@ pub fn main() -> ExitCode {
             eprintln!("cordon: {error:#}");
             exit::for_setup(&error)
         }),
+        Command::Completions(args) => report(docs::completions(args, command())),
+        Command::Man(args) => report(docs::man(args, command())),
+    }
+}
+
+/// Exit 0, or print the error and exit with the setup failure code.
+fn report(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("cordon: {error:#}");
+            exit::for_setup(&error)
+        }
     }
 }

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use cordon::policy::{Limits, Policy, PolicyEngine};
+use cordon::registry::{self, PolicyRef, PrivateKey, PublicKey, RegistryOptions};
 use cordon::testkit::{self, Kit};
 
 use super::deploy::CacheArgs;
@@ -58,6 +59,71 @@ enum PolicyCommand {
         #[command(flatten)]
         cache: CacheArgs,
     },
+    /// Push a component to an OCI registry as a Wasm component artifact
+    /// (checked to load first) and print its pinned reference
+    /// (oci://REGISTRY/REPO@sha256:…).
+    Push {
+        /// The component (.wasm).
+        file: PathBuf,
+        /// Where: oci://REGISTRY/REPO[:TAG] (tag default: latest).
+        reference: String,
+        /// Sign it with this ECDSA P-256 private key (PEM, unencrypted), in
+        /// cosign's layout (tag sha256-<hex>.sig beside it).
+        #[arg(long, value_name = "KEY.pem")]
+        sign_key: Option<PathBuf>,
+        #[command(flatten)]
+        registry: RegistryArgs,
+        #[command(flatten)]
+        cache: CacheArgs,
+    },
+    /// Pull a component from an OCI registry, checking its digests (and
+    /// signature, with a public key), into the component cache; print its
+    /// pinned reference.
+    Pull {
+        /// oci://REGISTRY/REPO[:TAG][@sha256:…]
+        reference: String,
+        /// Also write the component to this file.
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<PathBuf>,
+        #[command(flatten)]
+        registry: RegistryArgs,
+        #[command(flatten)]
+        cache: CacheArgs,
+    },
+}
+
+/// How to reach registries: the config's [registry] with flags over it.
+#[derive(Debug, Args)]
+struct RegistryArgs {
+    /// The deployment config file, for its [registry] keys.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Require a signature that verifies under this public key (PEM);
+    /// replaces [registry] public_key.
+    #[arg(long, value_name = "KEY.pem")]
+    public_key: Option<PathBuf>,
+    /// Reach this registry (HOST[:PORT]) over plain HTTP (repeatable;
+    /// loopback registries always are).
+    #[arg(long = "insecure-registry", value_name = "HOST[:PORT]")]
+    insecure: Vec<String>,
+}
+
+impl RegistryArgs {
+    fn options(&self) -> Result<RegistryOptions, String> {
+        let mut options = match &self.config {
+            Some(path) => {
+                cordon::config::Config::load(path)
+                    .map_err(|e| e.to_string())?
+                    .registry
+            }
+            None => RegistryOptions::default(),
+        };
+        if let Some(key) = &self.public_key {
+            options.public_key = Some(PublicKey::read(key).map_err(|e| e.to_string())?);
+        }
+        options.insecure.extend(self.insecure.iter().cloned());
+        Ok(options)
+    }
 }
 
 /// Run the subcommand.
@@ -76,7 +142,112 @@ pub fn main(args: PolicyArgs) -> ExitCode {
             json,
             cache,
         } => test(file, cases, settings, json, cache),
+        PolicyCommand::Push {
+            file,
+            reference,
+            sign_key,
+            registry,
+            cache,
+        } => push(file, &reference, sign_key, registry, cache),
+        PolicyCommand::Pull {
+            reference,
+            output,
+            registry,
+            cache,
+        } => pull(&reference, output, registry, cache),
     }
+}
+
+/// Exit 0 with the pinned reference on stdout; 70 when the component does
+/// not load or the registry fails or refuses it, 78 for a bad reference, key or config.
+
+fn push(
+    file: PathBuf,
+    reference: &str,
+    sign_key: Option<PathBuf>,
+    registry: RegistryArgs,
+    cache: CacheArgs,
+) -> ExitCode {
+    let setup = || -> Result<_, String> {
+        let reference = PolicyRef::parse(reference).map_err(|e| e.to_string())?;
+        let key = sign_key
+            .as_deref()
+            .map(PrivateKey::read)
+            .transpose()
+            .map_err(|e| e.to_string())?;
+        Ok((reference, key, registry.options()?))
+    };
+    let (reference, key, options) = match setup() {
+        Ok(setup) => setup,
+        Err(message) => {
+            eprintln!("cordon: {message}");
+            return ExitCode::from(exit::CONFIG);
+        }
+    };
+    let loaded = read(&file).and_then(|bytes| {
+        let policy =
+            Policy::load(&engine(&cache)?, &bytes, Limits::default()).map_err(|e| e.to_string())?;
+        Ok((bytes, policy))
+    });
+    let (bytes, policy) = match loaded {
+        Ok(loaded) => loaded,
+        Err(message) => {
+            eprintln!("cordon: POLICY_FAILED: {}: {message}", file.display());
+            return ExitCode::from(exit::POLICY_FAILED);
+        }
+    };
+    match registry::push(
+        &bytes,
+        policy.world(),
+        policy.interfaces(),
+        &reference,
+        &options,
+        key.as_ref(),
+    ) {
+        Ok(pinned) => {
+            println!("{pinned}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("cordon: {err}");
+            ExitCode::from(exit::POLICY_FAILED)
+        }
+    }
+}
+
+/// Exit 0 with the pinned reference on stdout; 78 for a bad reference,
+/// key or config; 70 when the registry fails or what it served is refused.
+fn pull(
+    reference: &str,
+    output: Option<PathBuf>,
+    registry: RegistryArgs,
+    cache: CacheArgs,
+) -> ExitCode {
+    let setup = PolicyRef::parse(reference)
+        .map_err(|e| e.to_string())
+        .and_then(|reference| Ok((reference, registry.options()?)));
+    let (reference, options) = match setup {
+        Ok(setup) => setup,
+        Err(message) => {
+            eprintln!("cordon: {message}");
+            return ExitCode::from(exit::CONFIG);
+        }
+    };
+    let pulled = match registry::pull(&reference, &options, cache.open().as_ref()) {
+        Ok(pulled) => pulled,
+        Err(err) => {
+            eprintln!("cordon: {err}");
+            return ExitCode::from(exit::POLICY_FAILED);
+        }
+    };
+    if let Some(path) = output
+        && let Err(err) = std::fs::write(&path, &pulled.bytes)
+    {
+        eprintln!("cordon: cannot write {}: {err}", path.display());
+        return ExitCode::from(exit::CONFIG);
+    }
+    println!("{}", pulled.pinned);
+    ExitCode::SUCCESS
 }
 
 /// A policy engine with the compiled-component cache the flags ask for.

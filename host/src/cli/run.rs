@@ -73,8 +73,8 @@ pub struct RunArgs {
     approved: bool,
 
     /// Policy component to use instead of the embedded bash-sandbox.
-    #[arg(long, value_name = "FILE")]
-    policy: Option<PathBuf>,
+    #[arg(long, value_name = "FILE|oci://REF", value_parser = super::deploy::parse_policy)]
+    policy: Option<PolicySource>,
 
     #[command(flatten)]
     deploy: DeployArgs,
@@ -124,10 +124,7 @@ enum Outcome {
 fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
     let config = args.deploy.config()?;
     let (builder, cwd) = args.deploy.host_builder_with(&config)?;
-    let source = match args.policy {
-        Some(path) => PolicySource::File(path),
-        None => PolicySource::Embedded,
-    };
+    let source = args.policy.unwrap_or(PolicySource::Embedded);
     let mut request = ExecRequest::new(args.command.join(" "));
     request.workdir = args.workdir;
     request.timeout_ms = args.timeout_ms;
@@ -170,11 +167,12 @@ fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
     let host = {
         let _inside = runtime.enter();
         builder
-            .policy(source)
+            .policy(source.clone())
             .one_run()
             .expecting(&request)
             .build()?
     };
+    super::deploy::announce_pull(&source, &host);
 
     let abort = CancellationToken::new();
     let options = RunOptions {

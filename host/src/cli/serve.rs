@@ -17,8 +17,8 @@ use super::deploy::DeployArgs;
 pub struct ServeArgs {
     /// Policy component to use instead of the embedded bash-sandbox
     /// (replace it later with the `reload` method, where allowed).
-    #[arg(long, value_name = "FILE")]
-    policy: Option<std::path::PathBuf>,
+    #[arg(long, value_name = "FILE|oci://REF", value_parser = super::deploy::parse_policy)]
+    policy: Option<PolicySource>,
 
     /// Serve many clients on a socket instead of stdin/stdout:
     /// `unix:PATH` (created 0600; removed on exit) or `systemd` (the
@@ -50,11 +50,9 @@ pub fn main(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let config = args.deploy.config()?;
     let (builder, _) = args.deploy.host_builder_with(&config)?;
-    let source = match args.policy {
-        Some(path) => PolicySource::File(path),
-        None => PolicySource::Embedded,
-    };
-    let host = Arc::new(builder.policy(source).build()?);
+    let source = args.policy.unwrap_or(PolicySource::Embedded);
+    let host = Arc::new(builder.policy(source.clone()).build()?);
+    super::deploy::announce_pull(&source, &host);
     let serve = &config.serve;
     let options = serve.options(args.listen.is_some());
     // Bind before the runtime's threads start: the socket is created

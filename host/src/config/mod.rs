@@ -28,8 +28,14 @@
 //! cgroup = "auto"                     # auto | off: a cgroup per run where possible
 //! cgroup_parent = "/sys/fs/cgroup/agents.slice/runs"  # cgroup v2: a delegated parent
 //!
+//! audit_log = "/var/log/cordon/audit.jsonl"  # one JSON line per run and refusal (0600)
+//!
 //! [policy.settings]                   # handed to the component as JSON (validate-settings)
 //! opaque = "deny"
+//!
+//! [registry]                          # policies pulled with --policy oci://…
+//! public_key = "/etc/cordon/policy.pub"  # require a signature that verifies under it
+//! insecure = ["registry.lan:5000"]    # plain HTTP besides loopback registries
 //!
 //! [serve]                             # `cordon serve`: bounds, socket access (serve.rs)
 //! max_session_runs = 16
@@ -138,6 +144,20 @@ pub struct ConfigFile {
     pub policy: Option<PolicyFile>,
     /// `cordon serve`'s bounds and socket access.
     pub serve: Option<serve::ServeFile>,
+    /// The audit log: one JSON line per run and per refusal.
+    pub audit_log: Option<PathBuf>,
+    /// How policy components are pulled from OCI registries.
+    pub registry: Option<RegistryFile>,
+}
+
+/// `[registry]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegistryFile {
+    /// A PEM public key every pulled component must be signed under.
+    pub public_key: Option<PathBuf>,
+    /// Registries reached over plain HTTP besides loopback ones.
+    pub insecure: Option<Vec<String>>,
 }
 
 /// `[policy]` as written.
@@ -220,6 +240,12 @@ pub struct Config {
     pub path: Option<PathBuf>,
     /// `[serve]`.
     pub serve: ServeConfig,
+    /// Where the audit log is written (none: no audit log).
+    pub audit_log: Option<PathBuf>,
+    /// `[registry]`, the public key read.
+    pub registry: crate::registry::RegistryOptions,
+    /// The file of `registry.public_key`: protected in every run.
+    pub public_key_path: Option<PathBuf>,
 }
 
 impl Config {
@@ -448,6 +474,40 @@ impl Config {
                 message,
             }
         })?;
+        let audit_log = file.audit_log;
+        if let Some(log) = &audit_log
+            && !log.is_absolute()
+        {
+            return Err(invalid(
+                "audit_log",
+                format!("{} is not an absolute path", log.display()),
+            ));
+        }
+        let registry_file = file.registry.unwrap_or_default();
+        let public_key_path = registry_file.public_key;
+        let public_key = match &public_key_path {
+            None => None,
+            Some(key) if !key.is_absolute() => {
+                return Err(invalid(
+                    "registry.public_key",
+                    format!("{} is not an absolute path", key.display()),
+                ));
+            }
+            Some(key) => Some(
+                crate::registry::PublicKey::read(key)
+                    .map_err(|e| invalid("registry.public_key", e.to_string()))?,
+            ),
+        };
+        let insecure = registry_file.insecure.unwrap_or_default();
+        if let Some(bad) = insecure
+            .iter()
+            .find(|r| r.is_empty() || r.contains('/') || r.contains(char::is_whitespace))
+        {
+            return Err(invalid(
+                "registry.insecure",
+                format!("{bad:?} is not a registry HOST[:PORT]"),
+            ));
+        }
         if runner.is_some() && backend != BackendChoice::Auto {
             return Err(invalid(
                 "backend",
@@ -479,23 +539,34 @@ impl Config {
             settings,
             path: None,
             serve,
+            audit_log,
+            registry: crate::registry::RegistryOptions {
+                public_key,
+                insecure,
+            },
+            public_key_path,
         })
     }
 
     /// A host builder with this configuration's deployment (in working
     /// directory `cwd`) and sandbox ladder.
     pub fn host_builder(&self, cwd: &Path) -> crate::HostBuilder {
-        crate::Host::builder()
+        let builder = crate::Host::builder()
             .deployment(self.deployment(cwd))
             .sandbox(self.sandbox.clone())
             .env_policy(self.env.clone())
             .cgroups(self.cgroups.clone())
             .session_limits(self.serve.session_limits)
-            .policy_threads(
-                self.serve
-                    .policy_threads
-                    .unwrap_or(crate::policy::pool::DEFAULT_POLICY_THREADS),
-            )
+            .registry(self.registry.clone());
+        let builder = match &self.audit_log {
+            Some(path) => builder.audit_log(path.clone()),
+            None => builder,
+        };
+        builder.policy_threads(
+            self.serve
+                .policy_threads
+                .unwrap_or(crate::policy::pool::DEFAULT_POLICY_THREADS),
+        )
     }
 
     /// The deployment in working directory `cwd`.
@@ -522,6 +593,8 @@ impl Config {
             deployment.settings = self.settings.clone();
         }
         deployment.protected.extend(self.path.clone());
+        deployment.protected.extend(self.public_key_path.clone());
+        deployment.protected.extend(self.audit_log.clone());
         deployment
     }
 }

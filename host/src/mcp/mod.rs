@@ -92,7 +92,7 @@ pub struct McpServer {
 impl McpServer {
     /// A server whose tools run in a new session of `host`.
     pub fn new(host: &Host) -> Self {
-        McpServer::with_session(host.session())
+        McpServer::with_session(host.session().with_peer("mcp"))
     }
 
     /// A server whose tools run in `session`.

@@ -136,21 +136,11 @@ impl ComponentCache {
 
     /// The cached compilation of `bytes`, if there is one cordon wrote.
     pub fn load(&self, engine: &Engine, bytes: &[u8]) -> Option<Component> {
-        let name = Self::name(engine, bytes);
-        let mut entry = vec![];
-        self.dir.open(&name).ok()?.read_to_end(&mut entry).ok()?;
-        if entry.len() < MAC_LEN {
-            return None;
-        }
-        let (tag, blob) = entry.split_at(MAC_LEN);
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("any key length");
-        mac.update(name.as_bytes());
-        mac.update(blob);
-        mac.verify_slice(tag).ok()?;
+        let blob = self.read_entry(&Self::name(engine, bytes))?;
         // SAFETY: the blob verified under this cache's private key, so it
         // is exactly what `store` serialized from a compilation by an
         // engine with the same compatibility hash (part of the name).
-        unsafe { Component::deserialize(engine, blob) }.ok()
+        unsafe { Component::deserialize(engine, &blob) }.ok()
     }
 
     /// Keep `component` (compiled from `bytes`) for next time. Best effort:
@@ -159,17 +149,66 @@ impl ComponentCache {
         let Ok(blob) = component.serialize() else {
             return;
         };
-        let name = Self::name(engine, bytes);
+        self.write_entry(&Self::name(engine, bytes), &blob);
+    }
+
+    /// The component pulled from a registry as the manifest `digest`
+    /// (`sha256:…`), if cordon kept it — with `signed_by`, only one whose
+    /// signature verified under the key with that fingerprint.
+    pub fn load_pulled(&self, digest: &str, signed_by: Option<&str>) -> Option<Vec<u8>> {
+        self.read_entry(&Self::pulled_name(digest, signed_by))
+    }
+
+    /// Keep the component pulled as the manifest `digest` (its bytes
+    /// already checked against the manifest), and, when a signature
+    /// verified, under that key's fingerprint too. Best effort.
+    pub fn store_pulled(&self, digest: &str, signed_by: Option<&str>, bytes: &[u8]) {
+        self.write_entry(&Self::pulled_name(digest, None), bytes);
+        if signed_by.is_some() {
+            self.write_entry(&Self::pulled_name(digest, signed_by), bytes);
+        }
+    }
+
+    /// The entry name of a pulled component: only hex digits and fixed
+    /// words, whatever the digest strings hold.
+    fn pulled_name(digest: &str, signed_by: Option<&str>) -> String {
+        let hex = |text: &str| -> String {
+            let digest = Sha256::digest(text.as_bytes());
+            digest.iter().map(|b| format!("{b:02x}")).collect()
+        };
+        match signed_by {
+            None => format!("pulled-{}.wasm", hex(digest)),
+            Some(key) => format!("pulled-{}.signed-{}.wasm", hex(digest), hex(key)),
+        }
+    }
+
+    /// An entry's blob, if its MAC verifies under this cache's key.
+    fn read_entry(&self, name: &str) -> Option<Vec<u8>> {
+        let mut entry = vec![];
+        self.dir.open(name).ok()?.read_to_end(&mut entry).ok()?;
+        if entry.len() < MAC_LEN {
+            return None;
+        }
+        let (tag, blob) = entry.split_at(MAC_LEN);
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("any key length");
+        mac.update(name.as_bytes());
+        mac.update(blob);
+        mac.verify_slice(tag).ok()?;
+        Some(blob.to_vec())
+    }
+
+    /// Write an entry: a private temporary file renamed into place.
+    fn write_entry(&self, name: &str, blob: &[u8]) {
         let tmp = format!(".{name}.{}.tmp", std::process::id());
         let mut options = OpenOptions::new();
         options.write(true).create_new(true).mode(0o600);
         let written = self.dir.open_with(&tmp, &options).and_then(|mut file| {
-            file.write_all(&self.mac(&name, &blob))?;
-            file.write_all(&blob)
+            file.write_all(&self.mac(name, blob))?;
+            file.write_all(blob)
         });
         match written {
             Ok(()) => {
-                let _ = self.dir.rename(&tmp, &self.dir, &name);
+                let _ = self.dir.rename(&tmp, &self.dir, name);
             }
             Err(_) => {
                 let _ = self.dir.remove_file(&tmp);

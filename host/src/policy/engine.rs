@@ -67,6 +67,11 @@ impl PolicyEngine {
         })
     }
 
+    /// The compiled-component cache, if this engine keeps one.
+    pub fn cache(&self) -> Option<&cache::ComponentCache> {
+        self.cache.as_ref()
+    }
+
     /// Keep compiled components in `cache` (see [`cache`]).
     pub fn with_cache(mut self, cache: cache::ComponentCache) -> Self {
         self.cache = Some(cache);

@@ -50,9 +50,21 @@ use call::StoreState;
 pub use engine::{MAX_MEMORY_BYTES, PolicyEngine};
 use world::Version;
 
+/// The full names of the WIT worlds this host loads components built
+/// against, newest first (e.g. `cordon:sandbox/executor-policy@0.2.0`).
+pub fn supported_worlds() -> Vec<&'static str> {
+    Version::ALL
+        .iter()
+        .map(|version| version.world().name)
+        .collect()
+}
+
 /// The default policy component (`components/bash-sandbox`), built from
 /// source by the host's build script and embedded in the binary.
 pub static EMBEDDED_DEFAULT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/bash-sandbox.wasm"));
+
+/// `sha256:HEX` of [`EMBEDDED_DEFAULT`], computed by the build script.
+pub static EMBEDDED_DIGEST: &str = include_str!(concat!(env!("OUT_DIR"), "/bash-sandbox.sha256"));
 
 /// [`EMBEDDED_DEFAULT`] precompiled by the build script for this
 /// architecture's baseline CPU with the host engine's settings (empty for a
@@ -399,6 +411,36 @@ pub struct Policy {
     compiled: bool,
     info: ExecutorInfo,
     limits: Limits,
+    interfaces: Interfaces,
+    digest: String,
+    pulled_as: Option<crate::registry::PolicyRef>,
+}
+
+/// Which component is in force, as the audit log and `cordon doctor`
+/// name it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PolicyIdentity {
+    /// The component's own name (`describe`).
+    pub name: String,
+    /// The component's own version (`describe`).
+    pub version: String,
+    /// The world it was built against.
+    pub world: String,
+    /// `sha256:HEX` of its bytes.
+    pub digest: String,
+    /// The registry reference it was pulled as, pinned to its manifest digest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+}
+
+/// The names a component imports and exports (as a registry artifact's
+/// config records them).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Interfaces {
+    /// Every import, e.g. `cordon:sandbox/sandbox@0.2.0`.
+    pub imports: Vec<String>,
+    /// Every export, e.g. `cordon:sandbox/executor@0.2.0`.
+    pub exports: Vec<String>,
 }
 
 impl Policy {
@@ -407,9 +449,13 @@ impl Policy {
     pub fn load(engine: &PolicyEngine, bytes: &[u8], limits: Limits) -> Result<Self, LoadError> {
         let cache = engine.cache.as_ref();
         let engine = engine.engine.clone();
-        let precompiled = (bytes == EMBEDDED_DEFAULT)
-            .then(|| embedded_precompiled(&engine))
-            .flatten();
+        let embedded = bytes == EMBEDDED_DEFAULT;
+        let digest = if embedded {
+            EMBEDDED_DIGEST.to_owned()
+        } else {
+            crate::registry::reference::digest_of(bytes)
+        };
+        let precompiled = embedded.then(|| embedded_precompiled(&engine)).flatten();
         let loaded = precompiled.or_else(|| cache.and_then(|c| c.load(&engine, bytes)));
         let (component, compiled) = match loaded {
             Some(component) => (component, false),
@@ -420,6 +466,7 @@ impl Policy {
             }
         };
         let version = world::check(&engine, &component)?;
+        let interfaces = world::interfaces(&engine, &component);
         let binding =
             Binding::link(version, &engine, &component).map_err(|err| LoadError::invalid(&err))?;
         if compiled && let Some(cache) = cache {
@@ -437,7 +484,44 @@ impl Policy {
             compiled,
             info,
             limits,
+            interfaces,
+            digest,
+            pulled_as: None,
         })
+    }
+
+    /// Record the registry reference (pinned to its manifest digest) this
+    /// component was pulled as.
+    pub fn pulled_as(mut self, reference: Option<crate::registry::PolicyRef>) -> Self {
+        self.pulled_as = reference;
+        self
+    }
+
+    /// Which component this is.
+    pub fn identity(&self) -> PolicyIdentity {
+        PolicyIdentity {
+            name: self.info.name.clone(),
+            version: self.info.version.clone(),
+            world: self.world().to_owned(),
+            digest: self.digest.clone(),
+            reference: self.pulled_as.as_ref().map(ToString::to_string),
+        }
+    }
+
+    /// The registry reference this component was pulled as, pinned to its
+    /// manifest digest; none for a file, bytes or the embedded default.
+    pub fn reference(&self) -> Option<&crate::registry::PolicyRef> {
+        self.pulled_as.as_ref()
+    }
+
+    /// `sha256:HEX` of the component's bytes.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// What the component imports and exports.
+    pub fn interfaces(&self) -> &Interfaces {
+        &self.interfaces
     }
 
     /// Whether loading compiled the component (false: it came from the

@@ -58,25 +58,28 @@ fn is_wasi_answered(name: &str) -> bool {
 
 /// The worlds this host loads, newest first, joined for a message.
 fn supported() -> String {
-    Version::ALL
-        .iter()
-        .map(|version| version.world().name)
-        .collect::<Vec<_>>()
-        .join(", ")
+    super::supported_worlds().join(", ")
+}
+
+/// The names `component` imports and exports.
+pub(super) fn interfaces(engine: &Engine, component: &Component) -> super::Interfaces {
+    let ty = component.component_type();
+    super::Interfaces {
+        imports: ty
+            .imports(engine)
+            .map(|(name, _)| name.to_owned())
+            .collect(),
+        exports: ty
+            .exports(engine)
+            .map(|(name, _)| name.to_owned())
+            .collect(),
+    }
 }
 
 /// Check `component`'s imports and exports, and say which version it is.
 pub(super) fn check(engine: &Engine, component: &Component) -> Result<Version, LoadError> {
-    let ty = component.component_type();
-    let imports: Vec<String> = ty
-        .imports(engine)
-        .map(|(name, _)| name.to_owned())
-        .collect();
-    let exports: Vec<String> = ty
-        .exports(engine)
-        .map(|(name, _)| name.to_owned())
-        .collect();
-    check_names(&imports, &exports)
+    let names = interfaces(engine, component);
+    check_names(&names.imports, &names.exports)
 }
 
 /// [`check`] over the names alone.

@@ -18,6 +18,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::RunError;
+use crate::audit::{AuditLog, Ended, Origin, Record};
 use crate::model::{
     Decision, Deployment, ExecRequest, ExecResult, ExecSpec, GrantFacts, LaunchFacts, Network,
     Outcome, RunnerStatus, SandboxFacts, SandboxMode, SandboxPolicy, WrapFacts,
@@ -82,6 +83,10 @@ pub(crate) struct RunContext {
     /// A runner started ahead of the run's plan ([`ahead`]), for the
     /// first foreground run to take when its launch fits.
     pub ahead: Arc<ahead::Ahead>,
+    /// Where each run and refusal is recorded, when the operator keeps a log.
+    pub audit: Option<Arc<AuditLog>>,
+    /// The session and peer the run's records name.
+    pub origin: Arc<Origin>,
 }
 
 impl RunContext {
@@ -160,6 +165,38 @@ pub(crate) async fn run(
     let stdin = request.stdin.take();
     let template = request.clone();
     request.stdin = stdin;
+    tracing::debug!(session = %cx.origin.session, command = %template.command, "run");
+    let ran = run_attempts(cx, request, &template, options).await;
+    match &ran {
+        Ok(result) => tracing::debug!(
+            session = %cx.origin.session,
+            exit_code = ?result.exit_code,
+            signal = ?result.signal,
+            timed_out = result.timed_out,
+            "run ended"
+        ),
+        Err(error) => {
+            tracing::info!(session = %cx.origin.session, code = %error.code(), %error, "run refused")
+        }
+    }
+    if let (Some(log), Err(error)) = (&cx.audit, &ran) {
+        log.write(&Record::refused(
+            &cx.origin,
+            cx.policy.identity(),
+            &template.command,
+            error,
+        ));
+    }
+    ran
+}
+
+/// [`run`]'s attempts, until one is done or the ladder is exhausted.
+async fn run_attempts(
+    cx: &RunContext,
+    mut request: ExecRequest,
+    template: &ExecRequest,
+    options: RunOptions,
+) -> Result<ExecResult, RunError> {
     let mut mode = None;
     for _ in 0..MAX_ATTEMPTS {
         match attempt(cx, request, options.clone()).await? {
@@ -270,7 +307,7 @@ async fn attempt(
         })
         .await?;
     let sandbox = sandbox?;
-    Ok(Attempt::Done(Box::new(ExecResult {
+    let result = ExecResult {
         exit_code,
         signal,
         timed_out: finished.timed_out,
@@ -284,7 +321,23 @@ async fn attempt(
             grant.refused = proxy.as_ref().map(Proxy::refused).unwrap_or_default();
             grant
         }),
-    })))
+    };
+    audit_ran(cx, &prepared, &result);
+    Ok(Attempt::Done(Box::new(result)))
+}
+
+/// Record a run that ran, when the operator keeps an audit log.
+fn audit_ran(cx: &RunContext, prepared: &Prepared, result: &ExecResult) {
+    if let Some(log) = &cx.audit {
+        log.write(&Record::ran(
+            &cx.origin,
+            cx.policy.identity(),
+            &prepared.spec.command,
+            Some(prepared.spec.policy.clone()),
+            prepared.wrap.as_ref().map(|wrap| wrap.backend),
+            result,
+        ));
+    }
 }
 
 /// Ask the confiner whether a run whose runner never started the command
@@ -317,9 +370,24 @@ pub(crate) async fn start(
     running: Permit,
 ) -> Result<TaskHandle, RunError> {
     let explicit_timeout = request.timeout_ms.is_some();
-    let prepared = cx
+    let command = cx.audit.as_ref().map(|_| request.command.clone());
+    let prepared = match cx
         .offload(Phase::Resolve, move |cx| prepare(cx, request, true))
-        .await?;
+        .await
+    {
+        Ok(prepared) => prepared,
+        Err(error) => {
+            if let (Some(log), Some(command)) = (&cx.audit, command) {
+                log.write(&Record::refused(
+                    &cx.origin,
+                    cx.policy.identity(),
+                    &command,
+                    &error,
+                ));
+            }
+            return Err(error);
+        }
+    };
     let facts = prepared.facts(true);
     let (cgroup, _limits) = contain(cx, &prepared)?;
     let held = (hold(&prepared)?, start_proxy(cx, &prepared)?);
@@ -398,10 +466,19 @@ async fn follow(
     deadline: Option<Duration>,
     // Released (and removed when last) once the task has ended; the proxy
     // stops then too, and the task's unit of the run bound is given back.
-    _held: ((Held, Option<Proxy>), Permit),
+    held: ((Held, Option<Proxy>), Permit),
 ) {
     let stderr = process.stderr().clone();
     let kill = task.kill_token().clone();
+    // What the task's record names, taken before `prepared` goes to settle.
+    let audited = cx.audit.clone().map(|log| {
+        (
+            log,
+            prepared.spec.command.clone(),
+            prepared.spec.policy.clone(),
+            prepared.wrap.as_ref().map(|wrap| wrap.backend),
+        )
+    });
     let ending = match process.wait(deadline, cx.limits.kill_grace, &kill).await {
         Ok(finished) => {
             let tail = stderr.lock().expect("capture lock").stream_output().text;
@@ -442,6 +519,24 @@ async fn follow(
             notice: Some(format!("cordon: waiting for the task failed: {err}\n")),
         },
     };
+    if let Some((log, command, grant, backend)) = audited {
+        let end = Ended {
+            exit_code: ending.exit_code,
+            signal: ending.signal,
+            timed_out: ending.timed_out,
+            sandbox: ending.sandbox.as_ref(),
+            refused: held.0.1.as_ref().map(Proxy::refused).unwrap_or_default(),
+        };
+        log.write(&Record::ended(
+            &cx.origin,
+            cx.policy.identity(),
+            "task",
+            &command,
+            Some(grant),
+            backend,
+            end,
+        ));
+    }
     task.settle(ending);
 }
 

@@ -474,6 +474,7 @@ impl Sandbox {
         };
         match probe_rung(trial, &self.config, Look::Probe) {
             Ok(_) => {
+                tracing::info!(backend = ?trial, "the rung on trial passed its probe; a run's own failure stands");
                 forget(&self.config, trial);
                 let mut proven = (*current).clone();
                 proven.trial = None;
@@ -481,6 +482,7 @@ impl Sandbox {
                 false
             }
             Err(reason) => {
+                tracing::warn!(backend = ?trial, %reason, "the rung on trial failed its probe; moving down the ladder");
                 remember(&self.config, trial, &reason);
                 state.failed.push((trial, reason));
                 state.current = Some(Arc::new(decide(&self.config, Look::Trial, &state.failed)));

@@ -338,7 +338,11 @@ pub fn admit(
         None => host.session(),
         Some(ceiling) => session_under(host, ceiling)?,
     };
-    Ok((session, peer))
+    let label = match peer.pid {
+        Some(pid) => format!("uid {} gid {} pid {pid}", peer.uid, peer.gid),
+        None => format!("uid {} gid {}", peer.uid, peer.gid),
+    };
+    Ok((session.with_peer(label), peer))
 }
 
 /// A session of `host` under `ceiling`.

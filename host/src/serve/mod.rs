@@ -56,6 +56,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::host::{Host, PolicySource};
+use crate::registry::PolicyRef;
 use crate::run::RunOptions;
 use crate::session::Session;
 use crate::tasks::TaskHandle;
@@ -63,8 +64,8 @@ use lines::{Line, LineReader};
 pub use listen::{Access, Peer};
 use protocol::{
     AttachParams, AttachResult, DetachResult, Empty, Envelope, KillResult, ListResult, NoParams,
-    ProbeResult, ReleaseParams, ReleaseResult, ReloadParams, RemoveResult, RpcError, RunParams,
-    ServerStatus, StartResult, TaskParams, WaitParams, params,
+    ProbeResult, ReleaseParams, ReleaseResult, ReloadParams, ReloadResult, RemoveResult, RpcError,
+    RunParams, ServerStatus, StartResult, TaskParams, WaitParams, params,
 };
 
 /// How long replies get to be written once the server is stopping.
@@ -152,6 +153,20 @@ impl ReloadRule {
         match socket {
             true => ReloadRule::Off,
             false => ReloadRule::Any,
+        }
+    }
+
+    /// May a registry reference be loaded? Only where any file may: a
+    /// directory rule names files, and a socket's default is off.
+    fn admits_reference(&self) -> Result<(), RpcError> {
+        match self {
+            ReloadRule::Any => Ok(()),
+            ReloadRule::Off => self.admits(Path::new("")),
+            ReloadRule::Under(dir) => Err(RpcError::forbidden(format!(
+                "reload may load component files from {} only, not registry references \
+                 (the operator sets [serve] reload = \"any\" to allow them)",
+                dir.display()
+            ))),
         }
     }
 
@@ -259,7 +274,7 @@ impl Server {
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin + Send + 'static,
     {
-        self.serve_session(self.host.session(), None, input, output)
+        self.serve_session(self.host.session().with_peer("stdio"), None, input, output)
             .await
     }
 
@@ -607,15 +622,45 @@ impl Connection {
                 })
             }
             "reload" => {
-                let path = params::<ReloadParams>(raw)?.path;
-                self.options.reload.admits(&path)?;
+                let source = match params::<ReloadParams>(raw)? {
+                    ReloadParams {
+                        path: Some(path),
+                        reference: None,
+                    } => {
+                        self.options.reload.admits(&path)?;
+                        PolicySource::File(path)
+                    }
+                    ReloadParams {
+                        path: None,
+                        reference: Some(reference),
+                    } => {
+                        self.options.reload.admits_reference()?;
+                        PolicySource::Registry(
+                            PolicyRef::parse(&reference)
+                                .map_err(|err| RpcError::invalid_params("reference", err))?,
+                        )
+                    }
+                    _ => {
+                        return Err(RpcError::invalid_params(
+                            "path",
+                            "give exactly one of path (a component file) or reference (oci://…)",
+                        ));
+                    }
+                };
                 let host = self.host.clone();
-                // Compiling a component takes a while: off the reactor.
-                let info =
-                    tokio::task::spawn_blocking(move || host.reload(PolicySource::File(path)))
-                        .await
-                        .map_err(RpcError::internal)??;
-                to_value(&info)
+                // Compiling (or pulling) a component takes a while: off the reactor.
+                let (info, identity) = tokio::task::spawn_blocking(move || {
+                    let info = host.reload(source)?;
+                    Ok::<_, crate::host::BuildError>((info, host.policy_identity()))
+                })
+                .await
+                .map_err(RpcError::internal)??;
+                to_value(&ReloadResult {
+                    info,
+                    world: identity.world,
+                    digest: identity.digest,
+                    reference: identity.reference,
+                })
             }
             "shutdown" => {
                 params::<NoParams>(raw)?;

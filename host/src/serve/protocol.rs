@@ -412,7 +412,29 @@ pub struct WaitParams {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReloadParams {
     /// A component file (relative paths: from the server's directory).
-    pub path: PathBuf,
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    /// A component in an OCI registry: `oci://REGISTRY/REPO[:TAG][@sha256:…]`
+    /// (pulled and checked as `--policy oci://…` is; a tag is pinned to its digest).
+    #[serde(default)]
+    pub reference: Option<String>,
+}
+
+/// `reload`'s result: what the new component says about itself, and which
+/// component it is.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReloadResult {
+    /// The component's `describe`.
+    #[serde(flatten)]
+    pub info: crate::policy::ExecutorInfo,
+    /// The world it was built against.
+    pub world: String,
+    /// `sha256:HEX` of its bytes.
+    pub digest: String,
+    /// The registry reference it was pulled as, pinned to its manifest digest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
 }
 
 /// `release`: a foreground result's spill files.

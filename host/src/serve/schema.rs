@@ -11,11 +11,10 @@ use serde_json::{Map, Value, json};
 
 use super::protocol::{
     AttachParams, AttachResult, DetachResult, Empty, KillResult, ListResult, NoParams, ProbeResult,
-    ReleaseParams, ReleaseResult, ReloadParams, RemoveResult, RpcError, RunParams, StartResult,
-    TaskParams, WaitParams,
+    ReleaseParams, ReleaseResult, ReloadParams, ReloadResult, RemoveResult, RpcError, RunParams,
+    StartResult, TaskParams, WaitParams,
 };
 use crate::model::ExecResult;
-use crate::policy::ExecutorInfo;
 use crate::tasks::{TaskRead, TaskSnapshot};
 
 /// The schema document: `methods.<name>.params` / `.result`, `error`, and
@@ -84,7 +83,7 @@ pub fn document() -> Value {
     method(
         "reload",
         sub::<ReloadParams>(&mut generator),
-        sub::<ExecutorInfo>(&mut generator),
+        sub::<ReloadResult>(&mut generator),
     );
     method(
         "shutdown",

@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::RunError;
+use crate::audit::Origin;
 use crate::host::HostCore;
 use crate::model::{Deployment, ExecRequest, ExecResult};
 use crate::process::spill::SpillDir;
@@ -50,6 +51,8 @@ pub struct Session {
     deployment: Option<Arc<Deployment>>,
     /// Foreground results kept for their spill files (see the module docs).
     retained: Mutex<Vec<Retained>>,
+    /// The session id and peer its audit records name.
+    origin: Arc<Origin>,
     _count: SessionCount,
 }
 
@@ -82,6 +85,7 @@ impl Session {
             counts: SessionCounts::default(),
             deployment: None,
             retained: Mutex::default(),
+            origin: Arc::new(Origin::new("library")),
             _count: core.admission.session_opened(),
             core,
         }
@@ -95,8 +99,15 @@ impl Session {
         self
     }
 
+    /// This session with its audit records naming `peer` (how the
+    /// transport knows the client: `stdio`, `uid 1000 gid 1000 pid 42`).
+    pub fn with_peer(mut self, peer: impl Into<String>) -> Self {
+        self.origin = Arc::new(Origin::new(peer));
+        self
+    }
+
     fn context(&self) -> run::RunContext {
-        let mut cx = self.core.run_context(&self.spill_dir);
+        let mut cx = self.core.run_context(&self.spill_dir, &self.origin);
         if let Some(deployment) = &self.deployment {
             cx.deployment = deployment.clone();
         }

@@ -25,6 +25,10 @@ if ! rustup toolchain list | grep -q "^${pinned}"; then
     fi
 fi
 rustup target add --toolchain "$pinned" wasm32-wasip2 >/dev/null
+# The macOS type-check (scripts/check-macos.sh) needs the target's std.
+if [ "$(uname -s)" = Linux ]; then
+    rustup target add --toolchain "$pinned" aarch64-apple-darwin >/dev/null
+fi
 rustup component add --toolchain "$pinned" rustfmt clippy >/dev/null
 
 missing=()
@@ -36,6 +40,10 @@ if ! command -v python3 >/dev/null 2>&1; then
 fi
 if ! command -v npm >/dev/null 2>&1; then
     missing+=(nodejs npm)
+fi
+# The OCI registry (CNCF distribution) the registry suite starts on loopback.
+if [ "$(uname -s)" = Linux ] && ! command -v docker-registry >/dev/null 2>&1; then
+    missing+=(docker-registry)
 fi
 if [ "${#missing[@]}" -gt 0 ]; then
     sudo=""

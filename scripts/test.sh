@@ -13,6 +13,8 @@ if [ "${CI:-}" = true ] && [ "$(uname -s)" = Linux ]; then
     export CORDON_E2E_REQUIRE_CGROUPS=1
     # setup.sh installs the MCP Python SDK: `cordon mcp`'s e2e must run.
     export CORDON_E2E_REQUIRE_MCP=1
+    # setup.sh installs the CNCF registry: the registry suite must run.
+    export CORDON_E2E_REQUIRE_REGISTRY=1
 fi
 cargo fmt --all --check
 # The policy component written in JavaScript (componentize-js from npm).

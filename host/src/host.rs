@@ -143,6 +143,7 @@ pub struct HostBuilder {
     cache: Option<ComponentCache>,
     registry: RegistryOptions,
     audit_log: Option<PathBuf>,
+    peer: Option<String>,
     probe_early: bool,
     env: Option<EnvPolicy>,
     cgroups: CgroupChoice,
@@ -305,6 +306,13 @@ impl HostBuilder {
     /// cannot be opened privately fails the build.
     pub fn audit_log(mut self, path: PathBuf) -> Self {
         self.audit_log = Some(path);
+        self
+    }
+
+    /// How the host's own session ([`Host::run`], [`Host::start`]) is
+    /// named in the audit log (default `library`; the CLI says `cli`).
+    pub fn peer(mut self, peer: impl Into<String>) -> Self {
+        self.peer = Some(peer.into());
         self
     }
 
@@ -550,7 +558,8 @@ impl HostBuilder {
             ahead: Arc::new(ahead),
         });
         Ok(Host {
-            session: Session::new(core.clone()),
+            session: Session::new(core.clone())
+                .with_peer(self.peer.unwrap_or_else(|| "library".to_owned())),
             core,
         })
     }

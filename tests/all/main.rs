@@ -10,6 +10,7 @@
 mod common;
 
 mod ahead;
+mod audit;
 mod bwrap;
 mod cache;
 mod cli;
@@ -29,6 +30,7 @@ mod policy;
 mod probe;
 mod process;
 mod python;
+mod registry;
 mod rpc;
 mod serve;
 mod service;

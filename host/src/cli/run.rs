@@ -168,6 +168,7 @@ fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
         let _inside = runtime.enter();
         builder
             .policy(source.clone())
+            .peer("cli")
             .one_run()
             .expecting(&request)
             .build()?

@@ -70,6 +70,12 @@ fn main() {
         PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let root = manifest_dir.parent().expect("workspace root").to_path_buf();
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
+    if !root.join("components/bash-sandbox/Cargo.toml").exists() {
+        // A packaged crate (`cargo package`, crates.io): no workspace
+        // around it, only the prebuilt default it ships.
+        from_package(&manifest_dir, &out_dir);
+        return;
+    }
     for watched in [
         "wit",
         "components",
@@ -103,6 +109,37 @@ fn main() {
         &out_dir.join("bash-sandbox.wasm"),
         &out_dir.join("bash-sandbox.sha256"),
     );
+}
+
+/// The packaged crate's embedded default: `embedded/bash-sandbox.wasm`,
+/// which `scripts/package.sh` built from the workspace's source (twice,
+/// checking both builds gave the same bytes) and put beside its digest.
+/// Bytes that do not match the digest shipped with them are refused.
+fn from_package(manifest_dir: &Path, out_dir: &Path) {
+    let shipped = manifest_dir.join("embedded/bash-sandbox.wasm");
+    let recorded = manifest_dir.join("embedded/bash-sandbox.wasm.sha256");
+    println!("cargo:rerun-if-changed={}", shipped.display());
+    println!("cargo:rerun-if-changed={}", recorded.display());
+    let wasm = out_dir.join("bash-sandbox.wasm");
+    std::fs::copy(&shipped, &wasm).unwrap_or_else(|err| {
+        panic!(
+            "{}: {err} (a packaged cordon ships its default policy component there; \
+             build from the repository, or package with scripts/package.sh)",
+            shipped.display()
+        )
+    });
+    let digest = out_dir.join("bash-sandbox.sha256");
+    self::digest(&wasm, &digest);
+    let want = std::fs::read_to_string(&recorded)
+        .unwrap_or_else(|err| panic!("{}: {err}", recorded.display()));
+    let have = std::fs::read_to_string(&digest).expect("just written");
+    assert_eq!(
+        want.trim(),
+        have.trim(),
+        "{} does not match the digest shipped with it",
+        shipped.display()
+    );
+    precompile(&wasm, &out_dir.join(PRECOMPILED));
 }
 
 /// Write `sha256:HEX` of the embedded default, so a host names the

@@ -22,3 +22,10 @@ components/js-policy/build.sh
 export CORDON_JS_POLICY="$PWD/target/components/js-policy.wasm"
 cargo test --workspace
 cargo clippy --workspace --all-targets -- -D warnings
+# macOS is compiled, not assumed: the host type-checks for aarch64-apple-darwin.
+if [ "$(uname -s)" = Linux ]; then
+    scripts/check-macos.sh
+fi
+# The crate packages (the embedded default's source inside it), and the
+# completions and manual pages generate from the CLI definition.
+scripts/package.sh

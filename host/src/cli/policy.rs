@@ -159,8 +159,8 @@ pub fn main(args: PolicyArgs) -> ExitCode {
 }
 
 /// Exit 0 with the pinned reference on stdout; 70 when the component does
-/// not load or the registry fails or refuses it, 78 for a bad reference, key or config.
-
+/// not load or the registry fails or refuses it, 78 for a bad reference,
+/// key or config.
 fn push(
     file: PathBuf,
     reference: &str,

@@ -22,7 +22,7 @@ use super::world::World;
 use super::{ExecutorInfo, Launch, Phase};
 
 wasmtime::component::bindgen!({
-    path: "../wit/0.1.0",
+    path: "wit/0.1.0",
     world: "executor-policy",
     with: {
         "cordon:sandbox/sandbox.confined": crate::sandbox::Wrap,

@@ -25,7 +25,7 @@ use super::world::World;
 use super::{ExecutorInfo, Launch, Phase};
 
 wasmtime::component::bindgen!({
-    path: "../wit/0.2.0",
+    path: "wit/0.2.0",
     world: "executor-policy",
     with: {
         "cordon:sandbox/sandbox.confined": crate::sandbox::Wrap,
@@ -37,7 +37,7 @@ wasmtime::component::bindgen!({
 /// component.
 mod rendering {
     wasmtime::component::bindgen!({
-        path: "../wit/0.2.0",
+        path: "wit/0.2.0",
         world: "renderer",
     });
 }

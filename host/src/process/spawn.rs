@@ -90,8 +90,21 @@ pub(super) struct Spec<'a> {
 }
 
 /// A close-on-exec pipe: (read end, write end).
+#[cfg(target_os = "linux")]
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)
+}
+
+/// A close-on-exec pipe where there is no `pipe2` (macOS): both ends
+/// marked right after they are made.
+#[cfg(not(target_os = "linux"))]
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+    let (read, write) = nix::unistd::pipe()?;
+    for end in [&read, &write] {
+        fcntl(end, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
+    }
+    Ok((read, write))
 }
 
 /// An anonymous in-memory file holding `bytes`, positioned at its start

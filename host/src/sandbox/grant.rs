@@ -445,8 +445,13 @@ pub fn hold(paths: &[PathBuf]) -> io::Result<Held> {
             .map_err(|_| cannot(io::ErrorKind::InvalidInput.into()))?;
         for attempt in 0.. {
             // SAFETY: a valid directory fd and a NUL-terminated name.
-            let made =
-                unsafe { libc::mkdirat(parent.as_raw_fd(), name.as_ptr(), PLACEHOLDER_MODE) };
+            let made = unsafe {
+                libc::mkdirat(
+                    parent.as_raw_fd(),
+                    name.as_ptr(),
+                    PLACEHOLDER_MODE as libc::mode_t,
+                )
+            };
             if made == -1 {
                 let err = io::Error::last_os_error();
                 if err.kind() != io::ErrorKind::AlreadyExists {

@@ -52,6 +52,10 @@
 
 #[cfg(target_os = "linux")]
 mod bridge;
+#[cfg(target_os = "linux")]
+pub mod landlock;
+#[cfg(not(target_os = "linux"))]
+#[path = "landlock_unsupported.rs"]
 pub mod landlock;
 #[cfg(target_os = "linux")]
 mod metadata;
@@ -370,6 +374,7 @@ fn launch(mode: Mode, request: Launch) -> ! {
             "cordon's namespace runner needs Linux namespaces; this system has none",
         );
     }
+    #[cfg(target_os = "linux")]
     if request.unshare_ipc
         && let Err(err) = unshare_ipc()
     {
@@ -631,6 +636,7 @@ fn parse_env(bytes: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
 /// New SysV IPC and UTS namespaces for this process and what it execs:
 /// the command can neither see nor remove the host's shared memory,
 /// semaphores and message queues, nor change its hostname.
+#[cfg(target_os = "linux")]
 fn unshare_ipc() -> std::io::Result<()> {
     // SAFETY: unshare with namespace flags only affects this process.
     if unsafe { nix::libc::unshare(nix::libc::CLONE_NEWIPC | nix::libc::CLONE_NEWUTS) } != 0 {
@@ -639,7 +645,8 @@ fn unshare_ipc() -> std::io::Result<()> {
     Ok(())
 }
 
-#[cfg(test)]
+// The launcher's contract as Linux parses it (namespace and socket flags).
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
 

@@ -1,0 +1,44 @@
+//! The Landlock launcher where there is no Landlock (every system but
+//! Linux): the same names as `landlock.rs`, and every one of them fails
+//! closed — the probe says unusable, a launch never confines and never
+//! runs the command, the kernel has no ABI. The ladder never reaches this
+//! rung there; this keeps `cordon __landlock` an honest refusal instead of
+//! a build error.
+
+use std::path::PathBuf;
+
+use super::{FAILURE_EXIT, PREFIX};
+
+/// How far the restriction went (never: there is none).
+pub(super) enum Restricted {
+    /// Every right the mode needs is enforced.
+    Fully,
+    /// Only part of them.
+    Partially,
+}
+
+/// No Landlock here: refused, the command never runs.
+pub(super) fn restrict(
+    _read_only: &[PathBuf],
+    _listable: &[PathBuf],
+    _writable: &[PathBuf],
+    _connect_port: Option<u16>,
+) -> Result<Restricted, String> {
+    Err("Landlock is a Linux interface; this system has none".into())
+}
+
+/// Report the launcher unusable and exit.
+pub(super) fn probe() -> ! {
+    println!("{PREFIX}Landlock is a Linux interface; this system has none");
+    std::process::exit(FAILURE_EXIT)
+}
+
+/// The scopes this kernel enforces: none.
+pub fn kernel_scopes() -> Vec<&'static str> {
+    vec![]
+}
+
+/// This kernel's Landlock ABI: none (0).
+pub fn kernel_abi() -> i64 {
+    0
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Packages the host crate the way it would be published, and generates the
+# shell completions and manual pages from the CLI definition:
+#   * the default policy component (components/bash-sandbox) is built for
+#     wasm32-wasip2 twice, in two target directories, and the two builds
+#     must be byte-identical (reproducible); that build goes into the
+#     package as host/embedded/bash-sandbox.wasm with its digest, which the
+#     packaged build script checks;
+#   * `cargo package -p cordon` builds the packaged crate on its own (no
+#     workspace around it) — the check that it installs from the registry;
+#   * target/dist/ gets cordon.bash, _cordon (zsh), cordon.fish and man/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+guests=target/package-guests
+embedded=host/embedded
+trap 'rm -rf "$embedded"' EXIT
+
+build_guest() {
+    # The inner build gets none of an outer build's target settings.
+    env -u RUSTFLAGS -u CARGO_ENCODED_RUSTFLAGS -u CARGO_BUILD_TARGET \
+        cargo build --quiet --locked --target wasm32-wasip2 --profile guest \
+        -p cordon-bash-sandbox --target-dir "$1"
+}
+build_guest "$guests/a"
+build_guest "$guests/b"
+a="$guests/a/wasm32-wasip2/guest/cordon_bash_sandbox.wasm"
+b="$guests/b/wasm32-wasip2/guest/cordon_bash_sandbox.wasm"
+if ! cmp -s "$a" "$b"; then
+    echo "package: two builds of the default component differ; it is not reproducible" >&2
+    exit 1
+fi
+mkdir -p "$embedded"
+cp "$a" "$embedded/bash-sandbox.wasm"
+echo "sha256:$(sha256sum "$a" | cut -d' ' -f1)" >"$embedded/bash-sandbox.wasm.sha256"
+echo "package: default component $(cat "$embedded/bash-sandbox.wasm.sha256") (reproduced)"
+
+cargo package --locked -p cordon --allow-dirty
+
+dist=target/dist
+mkdir -p "$dist"
+cordon=target/debug/cordon
+cargo build --quiet --locked -p cordon --bin cordon
+"$cordon" completions bash >"$dist/cordon.bash"
+"$cordon" completions zsh >"$dist/_cordon"
+"$cordon" completions fish >"$dist/cordon.fish"
+"$cordon" man --out-dir "$dist/man" >/dev/null
+bash -n "$dist/cordon.bash"
+test -s "$dist/man/cordon.1" && test -s "$dist/man/cordon-run.1"
+echo "package: completions and $(ls "$dist/man" | wc -l) manual pages in $dist"

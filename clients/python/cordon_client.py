@@ -173,8 +173,15 @@ class CordonClient:
         """Which sandbox backend confines runs, and why."""
         return self.call("probe")
 
-    def reload(self, path):
-        """Swap the policy component; returns what the new one says of itself."""
+    def reload(self, path=None, reference=None):
+        """Swap the policy component for a file (`path`) or a registry
+        `reference` (oci://REGISTRY/REPO[:TAG][@sha256:...]); returns what the
+        new one says of itself, its world and digest (and the pinned
+        reference when pulled)."""
+        if (path is None) == (reference is None):
+            raise ValueError("give exactly one of path or reference")
+        if reference is not None:
+            return self.call("reload", {"reference": reference})
         return self.call("reload", {"path": str(path)})
 
     def shutdown(self):

@@ -309,6 +309,13 @@ impl HostBuilder {
         self
     }
 
+    /// No audit log, whatever the configuration said (a `cordon doctor`
+    /// or a test whose own runs are not the operator's record).
+    pub fn without_audit_log(mut self) -> Self {
+        self.audit_log = None;
+        self
+    }
+
     /// How the host's own session ([`Host::run`], [`Host::start`]) is
     /// named in the audit log (default `library`; the CLI says `cli`).
     pub fn peer(mut self, peer: impl Into<String>) -> Self {

@@ -19,6 +19,7 @@
 
 pub mod audit;
 pub mod config;
+pub mod doctor;
 mod error;
 pub mod files;
 mod host;

@@ -16,6 +16,7 @@ mod cache;
 mod cli;
 mod component;
 mod containment;
+mod doctor;
 mod executors;
 mod fail_closed;
 mod grant;

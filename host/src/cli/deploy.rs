@@ -77,6 +77,16 @@ pub struct CacheArgs {
 }
 
 impl CacheArgs {
+    /// Where the cache is meant to be (none: turned off or no home).
+    pub fn path(&self) -> Option<PathBuf> {
+        if self.no_component_cache {
+            return None;
+        }
+        self.component_cache
+            .clone()
+            .or_else(ComponentCache::default_path)
+    }
+
     /// The cache, when one is wanted and usable. An unusable one costs only
     /// a compile, so it is a warning, not an error.
     pub fn open(&self) -> Option<ComponentCache> {
@@ -98,6 +108,11 @@ impl CacheArgs {
 }
 
 impl DeployArgs {
+    /// The component cache flags.
+    pub fn cache(&self) -> &CacheArgs {
+        &self.cache
+    }
+
     /// The config file (if any) with the flags laid over it.
     pub fn config(&self) -> anyhow::Result<Config> {
         let mut config = match &self.config {

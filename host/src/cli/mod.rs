@@ -4,6 +4,7 @@
 
 mod deploy;
 mod docs;
+mod doctor;
 mod exit;
 mod mcp;
 mod policy;
@@ -59,6 +60,8 @@ enum Command {
     Run(Box<run::RunArgs>),
     /// Show which sandbox backend confines runs here, and why.
     Probe(probe::ProbeArgs),
+    /// Examine everything a run depends on here, with a fix for each problem.
+    Doctor(doctor::DoctorArgs),
     /// Work with policy components.
     Policy(policy::PolicyArgs),
     /// Serve JSON-RPC 2.0 on stdin/stdout or a Unix socket, one request per line (see docs/protocol.md).
@@ -124,6 +127,10 @@ pub fn main() -> ExitCode {
         Command::Mcp(args) => mcp::main(args).unwrap_or_else(|error| {
             eprintln!("cordon: {error:#}");
             exit::for_setup(&error)
+        }),
+        Command::Doctor(args) => doctor::main(args).unwrap_or_else(|error| {
+            eprintln!("cordon: {error:#}");
+            ExitCode::from(exit::CONFIG)
         }),
         Command::Completions(args) => report(docs::completions(args, command())),
         Command::Man(args) => report(docs::man(args, command())),

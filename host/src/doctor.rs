@@ -1,0 +1,347 @@
+//! `cordon doctor`: everything an operator needs to answer "why did my run
+//! fail" — the sandbox ladder and each rung's reason, Landlock's ABI and
+//! scopes, user namespaces, containment and limits, the policy component in
+//! force (its digest, world and whether it accepts its settings), the
+//! component cache and the audit log — each with a fix when it is not
+//! fine.
+//!
+//! A finding never stops the others: a policy that does not load is a
+//! failed check, and the sandbox is then examined with the embedded
+//! default so the rest of the report still stands.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::host::PolicySource;
+use crate::model::Backend;
+use crate::policy::cache::ComponentCache;
+use crate::sandbox::BackendChoice;
+
+/// How a check came out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    /// Fine.
+    Ok,
+    /// Works, but weaker or slower than it could be.
+    Warn,
+    /// Runs will fail (or fail closed) until it is fixed.
+    Fail,
+}
+
+/// One finding.
+#[derive(Clone, Debug, Serialize)]
+pub struct Check {
+    /// What was looked at (`sandbox`, `rung namespaces`, `policy`, …).
+    pub name: String,
+    /// How it came out.
+    pub status: Status,
+    /// What was found.
+    pub detail: String,
+    /// What to do about it, when it is not fine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+impl Check {
+    fn new(name: impl Into<String>, status: Status, detail: impl Into<String>) -> Self {
+        Check {
+            name: name.into(),
+            status,
+            detail: detail.into(),
+            fix: None,
+        }
+    }
+
+    fn fix(mut self, fix: impl Into<String>) -> Self {
+        self.fix = Some(fix.into());
+        self
+    }
+}
+
+/// The whole report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Diagnosis {
+    /// Every check, in the order an operator reads them.
+    pub checks: Vec<Check>,
+}
+
+impl Diagnosis {
+    /// Whether any check failed.
+    pub fn failed(&self) -> bool {
+        self.checks.iter().any(|c| c.status == Status::Fail)
+    }
+}
+
+/// Examine this machine for `config` in `cwd` with `policy` and the
+/// component cache at `cache` (none: no cache).
+pub fn diagnose(
+    config: &Config,
+    cwd: &Path,
+    policy: PolicySource,
+    cache: Option<&Path>,
+) -> Diagnosis {
+    let mut checks = Vec::new();
+    let opened = cache.map(ComponentCache::open);
+    checks.push(match (&opened, cache) {
+        (Some(Ok(_)), Some(path)) => Check::new(
+            "component cache",
+            Status::Ok,
+            format!("{} (private, MAC'd entries)", path.display()),
+        ),
+        (Some(Err(err)), Some(path)) => Check::new(
+            "component cache",
+            Status::Warn,
+            format!(
+                "{} is unusable: {err}; every start compiles the policy",
+                path.display()
+            ),
+        )
+        .fix(format!(
+            "make {} a directory owned by you with mode 0700, or pass --component-cache DIR",
+            path.display()
+        )),
+        _ => Check::new(
+            "component cache",
+            Status::Warn,
+            "none: every start compiles the policy",
+        )
+        .fix("set XDG_CACHE_HOME or HOME, or pass --component-cache DIR"),
+    });
+    if let Some(log) = &config.audit_log {
+        checks.push(match crate::audit::AuditLog::open(log) {
+            Ok(_) => Check::new(
+                "audit log",
+                Status::Ok,
+                format!("{} (0600, appended)", log.display()),
+            ),
+            Err(err) => Check::new("audit log", Status::Fail, err.to_string())
+                .fix("fix the file's owner and mode (chmod 600), or point audit_log elsewhere"),
+        });
+    }
+    let builder = |source: PolicySource| {
+        let mut builder = config.host_builder(cwd).policy(source);
+        // The audit log is checked above; a doctor's own runs are none.
+        builder = builder.without_audit_log();
+        if let Some(path) = cache
+            && let Ok(cache) = ComponentCache::open(path)
+        {
+            builder = builder.component_cache(cache);
+        }
+        builder
+    };
+    let host = match builder(policy).build() {
+        Ok(host) => {
+            let identity = host.policy_identity();
+            let mut detail = format!(
+                "{} {} ({}, {})",
+                identity.name, identity.version, identity.world, identity.digest
+            );
+            if let Some(reference) = &identity.reference {
+                detail.push_str(&format!(", pulled as {reference}"));
+            }
+            detail.push_str("; it accepts its settings");
+            checks.push(Check::new("policy", Status::Ok, detail));
+            Some(host)
+        }
+        Err(err) => {
+            checks.push(
+                Check::new("policy", Status::Fail, format!("{}: {err}", err.code()))
+                    .fix("`cordon policy check FILE --settings F` shows why a component does not load; a registry reference needs the registry and, with [registry] public_key, a signature"),
+            );
+            builder(PolicySource::Embedded).build().ok()
+        }
+    };
+    let Some(host) = host else {
+        return Diagnosis { checks };
+    };
+    if let Some(probe) = host.probe() {
+        checks.push(match (probe.backend, probe.enforcement) {
+            (Some(backend), Some(enforcement)) => Check::new(
+                "sandbox",
+                if enforcement == crate::model::Enforcement::Full {
+                    Status::Ok
+                } else {
+                    Status::Warn
+                },
+                format!("{} ({} enforcement)", name(backend), name(enforcement)),
+            ),
+            _ => Check::new(
+                "sandbox",
+                Status::Fail,
+                "no usable backend: every confined run fails closed with SANDBOX_UNAVAILABLE",
+            )
+            .fix("install bubblewrap (apt-get install bubblewrap), or run a kernel with Landlock enabled; see each rung below"),
+        });
+        for rung in &probe.rungs {
+            // The ladder stops at the first usable rung; the doctor looks at
+            // every one, so an operator knows what a run would fall back to.
+            let rung = match pinned(rung.backend) {
+                Some(choice)
+                    if rung.reason.starts_with("not probed") && config.sandbox.runner.is_none() =>
+                {
+                    let mut sandbox = config.sandbox.clone();
+                    sandbox.backend = choice;
+                    config
+                        .host_builder(cwd)
+                        .sandbox(sandbox)
+                        .without_audit_log()
+                        .build()
+                        .ok()
+                        .and_then(|host| host.probe())
+                        .and_then(|probe| {
+                            probe.rungs.into_iter().find(|r| r.backend == rung.backend)
+                        })
+                        .unwrap_or_else(|| rung.clone())
+                }
+                _ => rung.clone(),
+            };
+            let status = if rung.usable {
+                Status::Ok
+            } else {
+                Status::Warn
+            };
+            let mut check = Check::new(
+                format!("rung {}", name(rung.backend)),
+                status,
+                rung.reason.clone(),
+            );
+            if !rung.usable {
+                check = check.fix(rung_fix(rung.backend));
+            }
+            checks.push(check);
+        }
+        if let Some(abi) = probe.landlock_abi {
+            let scopes = probe.landlock_scopes.clone().unwrap_or_default();
+            let detail = format!(
+                "ABI {abi}, scopes: {}",
+                if scopes.is_empty() {
+                    "none".to_owned()
+                } else {
+                    scopes.join(", ")
+                }
+            );
+            checks.push(if abi >= 5 {
+                Check::new("landlock", Status::Ok, detail)
+            } else {
+                Check::new("landlock", Status::Warn, detail)
+                    .fix("a kernel with Landlock ABI 5 or later (6.10+) enforces every right a mode needs")
+            });
+        }
+    }
+    checks.extend(user_namespaces());
+    let containment = host.containment();
+    checks.push(if containment.mechanism == "supervisor" {
+        Check::new(
+            "containment",
+            Status::Warn,
+            format!("no cgroup per run: {}; cordon's launcher supervises the tree and RLIMIT_* bound it", containment.detail),
+        )
+        .fix("run as root on cgroup v1, or give cordon a delegated cgroup v2 directory ([limits] cgroup_parent)")
+    } else {
+        Check::new(
+            "containment",
+            Status::Ok,
+            format!("{}: {}", containment.mechanism, containment.detail),
+        )
+    });
+    let limits = &containment.limits.limits;
+    let or_unlimited = |value: Option<u64>| value.map_or("unlimited".into(), |v| v.to_string());
+    checks.push(Check::new(
+        "limits",
+        Status::Ok,
+        format!(
+            "pids {}, memory bytes {}, cpu weight {}",
+            or_unlimited(limits.pids),
+            or_unlimited(limits.memory_bytes),
+            limits
+                .cpu_weight
+                .map_or("the kernel's default".into(), |v| v.to_string()),
+        ),
+    ));
+    Diagnosis { checks }
+}
+
+/// The choice that pins `backend`.
+fn pinned(backend: Backend) -> Option<BackendChoice> {
+    match backend {
+        Backend::Namespaces => Some(BackendChoice::Namespaces),
+        Backend::Bwrap => Some(BackendChoice::Bwrap),
+        Backend::Landlock => Some(BackendChoice::Landlock),
+        Backend::Seatbelt => Some(BackendChoice::Seatbelt),
+        Backend::RunnerCommand => None,
+    }
+}
+
+/// What to do about an unusable rung.
+fn rung_fix(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Namespaces => {
+            "allow user namespaces (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0, \
+             kernel.apparmor_restrict_unprivileged_userns=0) or run as root; in a container, one that permits unshare"
+        }
+        Backend::Bwrap => {
+            "install bubblewrap in /usr/bin (owned by root, writable by no one else) or set bwrap_path"
+        }
+        Backend::Landlock => "boot a kernel with Landlock in its LSM list (lsm=…,landlock)",
+        _ => "see the reason; `cordon probe` re-probes every rung",
+    }
+}
+
+/// The kernel settings that decide whether an unprivileged user may make
+/// a user namespace (what the namespace runner needs when not root).
+fn user_namespaces() -> Vec<Check> {
+    if !cfg!(target_os = "linux") {
+        return vec![];
+    }
+    let read = |path: &str| -> Option<String> {
+        std::fs::read_to_string(PathBuf::from(path))
+            .ok()
+            .map(|s| s.trim().to_owned())
+    };
+    let mut problems = vec![];
+    if read("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
+        problems.push("kernel.unprivileged_userns_clone = 0");
+    }
+    if read("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
+        problems.push("user.max_user_namespaces = 0");
+    }
+    if read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
+        problems.push("kernel.apparmor_restrict_unprivileged_userns = 1");
+    }
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { nix::libc::geteuid() } == 0;
+    vec![match (problems.is_empty(), root) {
+        (true, _) => Check::new(
+            "user namespaces",
+            Status::Ok,
+            "an unprivileged user may make one",
+        ),
+        (false, true) => Check::new(
+            "user namespaces",
+            Status::Ok,
+            format!(
+                "{} (cordon runs as root and needs none)",
+                problems.join(", ")
+            ),
+        ),
+        (false, false) => Check::new(
+            "user namespaces",
+            Status::Warn,
+            format!(
+                "{}: the namespace runner cannot start as this user",
+                problems.join(", ")
+            ),
+        )
+        .fix("set those sysctls, or let bubblewrap (the next rung) confine runs"),
+    }]
+}
+
+fn name(value: impl Serialize) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}

@@ -16,19 +16,42 @@ use super::probe::{Probed, Usable, run_bounded};
 /// The runner's program.
 pub const PROGRAM: &str = "/usr/bin/sandbox-exec";
 
-/// The profile for `layout` (a policy laid out on this host). `user_temp`
-/// is the per-user temp dir (`confstr(_CS_DARWIN_USER_TEMP_DIR)`,
-/// canonical), writable under `workspace-write` together with the writable
-/// roots and `/private/tmp`. Seatbelt matches paths, so the grant needs no
-/// placeholders: a protected path is denied writes whether or not it exists
-/// (so it cannot be created), a deny-read path is denied reads, a closed
-/// network is `(deny network*)` but for the exposed sockets; later rules
+/// What every confined run is allowed, whatever its grant: the profile
+/// starts from `(deny default)`, as the peers' do, and allows only what a
+/// shell and the usual tools need — run and fork programs, signal and
+/// inspect processes of this sandbox only, read the file tree and the
+/// system's settings, the few system services libc and the security
+/// framework call, terminals and the null device. Writes, the network and
+/// every other service stay denied unless the grant adds them below.
+pub const BASE: &str = "(version 1) (deny default) \
+(allow process-exec process-fork) \
+(allow signal (target same-sandbox)) \
+(allow process-info* (target same-sandbox)) \
+(allow file-read*) \
+(allow sysctl-read) \
+(allow user-preference-read) \
+(allow mach-lookup (global-name \"com.apple.system.opendirectoryd.libinfo\") \
+(global-name \"com.apple.system.notification_center\") \
+(global-name \"com.apple.system.logger\") \
+(global-name \"com.apple.logd\") \
+(global-name \"com.apple.trustd.agent\") \
+(global-name \"com.apple.SecurityServer\")) \
+(allow ipc-posix-sem) \
+(allow pseudo-tty) \
+(allow file-ioctl (literal \"/dev/null\") (literal \"/dev/zero\") (regex #\"^/dev/ttys[0-9]+$\")) \
+(allow file-write* (literal \"/dev/null\") (literal \"/dev/zero\") (literal \"/dev/dtracehelper\"))";
+
+/// The profile for `layout` (a policy laid out on this host): [`BASE`],
+/// then the grant. `user_temp` is the per-user temp dir
+/// (`confstr(_CS_DARWIN_USER_TEMP_DIR)`, canonical), writable under
+/// `workspace-write` together with the writable roots and `/private/tmp`.
+/// Seatbelt matches paths, so the grant needs no placeholders: a protected
+/// path is denied writes whether or not it exists (so it cannot be
+/// created), a deny-read path is denied reads; a closed network allows
+/// nothing but the exposed sockets, an open one the network. Later rules
 /// win over earlier ones.
 pub fn profile(layout: &Layout, user_temp: Option<&Path>) -> String {
-    let mut profile = String::from(
-        "(version 1) (allow default) (deny file-write*) \
-         (allow file-write* (literal \"/dev/null\"))",
-    );
+    let mut profile = String::from(BASE);
     if !layout.writable.is_empty() {
         let mut writable: Vec<PathBuf> = layout.writable.clone();
         writable.push(PathBuf::from("/private/tmp"));
@@ -53,13 +76,14 @@ pub fn profile(layout: &Layout, user_temp: Option<&Path>) -> String {
         profile.push(')');
     }
     if layout.network_closed() {
-        profile.push_str(" (deny network*)");
         for socket in &layout.facts.sockets {
             profile.push_str(&format!(
                 " (allow network-outbound (remote unix-socket (path-literal \"{}\")))",
                 escape(socket)
             ));
         }
+    } else {
+        profile.push_str(" (allow network* system-socket)");
     }
     if !layout.facts.deny_read.is_empty() {
         profile.push_str(" (deny file-read* file-write*");
@@ -103,17 +127,13 @@ impl Seatbelt {
     }
 }
 
-/// Run an allow-all profile through `sandbox-exec` within `timeout`.
+/// Run `/usr/bin/true` under [`BASE`] through `sandbox-exec` within
+/// `timeout`: the rung is usable only where this macOS accepts the base
+/// every run's profile starts from and a program runs under it.
 pub(super) fn probe(timeout: Duration) -> Probed<Seatbelt> {
-    let argv: Vec<String> = [
-        PROGRAM,
-        "-p",
-        "(version 1) (allow default)",
-        "--",
-        "/usr/bin/true",
-    ]
-    .map(String::from)
-    .to_vec();
+    let argv: Vec<String> = [PROGRAM, "-p", BASE, "--", "/usr/bin/true"]
+        .map(String::from)
+        .to_vec();
     let out = run_bounded(&argv, timeout)?;
     if !out.success {
         return Err(format!(
@@ -161,17 +181,47 @@ mod tests {
     }
 
     #[test]
-    fn a_closed_network_is_denied_but_for_the_exposed_sockets() {
+    fn a_closed_network_allows_nothing_but_the_exposed_sockets() {
         let mut policy = SandboxPolicy::new(SandboxMode::ReadOnly, "/Users/me/ws");
         policy.sockets.push("/Users/me/.ssh/agent.sock".into());
         let profile = profile(&lay_out(&policy, &[], &[]), None);
         assert!(
             profile.ends_with(
-                "(deny network*) (allow network-outbound (remote unix-socket \
+                "(allow network-outbound (remote unix-socket \
                  (path-literal \"/Users/me/.ssh/agent.sock\")))"
             ),
             "{profile}"
         );
+        assert!(!profile.contains("(allow network*"), "{profile}");
+        // An open network is allowed whole.
+        let open = super::profile(&bare(&policy), None);
+        assert!(open.ends_with("(allow network* system-socket)"), "{open}");
+    }
+
+    #[test]
+    fn every_profile_starts_from_deny_and_never_allows_writes_wholesale() {
+        for mode in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
+            let policy = SandboxPolicy::new(mode, "/Users/me/ws");
+            let profile = profile(&lay_out(&policy, &[], &[]), None);
+            assert!(
+                profile.starts_with("(version 1) (deny default)"),
+                "{profile}"
+            );
+            assert!(!profile.contains("(allow default)"), "{profile}");
+            assert!(!profile.contains("(allow file-write*)"), "{profile}");
+            assert!(
+                !profile.contains("(allow mach-lookup)"),
+                "every service: {profile}"
+            );
+            // Processes of this sandbox only.
+            assert!(profile.contains("(allow signal (target same-sandbox))"));
+            // Balanced parentheses: sandbox-exec refuses a profile that is not.
+            let depth = profile.chars().try_fold(0i32, |depth, c| {
+                let depth = depth + i32::from(c == '(') - i32::from(c == ')');
+                (depth >= 0).then_some(depth)
+            });
+            assert_eq!(depth, Some(0), "{profile}");
+        }
     }
 
     #[test]
@@ -191,7 +241,7 @@ mod tests {
         let policy = SandboxPolicy::new(SandboxMode::ReadOnly, "/Users/me/ws");
         assert_eq!(
             profile(&bare(&policy), Some(Path::new("/private/var/folders/x/T"))),
-            "(version 1) (allow default) (deny file-write*) (allow file-write* (literal \"/dev/null\"))"
+            format!("{BASE} (allow network* system-socket)")
         );
     }
 
@@ -200,9 +250,10 @@ mod tests {
         let policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/Users/me/ws");
         assert_eq!(
             profile(&bare(&policy), Some(Path::new("/private/var/folders/x/T"))),
-            "(version 1) (allow default) (deny file-write*) (allow file-write* (literal \"/dev/null\")) \
-             (allow file-write* (subpath \"/Users/me/ws\") (subpath \"/private/tmp\") \
-             (subpath \"/private/var/folders/x/T\"))"
+            format!(
+                "{BASE} (allow file-write* (subpath \"/Users/me/ws\") (subpath \"/private/tmp\") \
+                 (subpath \"/private/var/folders/x/T\")) (allow network* system-socket)"
+            )
         );
     }
 

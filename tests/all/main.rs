@@ -26,6 +26,7 @@ mod launcher;
 mod limits;
 mod mcp;
 mod network;
+mod operations;
 mod ns_runner;
 mod policy;
 mod probe;

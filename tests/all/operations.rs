@@ -11,7 +11,10 @@ fn version_names_the_policy_worlds() {
     let out = cordon().arg("--version").output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success());
-    assert!(text.starts_with(concat!("cordon ", env!("CARGO_PKG_VERSION"))), "{text}");
+    assert!(
+        text.starts_with(concat!("cordon ", env!("CARGO_PKG_VERSION"))),
+        "{text}"
+    );
     for world in cordon::policy::supported_worlds() {
         assert!(text.contains(world), "{world} missing: {text}");
     }
@@ -40,7 +43,12 @@ fn completions_and_manual_pages_come_from_the_cli_definition() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    for page in ["cordon.1", "cordon-run.1", "cordon-policy-push.1", "cordon-doctor.1"] {
+    for page in [
+        "cordon.1",
+        "cordon-run.1",
+        "cordon-policy-push.1",
+        "cordon-doctor.1",
+    ] {
         let text = std::fs::read_to_string(dir.path().join(page)).unwrap();
         assert!(text.contains(".TH"), "{page}");
     }
@@ -51,7 +59,14 @@ fn logs_go_to_stderr_and_never_into_the_result() {
     let ws = workspace();
     let out = cordon()
         .current_dir(ws.path())
-        .args(["--log-level", "debug", "run", "--json", "--mode", "danger-full-access"])
+        .args([
+            "--log-level",
+            "debug",
+            "run",
+            "--json",
+            "--mode",
+            "danger-full-access",
+        ])
         .args(["--max-mode", "danger-full-access", "--", "echo out"])
         .output()
         .unwrap();
@@ -64,10 +79,25 @@ fn logs_go_to_stderr_and_never_into_the_result() {
     let quiet = cordon()
         .current_dir(ws.path())
         .env_remove("RUST_LOG")
-        .args(["run", "--mode", "danger-full-access", "--max-mode", "danger-full-access", "--", "true"])
+        .args([
+            "run",
+            "--mode",
+            "danger-full-access",
+            "--max-mode",
+            "danger-full-access",
+            "--",
+            "true",
+        ])
         .output()
         .unwrap();
-    assert!(quiet.stderr.is_empty(), "{}", String::from_utf8_lossy(&quiet.stderr));
-    let bad = cordon().args(["--log-level", "loud[", "run", "--", "true"]).output().unwrap();
+    assert!(
+        quiet.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&quiet.stderr)
+    );
+    let bad = cordon()
+        .args(["--log-level", "loud[", "run", "--", "true"])
+        .output()
+        .unwrap();
     assert_eq!(bad.status.code(), Some(78));
 }

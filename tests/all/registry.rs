@@ -219,6 +219,109 @@ fn a_pushed_policy_runs_pinned_by_digest_and_a_tag_resolves_to_the_printed_diges
     assert!(stderr.contains("registry 127.0.0.1:"), "{stderr}");
 }
 
+/// `GET path` from the registry over plain HTTP/1.0: the body.
+fn http_get(registry: &Registry, path: &str, accept: &str) -> Vec<u8> {
+    use std::io::Read;
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", registry.port)).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nAccept: {accept}\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    let at = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("an HTTP response");
+    assert!(
+        response.starts_with(b"HTTP/1.1 200") || response.starts_with(b"HTTP/1.0 200"),
+        "{}",
+        String::from_utf8_lossy(&response)
+    );
+    response[at + 4..].to_vec()
+}
+
+#[test]
+fn a_signature_is_in_cosigns_layout_and_verifies_with_openssl() {
+    let Some(registry) = Registry::start("registry::cosign_layout") else {
+        return;
+    };
+    if Command::new("openssl").arg("version").output().is_err() {
+        eprintln!("SKIPPED registry::cosign_layout: openssl is not installed");
+        return;
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let pinned = push(
+        cache.path(),
+        &component("strict-policy.wasm"),
+        &registry.reference("p/cosign:v1"),
+        true,
+    );
+    let digest = pinned.rsplit_once('@').unwrap().1;
+    // Beside the component, at sha256-<hex>.sig: a simple-signing payload
+    // layer with the signature in its annotation (what cosign writes).
+    let tag = format!("{}.sig", digest.replacen(':', "-", 1));
+    let manifest: Value = serde_json::from_slice(&http_get(
+        &registry,
+        &format!("/v2/p/cosign/manifests/{tag}"),
+        "application/vnd.oci.image.manifest.v1+json",
+    ))
+    .unwrap();
+    let layer = &manifest["layers"][0];
+    assert_eq!(
+        layer["mediaType"],
+        "application/vnd.dev.cosign.simplesigning.v1+json"
+    );
+    let payload = http_get(
+        &registry,
+        &format!("/v2/p/cosign/blobs/{}", layer["digest"].as_str().unwrap()),
+        "*/*",
+    );
+    let payload_json: Value = serde_json::from_slice(&payload).unwrap();
+    assert_eq!(
+        payload_json["critical"]["image"]["docker-manifest-digest"],
+        digest
+    );
+    assert_eq!(
+        payload_json["critical"]["type"],
+        "cosign container image signature"
+    );
+    assert_eq!(
+        payload_json["critical"]["identity"]["docker-reference"],
+        format!("127.0.0.1:{}/p/cosign", registry.port)
+    );
+    // The signature verifies with another implementation: ECDSA P-256 over
+    // SHA-256 of the payload, DER, base64.
+    let signature = layer["annotations"]["dev.cosignproject.cosign/signature"]
+        .as_str()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("payload"), &payload).unwrap();
+    std::fs::write(dir.path().join("sig.b64"), signature).unwrap();
+    let decoded = Command::new("openssl")
+        .args(["base64", "-d", "-A", "-in"])
+        .arg(dir.path().join("sig.b64"))
+        .arg("-out")
+        .arg(dir.path().join("sig.der"))
+        .status()
+        .unwrap();
+    assert!(decoded.success());
+    let verified = Command::new("openssl")
+        .args(["dgst", "-sha256", "-verify"])
+        .arg(key("signer.pub"))
+        .arg("-signature")
+        .arg(dir.path().join("sig.der"))
+        .arg(dir.path().join("payload"))
+        .output()
+        .unwrap();
+    assert!(
+        verified.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verified.stdout)
+    );
+}
+
 #[test]
 fn a_tampered_blob_a_wrong_signature_and_a_missing_one_are_refused_and_nothing_runs() {
     let Some(registry) = Registry::start("registry::refused") else {

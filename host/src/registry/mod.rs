@@ -224,58 +224,56 @@ async fn pull_async(
     reference: &PolicyRef,
     options: &RegistryOptions,
 ) -> Result<Pulled, RegistryError> {
-    {
-        let refused = |reason: String| RegistryError::Refused {
-            reference: reference.to_string(),
-            reason,
-        };
-        let client = client(reference, options);
-        let auth = auth();
-        let (manifest_bytes, _) = client
-            .pull_manifest_raw(&reference.to_oci(), &auth, &[MANIFEST_MEDIA_TYPE])
-            .await
-            .map_err(transport(reference))?;
-        if manifest_bytes.len() > MAX_COMPONENT_BYTES {
-            return Err(refused("the manifest is too large".into()));
-        }
-        // The digest is the one of the bytes we hold, not the one the
-        // registry says.
-        let digest = reference::digest_of(&manifest_bytes);
-        if let Some(pinned) = reference.digest()
-            && pinned != digest
-        {
-            return Err(refused(format!(
-                "the registry served a manifest whose digest is {digest}"
-            )));
-        }
-        let pinned = reference.pinned(&digest);
-        let manifest: OciImageManifest = serde_json::from_slice(&manifest_bytes)
-            .map_err(|err| refused(format!("the manifest is not an OCI image manifest: {err}")))?;
-        let layer = artifact::component_layer(&manifest).map_err(refused)?;
-
-        let config = fetch_blob(&client, &pinned, &manifest.config).await?;
-        artifact::check_config(&config, layer).map_err(refused)?;
-        let bytes = fetch_blob(&client, &pinned, layer).await?;
-
-        let signed_by = match &options.public_key {
-            None => None,
-            Some(key) => {
-                verify_signature(&client, &pinned, key)
-                    .await
-                    .map_err(|reason| RegistryError::Unsigned {
-                        reference: pinned.to_string(),
-                        reason,
-                    })?;
-                Some(key.fingerprint().to_owned())
-            }
-        };
-        Ok(Pulled {
-            pinned,
-            bytes,
-            signed_by,
-            cached: false,
-        })
+    let refused = |reason: String| RegistryError::Refused {
+        reference: reference.to_string(),
+        reason,
+    };
+    let client = client(reference, options);
+    let auth = auth();
+    let (manifest_bytes, _) = client
+        .pull_manifest_raw(&reference.to_oci(), &auth, &[MANIFEST_MEDIA_TYPE])
+        .await
+        .map_err(transport(reference))?;
+    if manifest_bytes.len() > MAX_COMPONENT_BYTES {
+        return Err(refused("the manifest is too large".into()));
     }
+    // The digest is the one of the bytes we hold, not the one the
+    // registry says.
+    let digest = reference::digest_of(&manifest_bytes);
+    if let Some(pinned) = reference.digest()
+        && pinned != digest
+    {
+        return Err(refused(format!(
+            "the registry served a manifest whose digest is {digest}"
+        )));
+    }
+    let pinned = reference.pinned(&digest);
+    let manifest: OciImageManifest = serde_json::from_slice(&manifest_bytes)
+        .map_err(|err| refused(format!("the manifest is not an OCI image manifest: {err}")))?;
+    let layer = artifact::component_layer(&manifest).map_err(refused)?;
+
+    let config = fetch_blob(&client, &pinned, &manifest.config).await?;
+    artifact::check_config(&config, layer).map_err(refused)?;
+    let bytes = fetch_blob(&client, &pinned, layer).await?;
+
+    let signed_by = match &options.public_key {
+        None => None,
+        Some(key) => {
+            verify_signature(&client, &pinned, key)
+                .await
+                .map_err(|reason| RegistryError::Unsigned {
+                    reference: pinned.to_string(),
+                    reason,
+                })?;
+            Some(key.fingerprint().to_owned())
+        }
+    };
+    Ok(Pulled {
+        pinned,
+        bytes,
+        signed_by,
+        cached: false,
+    })
 }
 
 /// A blob the manifest names, checked against its descriptor's size and digest.
@@ -385,39 +383,37 @@ async fn push_async(
     options: &RegistryOptions,
     sign: Option<&PrivateKey>,
 ) -> Result<PolicyRef, RegistryError> {
-    {
-        let client = client(reference, options);
-        let auth = auth();
-        let oci = reference.to_oci();
+    let client = client(reference, options);
+    let auth = auth();
+    let oci = reference.to_oci();
+    client
+        .store_auth_if_needed(oci.resolve_registry(), &auth)
+        .await;
+    let artifact = artifact::build(bytes, world, interfaces);
+    for (blob, descriptor) in [
+        (&artifact.config, &artifact.manifest.config),
+        (&bytes.to_vec(), &artifact.manifest.layers[0]),
+    ] {
         client
-            .store_auth_if_needed(oci.resolve_registry(), &auth)
-            .await;
-        let artifact = artifact::build(bytes, world, interfaces);
-        for (blob, descriptor) in [
-            (&artifact.config, &artifact.manifest.config),
-            (&bytes.to_vec(), &artifact.manifest.layers[0]),
-        ] {
-            client
-                .push_blob(&oci, blob.clone(), &descriptor.digest)
-                .await
-                .map_err(transport(reference))?;
-        }
-        let manifest = serde_json::to_vec(&artifact.manifest).expect("JSON serializes");
-        let digest = reference::digest_of(&manifest);
-        client
-            .push_manifest_raw(
-                &oci,
-                manifest,
-                http::HeaderValue::from_static(MANIFEST_MEDIA_TYPE),
-            )
+            .push_blob(&oci, blob.clone(), &descriptor.digest)
             .await
             .map_err(transport(reference))?;
-        let pinned = reference.pinned(&digest);
-        if let Some(key) = sign {
-            push_signature(&client, &pinned, key).await?;
-        }
-        Ok(pinned)
     }
+    let manifest = serde_json::to_vec(&artifact.manifest).expect("JSON serializes");
+    let digest = reference::digest_of(&manifest);
+    client
+        .push_manifest_raw(
+            &oci,
+            manifest,
+            http::HeaderValue::from_static(MANIFEST_MEDIA_TYPE),
+        )
+        .await
+        .map_err(transport(reference))?;
+    let pinned = reference.pinned(&digest);
+    if let Some(key) = sign {
+        push_signature(&client, &pinned, key).await?;
+    }
+    Ok(pinned)
 }
 
 /// Store a signature over `pinned`'s digest beside it, keeping any

@@ -31,6 +31,7 @@ mod operations;
 mod policy;
 mod probe;
 mod process;
+mod properties;
 mod python;
 mod registry;
 mod rpc;

@@ -775,4 +775,101 @@ mod tests {
                 .contains("replaces the ladder")
         );
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// Keys the loader knows (top level and in tables), and some it does not.
+        const KEYS: &[&str] = &[
+            "default_mode",
+            "workspace_root",
+            "max_mode",
+            "allowed_roots",
+            "backend",
+            "probe_timeout_ms",
+            "landlock_launcher",
+            "bwrap_path",
+            "runner_command",
+            "runner_failure_signatures",
+            "max_network",
+            "default_network",
+            "exposable_sockets",
+            "liftable_protected",
+            "audit_log",
+            "unknown_key",
+            "env.inherit",
+            "env.include",
+            "limits.pids",
+            "limits.memory_bytes",
+            "limits.cpu_weight",
+            "limits.cgroup",
+            "limits.cgroup_parent",
+            "serve.reload",
+            "serve.max_session_runs",
+            "serve.allowed_uids",
+            "registry.insecure",
+            "policy.settings.x",
+        ];
+
+        fn value() -> impl Strategy<Value = String> {
+            prop_oneof![
+                any::<i64>().prop_map(|n| n.to_string()),
+                any::<bool>().prop_map(|b| b.to_string()),
+                "[a-z/~.*:_ -]{0,20}".prop_map(|s| format!("{s:?}")),
+                prop::collection::vec("[a-z/~.:*0-9-]{0,12}", 0..4).prop_map(|v| format!("{v:?}")),
+                Just("\"read-only\"".to_owned()),
+                Just("\"danger-full-access\"".to_owned()),
+                Just("\"unlimited\"".to_owned()),
+                Just("{}".to_owned()),
+            ]
+        }
+
+        fn file() -> impl Strategy<Value = String> {
+            prop::collection::vec((prop::sample::select(KEYS), value()), 0..8).prop_map(|pairs| {
+                pairs
+                    .into_iter()
+                    .map(|(key, value)| format!("{key} = {value}\n"))
+                    .collect()
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 1024, failure_persistence: None, ..ProptestConfig::default() })]
+
+            /// Any text loads or is refused with a message naming the file;
+            /// never a panic.
+            #[test]
+            fn any_text_loads_or_is_refused_clearly(text in any::<String>()) {
+                if let Err(err) = Config::parse(&text, Path::new("/etc/cordon.toml")) {
+                    prop_assert!(err.to_string().contains("/etc/cordon.toml"));
+                }
+            }
+
+            /// Known keys with values of every type: a config that loads
+            /// keeps its ceilings consistent; one that does not names a key
+            /// or the parser's line.
+            #[test]
+            fn known_keys_with_any_values(text in file()) {
+                match Config::parse(&text, Path::new("/c.toml")) {
+                    Ok(config) => {
+                        let deployment = config.deployment(Path::new("/srv/ws"));
+                        // A written ceiling bounds the written default (an
+                        // unwritten one may still be raised by --max-mode).
+                        if config.max_mode.is_some() {
+                            prop_assert!(deployment.policy.mode <= deployment.max_mode);
+                        }
+                        if let Some(max) = &config.max_network {
+                            prop_assert!(config.default_network.within(max));
+                        }
+                    }
+                    Err(err) => {
+                        let message = err.to_string();
+                        prop_assert!(message.starts_with("config /c.toml"), "{}", message);
+                    }
+                }
+            }
+        }
+    }
 }

@@ -323,4 +323,70 @@ mod tests {
         assert!(tail.truncated());
         assert_eq!(tail.to_vec().last(), Some(&b'z'));
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        fn chunks() -> impl Strategy<Value = Vec<Vec<u8>>> {
+            prop::collection::vec(prop::collection::vec(any::<u8>(), 0..300), 0..40)
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
+
+            /// The tail is always exactly the stream's last `cap` bytes, and
+            /// truncated exactly when the stream was longer.
+            #[test]
+            fn the_tail_is_the_exact_last_bytes(cap in 0usize..700, chunks in chunks()) {
+                let mut tail = Tail::new(cap);
+                let mut stream = Vec::new();
+                for chunk in &chunks {
+                    tail.push(chunk);
+                    stream.extend_from_slice(chunk);
+                }
+                let start = stream.len().saturating_sub(cap);
+                prop_assert_eq!(tail.to_vec(), stream[start..].to_vec());
+                prop_assert_eq!(tail.total(), stream.len() as u64);
+                prop_assert_eq!(tail.truncated(), stream.len() > cap);
+            }
+
+            /// A consuming reader that keeps up reads the stream whole, in
+            /// order; one that fell behind is told so and gets the exact tail.
+            #[test]
+            fn consuming_reads_add_up_to_the_stream(
+                cap in 1usize..700,
+                chunks in chunks(),
+                reads in prop::collection::vec(any::<bool>(), 0..40),
+            ) {
+                let mut capture = Capture::new(Stream::Stdout, cap, None, 0);
+                let mut stream = Vec::new();
+                let mut read = Vec::new();
+                let mut lossy = false;
+                for (i, chunk) in chunks.iter().enumerate() {
+                    capture.push(chunk);
+                    stream.extend_from_slice(chunk);
+                    if reads.get(i).copied().unwrap_or(false) {
+                        let delta = capture.read_delta(true);
+                        if delta.lossy {
+                            // The retained tail, less at most an unfinished
+                            // character held back for the next read.
+                            lossy = true;
+                            let tail = &stream[stream.len().saturating_sub(cap)..];
+                            prop_assert!(tail.starts_with(&delta.bytes));
+                            prop_assert!(tail.len() - delta.bytes.len() <= 3);
+                        }
+                        read.extend(delta.bytes);
+                    }
+                }
+                let last = capture.read_delta(false);
+                lossy |= last.lossy;
+                read.extend(last.bytes);
+                if !lossy {
+                    prop_assert_eq!(read, stream);
+                }
+            }
+        }
+    }
 }

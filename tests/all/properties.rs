@@ -152,15 +152,15 @@ fn any_line_gets_a_clear_answer_and_ids_are_echoed_exactly() {
                     check_reply(reply)?;
                 }
                 for request in &batch {
-                    if let Some(id) = request.get("id").filter(|id| valid_id(id)) {
-                        if request["jsonrpc"] == "2.0" {
-                            prop_assert!(
-                                replies.iter().any(|r| &r["id"] == id),
-                                "{} unanswered: {:?}",
-                                id,
-                                replies
-                            );
-                        }
+                    if let Some(id) = request.get("id").filter(|id| valid_id(id))
+                        && request["jsonrpc"] == "2.0"
+                    {
+                        prop_assert!(
+                            replies.iter().any(|r| &r["id"] == id),
+                            "{} unanswered: {:?}",
+                            id,
+                            replies
+                        );
                     }
                 }
             }

@@ -1111,4 +1111,128 @@ mod tests {
             Err(RunError::InvalidRequest(m)) if m.contains("system directory")
         ));
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+        use crate::model::{Endpoint, Network};
+
+        fn pick<T: Clone + std::fmt::Debug + 'static>(
+            items: Vec<T>,
+        ) -> impl Strategy<Value = Vec<T>> {
+            prop::sample::subsequence(items.clone(), 0..=items.len())
+        }
+
+        fn network() -> impl Strategy<Value = Network> {
+            prop_oneof![
+                Just(Network::None),
+                Just(Network::Full),
+                pick(vec![
+                    Endpoint {
+                        host: "github.com".into(),
+                        port: Some(22)
+                    },
+                    Endpoint {
+                        host: "*.npmjs.org".into(),
+                        port: Some(443)
+                    },
+                    Endpoint {
+                        host: "example.com".into(),
+                        port: None
+                    },
+                ])
+                .prop_map(Network::Allow),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 1024, failure_persistence: None, ..ProptestConfig::default() })]
+
+            /// A grant the checker accepts is within every ceiling: roots
+            /// inside the allowed roots and never the host's own, lifted
+            /// defaults the operator lets be lifted, hidden paths that hide
+            /// no writable root, a network no wider, exposable sockets only.
+            #[test]
+            fn an_accepted_grant_is_within_every_ceiling(
+                write in any::<bool>(),
+                root in 0usize..4,
+                roots in pick((0usize..7).collect()),
+                allowed in pick((0usize..3).collect()),
+                unprotected in pick(vec![".git".to_owned(), ".cordon".to_owned(), "x".to_owned()]),
+                liftable in pick(vec![".git".to_owned(), ".cordon".to_owned()]),
+                deny_read in pick((0usize..6).collect()),
+                network in network(),
+                max_network in network(),
+                sockets in pick(vec!["/run/a.sock", "~/.ssh/agent.sock", "/run/b.sock"]),
+                exposable in pick(vec!["/run/a.sock", "~/.ssh/agent.sock"]),
+            ) {
+                let dir = tempfile::tempdir().unwrap();
+                let base = std::fs::canonicalize(dir.path()).unwrap();
+                for sub in ["a/b", "c"] {
+                    std::fs::create_dir_all(base.join(sub)).unwrap();
+                }
+                let candidates: Vec<PathBuf> = vec![
+                    base.join("a"), base.join("a/b"), base.join("c"), base.join("d"),
+                    "/".into(), "/etc".into(), "/proc/self".into(),
+                ];
+                let allowed_pool = [base.join("a"), base.join("c"), base.clone()];
+                let hidden_pool: Vec<PathBuf> = vec![
+                    base.join("a"), base.join("a/b/x"), "/".into(), "/proc/x".into(),
+                    "~/.ssh".into(), "relative".into(),
+                ];
+                let mut policy = SandboxPolicy::new(
+                    if write { SandboxMode::WorkspaceWrite } else { SandboxMode::ReadOnly },
+                    candidates[root].clone(),
+                );
+                policy.writable_roots = roots.iter().map(|&i| candidates[i].clone()).collect();
+                policy.unprotected = unprotected;
+                policy.deny_read = deny_read.iter().map(|&i| hidden_pool[i].clone()).collect();
+                policy.network = network;
+                policy.sockets = sockets.iter().map(PathBuf::from).collect();
+                let mut deployment = Deployment::in_dir(&base);
+                deployment.allowed_roots = allowed.iter().map(|&i| allowed_pool[i].clone()).collect();
+                deployment.liftable = liftable;
+                deployment.max_network = max_network.clone();
+                deployment.sockets = exposable.iter().map(PathBuf::from).collect();
+
+                if policy_within(&policy, &deployment).is_err() {
+                    return Ok(());
+                }
+                let inside_allowed = |path: &Path| {
+                    deployment.allowed_roots.is_empty()
+                        || deployment.allowed_roots.iter().any(|a| path.starts_with(a))
+                };
+                let host_own = |path: &Path| {
+                    path == Path::new("/") || ["/proc", "/etc", "/sys", "/dev"].iter().any(|d| path.starts_with(d))
+                };
+                if policy.mode == SandboxMode::WorkspaceWrite {
+                    for root in policy.writable() {
+                        prop_assert!(inside_allowed(&root), "{} outside {:?}", root.display(), deployment.allowed_roots);
+                        prop_assert!(!host_own(&root), "{} is the host's own", root.display());
+                    }
+                }
+                for name in &policy.unprotected {
+                    prop_assert!(deployment.liftable.contains(name));
+                }
+                for hidden in &policy.deny_read {
+                    let hidden = expand_home(hidden);
+                    prop_assert!(hidden.is_absolute());
+                    prop_assert!(!host_own(&hidden) || hidden.starts_with("/etc"));
+                    for root in policy.writable() {
+                        prop_assert!(!root.starts_with(&hidden), "{} hides {}", hidden.display(), root.display());
+                    }
+                }
+                match &max_network {
+                    Network::None => prop_assert_eq!(&policy.network, &Network::None),
+                    Network::Allow(_) => prop_assert!(policy.network != Network::Full),
+                    Network::Full => {}
+                }
+                let exposable: Vec<PathBuf> = deployment.sockets.iter().map(|s| expand_home(s)).collect();
+                for socket in &policy.sockets {
+                    prop_assert!(exposable.contains(&expand_home(socket)));
+                }
+            }
+        }
+    }
 }

@@ -1208,8 +1208,8 @@ mod tests {
                 };
                 if policy.mode == SandboxMode::WorkspaceWrite {
                     for root in policy.writable() {
-                        prop_assert!(inside_allowed(&root), "{} outside {:?}", root.display(), deployment.allowed_roots);
-                        prop_assert!(!host_own(&root), "{} is the host's own", root.display());
+                        prop_assert!(inside_allowed(root), "{} outside {:?}", root.display(), deployment.allowed_roots);
+                        prop_assert!(!host_own(root), "{} is the host's own", root.display());
                     }
                 }
                 for name in &policy.unprotected {

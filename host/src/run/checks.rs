@@ -1234,5 +1234,74 @@ mod tests {
                 }
             }
         }
+
+        /// How a workspace is laid out on disk for the layout property.
+        fn make_tree(root: &Path, links: &[usize], dot_git: usize) {
+            std::fs::create_dir_all(root.join("a/b")).unwrap();
+            let targets = ["/etc", "a", "..", "a/b/../..", "/"];
+            for (i, &target) in links.iter().enumerate() {
+                let _ = std::os::unix::fs::symlink(targets[target], root.join(format!("l{i}")));
+            }
+            match dot_git {
+                0 => {}
+                1 => std::fs::create_dir_all(root.join(".git/hooks")).unwrap(),
+                2 => std::os::unix::fs::symlink("/etc", root.join(".git")).unwrap(),
+                _ => std::fs::write(
+                    root.join(".git"),
+                    "gitdir: ../../outside/.git/worktrees/w\n",
+                )
+                .unwrap(),
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
+
+            /// Every path the layout protects (and so mounts over) lies
+            /// physically inside a writable root and is never the root
+            /// itself, whatever links and `..` the workspace and the grant
+            /// hold: a grant the checker accepts never reaches outside.
+            #[test]
+            fn a_protected_path_never_escapes_its_root(
+                links in prop::collection::vec(0usize..5, 0..4),
+                dot_git in 0usize..4,
+                names in pick(vec![
+                    "a/b", "l0/passwd", "l1/b", "l2/x", "../x", "a/../../x", ".git/hooks",
+                    "x", "l3", "a/./b/../../../y",
+                ]),
+                absolute in pick(vec![0usize, 1, 2]),
+            ) {
+                let dir = tempfile::tempdir().unwrap();
+                let base = std::fs::canonicalize(dir.path()).unwrap();
+                let root = base.join("ws");
+                make_tree(&root, &links, dot_git);
+                let mut policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, root.clone());
+                policy.protected = names.iter().map(PathBuf::from).collect();
+                policy.protected.extend(absolute.iter().map(|&i| match i {
+                    0 => root.join("a"),
+                    1 => PathBuf::from("/etc/passwd"),
+                    _ => root.join("l0/x"),
+                }));
+                let deployment = Deployment::in_dir(&base);
+                if grant(&policy, &deployment).is_err() {
+                    return Ok(());
+                }
+                let layout = crate::sandbox::grant::lay_out(&policy, &[], &[]);
+                for protected in &layout.protected {
+                    let path = &protected.path;
+                    prop_assert!(path.starts_with(&root) && path != &root, "{}", path.display());
+                    prop_assert!(
+                        !path.components().any(|c| c == std::path::Component::ParentDir),
+                        "{}", path.display()
+                    );
+                    // Physically inside: its parent resolves inside the root.
+                    if let Some(parent) = path.parent()
+                        && let Ok(real) = std::fs::canonicalize(parent)
+                    {
+                        prop_assert!(real.starts_with(&root), "{} resolves to {}", path.display(), real.display());
+                    }
+                }
+            }
+        }
     }
 }

@@ -38,6 +38,7 @@ mod rpc;
 mod serve;
 mod service;
 mod sessions;
+mod shell_diff;
 mod tasks;
 mod testkit;
 mod trees;

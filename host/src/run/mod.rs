@@ -10,6 +10,8 @@
 
 pub(crate) mod ahead;
 mod checks;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 
 use std::ffi::OsString;
 use std::sync::Arc;

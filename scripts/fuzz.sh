@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-30}
 shift || true
 targets=("$@")
-[ "${#targets[@]}" -gt 0 ] || targets=(protocol config spec shell tail)
+[ "${#targets[@]}" -gt 0 ] || targets=(protocol config spec settle shell tail)
 
 skip() {
     if [ "${CORDON_FUZZ_REQUIRE:-}" = 1 ]; then

@@ -5,7 +5,9 @@
 
 use super::checks;
 use crate::RunError;
-use crate::model::{Deployment, ExecRequest, ExecSpec, SandboxMode, SandboxPolicy};
+use crate::model::{
+    Deployment, ExecRequest, ExecSpec, LaunchFacts, SandboxFacts, SandboxMode, SandboxPolicy,
+};
 
 /// The checks of a request before the component sees it.
 pub fn check_request(request: &ExecRequest, deployment: &Deployment) -> Result<(), RunError> {
@@ -35,4 +37,13 @@ pub fn check_spec(
 /// Whether a (canonical) policy is within the deployment's ceilings.
 pub fn policy_within(policy: &SandboxPolicy, deployment: &Deployment) -> Result<(), RunError> {
     checks::policy_within(policy, deployment)
+}
+
+/// The check of the facts a component's `settle` stamped on a run.
+pub fn check_stamp(
+    spec: &ExecSpec,
+    facts: &LaunchFacts,
+    stamped: Option<&SandboxFacts>,
+) -> Result<(), RunError> {
+    checks::stamp(spec, facts, stamped)
 }

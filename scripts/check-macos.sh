@@ -50,6 +50,6 @@ chmod +x "$stand_in/cc"
 export CC_aarch64_apple_darwin="$stand_in/cc" AR_aarch64_apple_darwin=ar
 # The library, the binary and the unit tests (the end-to-end suites drive
 # Linux runners and stay Linux's).
-cargo check --locked -p cordon --target "$target" --lib --bins --target-dir target/macos-check
-cargo check --locked -p cordon --target "$target" --lib --profile test --target-dir target/macos-check
+cargo check --locked -p cordon --target "$target" --lib --bins
+cargo check --locked -p cordon --target "$target" --lib --profile test
 echo "check-macos: cordon type-checks for $target"

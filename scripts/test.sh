@@ -26,6 +26,6 @@ cargo clippy --workspace --all-targets -- -D warnings
 if [ "$(uname -s)" = Linux ]; then
     scripts/check-macos.sh
 fi
-# The crate packages (the embedded default's source inside it), and the
+# The crate packages (the default component reproducibly prebuilt into it), and the
 # completions and manual pages generate from the CLI definition.
 scripts/package.sh

@@ -55,7 +55,7 @@ impl AuditLog {
             .append(true)
             .create(true)
             .mode(0o600)
-            .custom_flags(libc_flags())
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
             .open(path)
             .map_err(|err| fail(format!("{err} (a symlink is refused)")))?;
         let meta = file.metadata().map_err(|err| fail(err.to_string()))?;
@@ -69,8 +69,7 @@ impl AuditLog {
                 meta.mode() & 0o7777
             )));
         }
-        // SAFETY: geteuid has no preconditions.
-        let me = unsafe { nix::libc::geteuid() };
+        let me = nix::unistd::geteuid().as_raw();
         if meta.uid() != me {
             return Err(fail(format!(
                 "it is owned by uid {}, not this user (uid {me})",
@@ -98,10 +97,6 @@ impl AuditLog {
             tracing::error!(path = %self.path.display(), %err, "cannot write the audit log");
         }
     }
-}
-
-fn libc_flags() -> i32 {
-    nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC
 }
 
 /// One audit record.

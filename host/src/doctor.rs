@@ -311,8 +311,7 @@ fn user_namespaces() -> Vec<Check> {
     if read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
         problems.push("kernel.apparmor_restrict_unprivileged_userns = 1");
     }
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { nix::libc::geteuid() } == 0;
+    let root = nix::unistd::geteuid().is_root();
     vec![match (problems.is_empty(), root) {
         (true, _) => Check::new(
             "user namespaces",

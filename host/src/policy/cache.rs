@@ -173,8 +173,8 @@ impl ComponentCache {
     /// words, whatever the digest strings hold.
     fn pulled_name(digest: &str, signed_by: Option<&str>) -> String {
         let hex = |text: &str| -> String {
-            let digest = Sha256::digest(text.as_bytes());
-            digest.iter().map(|b| format!("{b:02x}")).collect()
+            let digest = crate::registry::reference::digest_of(text.as_bytes());
+            digest.trim_start_matches("sha256:").to_owned()
         };
         match signed_by {
             None => format!("pulled-{}.wasm", hex(digest)),

@@ -216,3 +216,31 @@ fn every_program_bash_runs_is_reported_or_covered() {
     );
     assert!(disagreements.is_empty(), "{}", disagreements.join("\n"));
 }
+
+/// The hole the differential test found, tried from outside: a rule that
+/// denies `curl` denies it inside two nested subshells too, and nothing
+/// runs (the refusal comes before any runner starts, whatever the backend).
+#[test]
+fn nested_subshells_do_not_hide_a_denied_program() {
+    let ws = crate::common::workspace();
+    let rules = crate::common::component("rules-policy.wasm");
+    for line in [
+        "( ( curl https://example.com ) )",
+        "((curl https://example.com) )",
+    ] {
+        let out = crate::common::cordon()
+            .current_dir(ws.path())
+            .args(["run", "--policy", rules.to_str().unwrap(), "--settings"])
+            .arg(crate::common::rule_file())
+            .args(["--", line])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(77),
+            "{line}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stderr).contains("no downloads"));
+    }
+}

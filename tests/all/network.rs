@@ -458,3 +458,53 @@ fn curl_reaches_an_allowed_endpoint_through_the_proxy_and_a_trapping_connect_ref
         assert_eq!(refused[1]["host"], "localhost", "{result}");
     }
 }
+
+/// The `cordon-proxy-*` directories in `dir`.
+fn proxy_dirs(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("cordon-proxy-"))
+        .collect()
+}
+
+#[test]
+fn an_allow_list_run_leaves_no_proxy_socket_directory_behind() {
+    // Every backend, and the default ladder (whose runner is started ahead
+    // of the plan, confining the grant once more than the run uses).
+    let mut backends: Vec<&[&str]> = confined_backends("an_allow_list_run_leaves_no_proxy")
+        .into_iter()
+        .map(|(backend, _)| backend)
+        .collect();
+    if backends.is_empty() {
+        return;
+    }
+    backends.push(&[]);
+    for backend in backends {
+        let ws = workspace();
+        let tmp = workspace();
+        let (port, _) = http_server("ok\n");
+        let policy = grant(
+            ws.path(),
+            json!({"network": {"allow": [{"host": "127.0.0.1", "port": port}]}}),
+        );
+        let mut args = backend.to_vec();
+        args.extend(["--grant", &policy]);
+        let output = common::cordon()
+            .current_dir(ws.path())
+            .env("TMPDIR", tmp.path())
+            .args(["run", "--json"])
+            .args(&args)
+            .args(["--", "echo ran"])
+            .output()
+            .unwrap();
+        let result = common::parse(&output);
+        assert_eq!(result["stdout"]["text"], "ran\n", "{backend:?}: {result}");
+        assert_eq!(
+            proxy_dirs(tmp.path()),
+            Vec::<String>::new(),
+            "{backend:?}: the host left its proxy's directory behind"
+        );
+    }
+}

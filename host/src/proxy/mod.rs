@@ -39,46 +39,129 @@ pub type Decide = Arc<dyn Fn(&str, u16) -> Result<(), String> + Send + Sync>;
 
 pub use crate::model::RefusedConnection as Refused;
 
-/// Where a run's proxy listens.
+/// The place a run's proxy listens at.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ProxyAt {
+pub enum Place {
     /// A unix socket in a host-only directory, bound into a bwrap sandbox
     /// and bridged there to its loopback's [`PORT`].
     Socket(PathBuf),
-    /// A port of the host's loopback, reserved by [`reserve_loopback`]: a
-    /// Landlock run, in the host's network namespace, connects to it (and
-    /// to no other TCP port).
+    /// A port of the host's loopback, its listener bound ahead: a Landlock
+    /// run, in the host's network namespace, connects to it (and to no
+    /// other TCP port).
     Loopback(u16),
 }
 
+/// Where a run's proxy listens, holding that place from the moment a wrap
+/// names it: the fresh socket's directory, or the loopback listener bound
+/// ahead. Clones share the hold; when the last clone goes without a proxy
+/// ever started there (a plan the host refused, a runner started ahead, a
+/// run that failed before it spawned), the place is given back — a wrap
+/// never leaks a directory or a listening port, however many a component
+/// has the host confine.
+#[derive(Clone, Debug)]
+pub struct ProxyAt {
+    place: Place,
+    hold: Arc<Hold>,
+}
+
+impl PartialEq for ProxyAt {
+    fn eq(&self, other: &Self) -> bool {
+        self.place == other.place
+    }
+}
+
+impl Eq for ProxyAt {}
+
+/// What a [`ProxyAt`] holds until a proxy starts there.
+#[derive(Debug)]
+struct Hold {
+    place: Place,
+    /// A proxy started at the place: it owns it now (and cleans it up).
+    started: std::sync::atomic::AtomicBool,
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        if self.started.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
+        match &self.place {
+            Place::Loopback(port) => {
+                reserved()
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(port);
+            }
+            Place::Socket(path) => {
+                if let Some(dir) = path.parent() {
+                    let _ = std::fs::remove_dir(dir);
+                }
+            }
+        }
+    }
+}
+
 impl ProxyAt {
+    fn holding(place: Place) -> Self {
+        ProxyAt {
+            hold: Arc::new(Hold {
+                place: place.clone(),
+                started: false.into(),
+            }),
+            place,
+        }
+    }
+
+    /// A fresh socket path for one run's proxy, in a new 0700 directory
+    /// of the host's temporary directory.
+    pub fn fresh_socket() -> io::Result<Self> {
+        use std::os::unix::fs::DirBuilderExt;
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let dir = std::env::temp_dir().join(format!(
+            "cordon-proxy-{}-{}-{nanos:x}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        Ok(Self::holding(Place::Socket(dir.join("proxy.sock"))))
+    }
+
+    /// A port of the host's loopback for a run's proxy: the listener is
+    /// bound now (so the port is the run's), and [`Proxy::start`] takes it.
+    pub fn reserve_loopback() -> io::Result<Self> {
+        let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
+        let port = listener.local_addr()?.port();
+        reserved()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(port, listener);
+        Ok(Self::holding(Place::Loopback(port)))
+    }
+
+    /// The place.
+    pub fn place(&self) -> &Place {
+        &self.place
+    }
+
     /// The loopback port the command's clients connect to.
     pub fn client_port(&self) -> u16 {
-        match self {
-            ProxyAt::Socket(_) => PORT,
-            ProxyAt::Loopback(port) => *port,
+        match self.place {
+            Place::Socket(_) => PORT,
+            Place::Loopback(port) => port,
         }
     }
 }
 
 type Reserved = Mutex<std::collections::HashMap<u16, std::net::TcpListener>>;
 
-/// Listeners reserved for runs not started yet, by port.
+/// Listeners bound ahead for runs not started yet, by port.
 fn reserved() -> &'static Reserved {
     static RESERVED: std::sync::OnceLock<Reserved> = std::sync::OnceLock::new();
     RESERVED.get_or_init(Reserved::default)
-}
-
-/// Reserve a port of the host's loopback for a run's proxy: the listener
-/// is bound now (so the port is the run's), and [`Proxy::start`] takes it.
-pub fn reserve_loopback() -> io::Result<u16> {
-    let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
-    let port = listener.local_addr()?.port();
-    reserved()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(port, listener);
-    Ok(port)
 }
 
 /// The environment that points a command's clients at the proxy on the
@@ -113,8 +196,8 @@ impl Proxy {
     pub fn start(at: &ProxyAt, decide: Decide) -> io::Result<Proxy> {
         let refused: Arc<Mutex<Vec<Refused>>> = Arc::default();
         let record = refused.clone();
-        let task = match at {
-            ProxyAt::Socket(path) => {
+        let task = match &at.place {
+            Place::Socket(path) => {
                 let listener = UnixListener::bind(path)?;
                 tokio::spawn(async move {
                     while let Ok((stream, _)) = listener.accept().await {
@@ -125,7 +208,7 @@ impl Proxy {
                     }
                 })
             }
-            ProxyAt::Loopback(port) => {
+            Place::Loopback(port) => {
                 let taken = reserved()
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
@@ -152,6 +235,10 @@ impl Proxy {
                 })
             }
         };
+        // The proxy owns the place now: it cleans it up when it ends.
+        at.hold
+            .started
+            .store(true, std::sync::atomic::Ordering::Release);
         Ok(Proxy {
             at: at.clone(),
             refused,
@@ -171,31 +258,13 @@ impl Proxy {
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.task.abort();
-        if let ProxyAt::Socket(path) = &self.at {
+        if let Place::Socket(path) = &self.at.place {
             let _ = std::fs::remove_file(path);
             if let Some(dir) = path.parent() {
                 let _ = std::fs::remove_dir(dir);
             }
         }
     }
-}
-
-/// A fresh socket path for one run's proxy, in a new 0700 directory of
-/// the host's temporary directory.
-pub fn fresh_path() -> io::Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let dir = std::env::temp_dir().join(format!(
-        "cordon-proxy-{}-{}-{nanos:x}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-    Ok(dir.join("proxy.sock"))
 }
 
 /// Ask `decide` off the async threads (a component call may block up to
@@ -600,6 +669,50 @@ mod tests {
         assert!(env.contains(&("all_proxy".into(), "socks5h://127.0.0.1:3128".into())));
     }
 
+    fn reserved_now(port: u16) -> bool {
+        reserved().lock().unwrap().contains_key(&port)
+    }
+
+    #[test]
+    fn a_place_no_proxy_started_at_is_given_back_with_its_last_hold() {
+        let at = ProxyAt::fresh_socket().unwrap();
+        let Place::Socket(path) = at.place().clone() else {
+            unreachable!()
+        };
+        let dir = path.parent().unwrap().to_path_buf();
+        let copy = at.clone();
+        drop(at);
+        assert!(dir.is_dir(), "a clone still holds {}", dir.display());
+        drop(copy);
+        assert!(!dir.exists(), "{} was left behind", dir.display());
+
+        let at = ProxyAt::reserve_loopback().unwrap();
+        let port = at.client_port();
+        assert!(reserved_now(port));
+        drop(at);
+        assert!(!reserved_now(port), "the listener on {port} was left bound");
+    }
+
+    #[tokio::test]
+    async fn a_started_proxy_owns_its_place_until_it_ends() {
+        let at = ProxyAt::reserve_loopback().unwrap();
+        let port = at.client_port();
+        let decide: Decide = Arc::new(|_: &str, _: u16| Err("no".into()));
+        let proxy = Proxy::start(&at, decide).unwrap();
+        drop(at);
+        let mut client = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        client
+            .write_all(b"CONNECT 127.0.0.1:1 HTTP/1.1\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        client.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 403 Forbidden"), "{answer}");
+        drop(proxy);
+    }
+
     #[tokio::test]
     async fn a_tunnel_opens_to_an_allowed_endpoint_and_a_refusal_is_answered_and_recorded() {
         let echo = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -612,13 +725,17 @@ mod tests {
                 });
             }
         });
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("proxy.sock");
+        let at = ProxyAt::fresh_socket().unwrap();
+        let Place::Socket(path) = at.place().clone() else {
+            unreachable!()
+        };
         let decide: Decide = Arc::new(move |_host: &str, asked: u16| match asked == port {
             true => Ok(()),
             false => Err("not this one".into()),
         });
-        let proxy = Proxy::start(&ProxyAt::Socket(path.clone()), decide).unwrap();
+        let proxy = Proxy::start(&at, decide).unwrap();
+        // The wrap's hold goes; the proxy keeps the place.
+        drop(at);
 
         let mut client = UnixStream::connect(&path).await.unwrap();
         let connect = format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n");
@@ -653,5 +770,6 @@ mod tests {
         );
         drop(proxy);
         assert!(!path.exists(), "the socket is removed with the proxy");
+        assert!(!path.parent().unwrap().exists(), "and its directory");
     }
 }

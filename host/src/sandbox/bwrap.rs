@@ -200,10 +200,9 @@ impl Bwrap {
         };
         full.extend(argv.iter().cloned());
         grant.partial.extend(symlinked_protected(layout));
-        let proxy = network.proxy;
         let wrap = Wrap::new(full, policy.clone(), facts());
-        let wrap = match proxy {
-            Some(socket) => wrap.proxied(crate::proxy::ProxyAt::Socket(socket)),
+        let wrap = match network.proxy {
+            Some(at) => wrap.proxied(at),
             None => wrap,
         };
         wrap.granting(grant)
@@ -222,7 +221,7 @@ pub(super) struct NetworkArgs {
     /// The init's arguments: `--socket-families`, `--proxy-socket`.
     pub init: Vec<String>,
     /// The host proxy's socket, when an allow-list reaches it.
-    pub proxy: Option<PathBuf>,
+    pub proxy: Option<crate::proxy::ProxyAt>,
 }
 
 /// The network of `layout` in a sandbox of its own network namespace,
@@ -233,11 +232,11 @@ pub(super) fn network(layout: &Layout, grant: &mut GrantFacts, supervised: bool)
     // An allow-list goes through the host's proxy: its socket bound in,
     // bridged to the sandbox's loopback by the init (which it needs).
     let proxy = match (&layout.allow_list, supervised) {
-        (Some(endpoints), true) => match crate::proxy::fresh_path() {
-            Ok(socket) => {
+        (Some(endpoints), true) => match crate::proxy::ProxyAt::fresh_socket() {
+            Ok(at) => {
                 grant.network = crate::model::Network::Allow(endpoints.clone());
                 grant.narrowed.clear();
-                Some(socket)
+                Some(at)
             }
             Err(err) => {
                 grant
@@ -256,6 +255,11 @@ pub(super) fn network(layout: &Layout, grant: &mut GrantFacts, supervised: bool)
         }
         (None, _) => None,
     };
+    // The socket's path, bound in and handed to the init.
+    let socket = proxy.as_ref().and_then(|at| match at.place() {
+        crate::proxy::Place::Socket(path) => Some(path.to_string_lossy().into_owned()),
+        crate::proxy::Place::Loopback(_) => None,
+    });
     let mut args = NetworkArgs {
         profile: vec![],
         init: vec![],
@@ -272,9 +276,9 @@ pub(super) fn network(layout: &Layout, grant: &mut GrantFacts, supervised: bool)
             args.profile
                 .extend(["--ro-bind-try".into(), at.clone(), at]);
         }
-        if let Some(socket) = &args.proxy {
-            let at = socket.to_string_lossy().into_owned();
-            args.profile.extend(["--ro-bind".into(), at.clone(), at]);
+        if let Some(at) = &socket {
+            args.profile
+                .extend(["--ro-bind".into(), at.clone(), at.clone()]);
         }
         if supervised {
             // Host pathname sockets are files a mount cannot close: the
@@ -294,11 +298,8 @@ pub(super) fn network(layout: &Layout, grant: &mut GrantFacts, supervised: bool)
             );
         }
     }
-    if let Some(socket) = &args.proxy {
-        args.init.extend([
-            "--proxy-socket".into(),
-            socket.to_string_lossy().into_owned(),
-        ]);
+    if let Some(at) = socket {
+        args.init.extend(["--proxy-socket".into(), at]);
     }
     grant.partial.extend(layout.exposed_sockets_reason());
     args

@@ -216,15 +216,17 @@ impl Landlock {
         // of its own: the command may make TCP stream sockets and connect
         // to that port only (Landlock's TCP rules, ABI 4).
         let proxy = match &layout.allow_list {
-            Some(endpoints) if kernel_abi() >= 4 => match crate::proxy::reserve_loopback() {
-                Ok(port) => {
+            Some(endpoints) if kernel_abi() >= 4 => match crate::proxy::ProxyAt::reserve_loopback()
+            {
+                Ok(at) => {
+                    let port = at.client_port();
                     grant.network = crate::model::Network::Allow(endpoints.clone());
                     grant.narrowed.clear();
                     partial.push(format!(
                         "network: Landlock's TCP rules bound the port, not the address: the \
                          command can reach any host on port {port} (the proxy's) directly"
                     ));
-                    Some(port)
+                    Some(at)
                 }
                 Err(err) => {
                     grant
@@ -252,9 +254,9 @@ impl Landlock {
             if !layout.facts.sockets.is_empty() {
                 families.push("unix");
             }
-            if let Some(port) = proxy {
+            if let Some(at) = &proxy {
                 families.extend(["inet:stream", "inet6:stream"]);
-                full.extend(["--connect-port".into(), port.to_string()]);
+                full.extend(["--connect-port".into(), at.client_port().to_string()]);
             }
             full.extend(["--socket-families".into(), families.join(",")]);
             partial.extend(layout.exposed_sockets_reason());
@@ -265,7 +267,7 @@ impl Landlock {
         grant.partial.extend(partial);
         let wrap = Wrap::new(full, policy.clone(), facts(self.enforcement));
         let wrap = match proxy {
-            Some(port) => wrap.proxied(crate::proxy::ProxyAt::Loopback(port)),
+            Some(at) => wrap.proxied(at),
             None => wrap,
         };
         wrap.granting(grant)

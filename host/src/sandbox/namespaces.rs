@@ -55,7 +55,7 @@ impl Namespaces {
         grant.partial.extend(bwrap::symlinked_protected(layout));
         let wrap = Wrap::new(full, policy.clone(), facts());
         let wrap = match network.proxy {
-            Some(socket) => wrap.proxied(crate::proxy::ProxyAt::Socket(socket)),
+            Some(at) => wrap.proxied(at),
             None => wrap,
         };
         wrap.granting(grant)

@@ -141,6 +141,26 @@ pub fn commands(line: &str) -> Result<Vec<Command>, ParseError> {
     Ok(reader.found)
 }
 
+/// A redirection's file descriptor too large for the parser, which
+/// panics on one (`brush-parser` 0.4 unwraps it into an `i32`; found by
+/// the `shell` fuzz target): a word of digits before a `<` or `>`
+/// operator whose number overflows. The line is refused before the parser
+/// sees its tokens. (The parser also asks that nothing lie between the
+/// two; this asks nothing of the kind, and refuses a little more.)
+fn oversized_fd(tokens: &[brush_parser::Token]) -> Option<&str> {
+    use brush_parser::Token;
+    tokens.windows(2).find_map(|pair| match pair {
+        [Token::Word(word, _), Token::Operator(op, _)]
+            if op.starts_with(['<', '>'])
+                && word.bytes().all(|b| b.is_ascii_digit())
+                && word.parse::<i32>().is_err() =>
+        {
+            Some(word.as_str())
+        }
+        _ => None,
+    })
+}
+
 fn options() -> brush_parser::ParserOptions {
     brush_parser::ParserOptions::default()
 }
@@ -153,10 +173,15 @@ struct Reader {
 
 impl Reader {
     fn script(&mut self, text: &str) -> Result<(), ParseError> {
-        let mut parser =
-            brush_parser::Parser::new(std::io::BufReader::new(text.as_bytes()), &options());
-        let program = parser
-            .parse_program()
+        let options = options();
+        let tokens = brush_parser::uncached_tokenize_str(text, &options.tokenizer_options())
+            .map_err(|err| ParseError(err.to_string()))?;
+        if let Some(number) = oversized_fd(&tokens) {
+            return Err(ParseError(format!(
+                "the redirection's file descriptor {number} is out of range"
+            )));
+        }
+        let program = brush_parser::parse_tokens(&tokens, &options)
             .map_err(|err| ParseError(err.to_string()))?;
         for list in &program.complete_commands {
             self.list(list);

@@ -161,6 +161,45 @@ fn oversized_fd(tokens: &[brush_parser::Token]) -> Option<&str> {
     })
 }
 
+/// How deep parentheses, and separately compound commands, may nest in
+/// one script: deeper, the parser's backtracking grows exponentially
+/// (`((((…` or `case x in x) case …` left open: seconds at 24 levels,
+/// found by the `shell` fuzz target). A component's call would end at its
+/// deadline and fail the run; refusing the line fails it at once.
+pub const MAX_NESTING: usize = 12;
+
+/// What in `tokens` nests deeper than [`MAX_NESTING`]: parentheses
+/// (subshells, arithmetic, patterns) or compound commands (`if`, `case`,
+/// loops, `{`). Words are counted wherever they stand — an argument
+/// `if` counts too — so a line may be refused that would have parsed.
+fn too_deep(tokens: &[brush_parser::Token]) -> Option<&'static str> {
+    use brush_parser::Token;
+    let (mut parens, mut compounds) = (0usize, 0usize);
+    for token in tokens {
+        match token {
+            Token::Operator(op, _) => match op.as_str() {
+                "(" => parens += 1,
+                "((" => parens += 2,
+                ")" => parens = parens.saturating_sub(1),
+                "))" => parens = parens.saturating_sub(2),
+                _ => {}
+            },
+            Token::Word(word, _) => match word.as_str() {
+                "if" | "case" | "while" | "until" | "for" | "select" | "{" => compounds += 1,
+                "fi" | "esac" | "done" | "}" => compounds = compounds.saturating_sub(1),
+                _ => {}
+            },
+        }
+        if parens > MAX_NESTING {
+            return Some("parentheses");
+        }
+        if compounds > MAX_NESTING {
+            return Some("compound commands");
+        }
+    }
+    None
+}
+
 fn options() -> brush_parser::ParserOptions {
     brush_parser::ParserOptions::default()
 }
@@ -179,6 +218,11 @@ impl Reader {
         if let Some(number) = oversized_fd(&tokens) {
             return Err(ParseError(format!(
                 "the redirection's file descriptor {number} is out of range"
+            )));
+        }
+        if let Some(what) = too_deep(&tokens) {
+            return Err(ParseError(format!(
+                "{what} nest more than {MAX_NESTING} deep"
             )));
         }
         let program = brush_parser::parse_tokens(&tokens, &options)

@@ -219,9 +219,41 @@ fn precompile(wasm: &Path, out: &Path) {
     std::fs::write(out, compiled).unwrap_or_else(|err| panic!("{}: {err}", out.display()));
 }
 
+/// The cargo that builds the guests: the repository's pinned toolchain's
+/// (`rust-toolchain.toml`), through rustup, whatever toolchain builds the
+/// host — a nightly build (the fuzz targets') embeds the very component
+/// bytes a stable one does, and needs no `wasm32-wasip2` std of its own —
+/// else, without rustup or a pin, the outer build's cargo.
+fn guest_cargo(root: &Path) -> Command {
+    let toolchain = root.join("rust-toolchain.toml");
+    println!("cargo:rerun-if-changed={}", toolchain.display());
+    let pinned = std::fs::read_to_string(&toolchain).ok().and_then(|text| {
+        text.lines().find_map(|line| {
+            let value = line
+                .trim()
+                .strip_prefix("channel")?
+                .trim()
+                .strip_prefix('=')?;
+            Some(value.trim().trim_matches('"').to_owned())
+        })
+    });
+    let rustup = Command::new("rustup")
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    match pinned {
+        Some(pinned) if rustup => {
+            let mut command = Command::new("rustup");
+            command.args(["run", &pinned, "cargo"]);
+            command.env_remove("RUSTUP_TOOLCHAIN");
+            command
+        }
+        _ => Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into())),
+    }
+}
+
 fn build_guests(root: &Path, target_dir: &Path) {
-    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(cargo);
+    let mut command = guest_cargo(root);
     command
         .current_dir(root)
         .args([

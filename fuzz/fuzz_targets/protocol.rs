@@ -42,7 +42,14 @@ fn fixture() -> &'static Fixture {
 }
 
 fuzz_target!(|data: &[u8]| {
-    for word in [&b"run"[..], b"start", b"shutdown", b"reload", b"attach", b"detach"] {
+    for word in [
+        &b"run"[..],
+        b"start",
+        b"shutdown",
+        b"reload",
+        b"attach",
+        b"detach",
+    ] {
         if data.windows(word.len()).any(|w| w == word) {
             return;
         }

@@ -29,7 +29,10 @@ fuzz_target!(|data: &[u8]| {
         && let Some(stamped) = &stamped
     {
         assert_eq!(stamped.mode, spec.policy.mode);
-        assert_eq!(stamped.enforcement, facts.wrap.as_ref().map(|w| w.enforcement));
+        assert_eq!(
+            stamped.enforcement,
+            facts.wrap.as_ref().map(|w| w.enforcement)
+        );
         if facts.wrap.is_none() {
             assert!(!stamped.denied && !stamped.runner_failed);
         }

@@ -8,6 +8,7 @@ use libfuzzer_sys::fuzz_target;
 
 use cordon::model::{ExecRequest, ExecSpec, SandboxMode};
 use cordon::{Deployment, SandboxPolicy};
+use cordon_fuzz::workspace;
 
 fuzz_target!(|data: &[u8]| {
     // Two JSON documents, one per line: the request, the spec returned.
@@ -22,8 +23,8 @@ fuzz_target!(|data: &[u8]| {
     ) else {
         return;
     };
-    let mut deployment = Deployment::in_dir("/var/tmp");
-    deployment.allowed_roots = vec!["/var/tmp".into()];
+    let mut deployment = Deployment::in_dir(workspace());
+    deployment.allowed_roots = vec![workspace().into()];
     if cordon::run::fuzzing::check_request(&request, &deployment).is_err() {
         return;
     }
@@ -35,7 +36,7 @@ fuzz_target!(|data: &[u8]| {
         assert!(policy.network.within(&deployment.max_network));
         if policy.mode == SandboxMode::WorkspaceWrite {
             for root in policy.writable() {
-                assert!(root.starts_with("/var/tmp"), "{}", root.display());
+                assert!(root.starts_with(workspace()), "{}", root.display());
             }
         }
     }

@@ -315,6 +315,26 @@ fn parse(mode: Mode, args: Vec<OsString>) -> Result<Invocation, String> {
     Err("missing -- and the command to run".into())
 }
 
+/// What the launcher in `mode` reads from `args` (everything after its
+/// subcommand), as the fuzz targets check it: the command it would run and
+/// every path it would let that command write. `Err` when it refuses the
+/// arguments.
+#[cfg(feature = "fuzzing")]
+pub(crate) fn read_back(
+    mode: Mode,
+    args: Vec<OsString>,
+) -> Result<(Vec<OsString>, Vec<PathBuf>), String> {
+    let Invocation::Launch(launch) = parse(mode, args)? else {
+        return Err("read a probe".into());
+    };
+    #[cfg(target_os = "linux")]
+    let mounted: Vec<PathBuf> = launch.plan.writable_sources().map(PathBuf::from).collect();
+    #[cfg(not(target_os = "linux"))]
+    let mounted: Vec<PathBuf> = vec![];
+    let writable = launch.writable.iter().cloned().chain(mounted).collect();
+    Ok((launch.argv, writable))
+}
+
 /// A positive number argument of `flag`.
 fn number(flag: &str, value: Option<OsString>) -> Result<i32, String> {
     let value = value.ok_or_else(|| format!("{flag} needs a number"))?;

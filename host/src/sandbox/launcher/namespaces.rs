@@ -108,6 +108,22 @@ impl Plan {
         Ok(true)
     }
 
+    /// The host paths the program binds writable.
+    pub fn writable_sources(&self) -> impl Iterator<Item = &Path> {
+        self.steps.iter().filter_map(|step| {
+            if let Step::Bind {
+                source,
+                writable: true,
+                ..
+            } = step
+            {
+                Some(source.as_path())
+            } else {
+                None
+            }
+        })
+    }
+
     /// Check the program's shape: the host's root, read-only, first.
     pub fn check(&self) -> Result<(), String> {
         match self.steps.first() {

@@ -29,3 +29,7 @@ fi
 # The crate packages (the default component reproducibly prebuilt into it), and the
 # completions and manual pages generate from the CLI definition.
 scripts/package.sh
+# Every fuzz target for a fixed 200,000 inputs from a fixed seed (a nightly
+# toolchain and cargo-fuzz are installed where they can be; skipped loudly
+# where they cannot). Longer, open-ended runs: scripts/fuzz.sh SECONDS.
+CORDON_FUZZ_RUNS=200000 scripts/fuzz.sh

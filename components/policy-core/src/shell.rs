@@ -200,6 +200,36 @@ fn too_deep(tokens: &[brush_parser::Token]) -> Option<&'static str> {
     None
 }
 
+/// A number the word parser would overflow on: digits (after an optional
+/// sign) right after a `~` (the directory stack's `~N`, `~+N`, `~-N`) or
+/// a `{` or `.` (a brace sequence's `{A..B..C}`), beyond `u32` — the
+/// parser unwraps them into a `usize` (32 bits in a component) or an
+/// `i64`, and panics (found by the `shell` fuzz target). Such a word is
+/// read as one only run time knows, as a word that does not parse is.
+fn overflowing_number(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    while at < bytes.len() {
+        if !bytes[at].is_ascii_digit() {
+            at += 1;
+            continue;
+        }
+        let start = at;
+        while at < bytes.len() && bytes[at].is_ascii_digit() {
+            at += 1;
+        }
+        let mut before = start;
+        if before > 0 && matches!(bytes[before - 1], b'+' | b'-') {
+            before -= 1;
+        }
+        let after_opener = before > 0 && matches!(bytes[before - 1], b'~' | b'{' | b'.');
+        if after_opener && text[start..at].parse::<u32>().is_err() {
+            return true;
+        }
+    }
+    false
+}
+
 fn options() -> brush_parser::ParserOptions {
     brush_parser::ParserOptions::default()
 }
@@ -415,6 +445,9 @@ impl Reader {
     }
 
     fn pieces_of(&mut self, text: &str, here_document: bool) -> Word {
+        if overflowing_number(text) {
+            return Word::Dynamic(text.to_owned());
+        }
         let parsed = if here_document {
             brush_parser::word::parse_heredoc(text, &options())
         } else {

@@ -200,19 +200,71 @@ fn too_deep(tokens: &[brush_parser::Token]) -> Option<&'static str> {
     None
 }
 
-/// A here-document operator (`<<`, `<<-`) whose delimiter starts, after
-/// blanks, with a control character other than a newline (`\r`, `\f`…):
-/// on `<< \r< ` brush-parser's tokenizer allocates without bound (gigabytes
-/// in two seconds; found by the `shell` fuzz target). The raw text is
-/// scanned, quotes and all: such a line is refused before it is tokenized.
-fn heredoc_tag_is_control(text: &str) -> bool {
+/// A here-document operator (`<<`, `<<-`) with no delimiter before the
+/// end of the text, or whose delimiter starts, after blanks, with a
+/// control character other than a newline (`\r`, `\f`…): on `$(<<  ` or
+/// `<< \r< ` brush-parser's tokenizer allocates without bound (gigabytes
+/// in two seconds; found by the `shell` fuzz target), and so on any
+/// here-document in a `$(` left open (`$(x << <a `). bash refuses each
+/// as a syntax error. The raw text is scanned, quotes and all: such
+/// a line is refused before it is tokenized.
+fn heredoc_without_tag(text: &str) -> bool {
     let bytes = text.as_bytes();
+    // Inside a `$(` left open, any here-document can do it (`$(x << <a `).
+    let open_substitution = text.matches("$(").count() > text.matches(')').count();
     bytes.windows(2).enumerate().any(|(at, pair)| {
-        pair == b"<<"
-            && bytes[at + 2..]
-                .iter()
-                .find(|b| !matches!(b, b'<' | b'-' | b' ' | b'\t'))
-                .is_some_and(|b| b.is_ascii_control() && *b != b'\n')
+        if pair == b"<<" && open_substitution {
+            return true;
+        }
+        if pair != b"<<" {
+            return false;
+        }
+        let mut rest = bytes[at + 2..]
+            .iter()
+            .skip_while(|b| matches!(b, b'<' | b'-'));
+        loop {
+            match rest.next() {
+                None => return true,
+                Some(b' ' | b'\t') => {}
+                Some(b) => return b.is_ascii_control() && *b != b'\n',
+            }
+        }
+    })
+}
+
+/// A here-document (in a line with a `$(`) whose body has a line starting
+/// with `)` before its delimiter line: in a command substitution the body
+/// swallows the `)` that closes it, and brush-parser's tokenizer panics
+/// (found by the `shell` fuzz target). The common
+/// `"$(cat <<'EOF' … EOF\n)"` ends its body first and still reads.
+fn heredoc_swallows_substitution_end(text: &str) -> bool {
+    if !text.contains("$(") {
+        return false;
+    }
+    text.match_indices("<<").any(|(at, _)| {
+        let after = &text[at + 2..];
+        if after.starts_with('<') || text[..at].ends_with('<') {
+            return false;
+        }
+        let tag: String = after
+            .trim_start_matches('-')
+            .trim_start_matches([' ', '\t'])
+            .chars()
+            .take_while(|c| !c.is_whitespace() && !";&|()<>".contains(*c))
+            .filter(|c| !matches!(c, '\'' | '"' | '\\'))
+            .collect();
+        let Some((_, body)) = after.split_once('\n') else {
+            return false;
+        };
+        for line in body.lines() {
+            if line.trim_start_matches('\t') == tag {
+                return false;
+            }
+            if line.trim_start().starts_with(')') {
+                return true;
+            }
+        }
+        false
     })
 }
 
@@ -258,9 +310,14 @@ struct Reader {
 
 impl Reader {
     fn script(&mut self, text: &str) -> Result<(), ParseError> {
-        if heredoc_tag_is_control(text) {
+        if heredoc_swallows_substitution_end(text) {
             return Err(ParseError(
-                "a here-document's delimiter starts with a control character".into(),
+                "a here-document's body reaches past the `)` of its command substitution".into(),
+            ));
+        }
+        if heredoc_without_tag(text) {
+            return Err(ParseError(
+                "a here-document has no delimiter, or one starting with a control character".into(),
             ));
         }
         let options = options();

@@ -201,8 +201,9 @@ fn too_deep(tokens: &[brush_parser::Token]) -> Option<&'static str> {
 }
 
 /// A here-document operator (`<<`, `<<-`) with no delimiter before the
-/// end of the text, or whose delimiter starts, after blanks, with a
-/// control character other than a newline (`\r`, `\f`…): on `$(<<  ` or
+/// end of the text, or whose delimiter starts, after blanks, with an
+/// operator character (`$(<< <a )`) or a control character other than a
+/// newline (`\r`, `\f`…): on `$(<<  `, `$(<< <a…)` or
 /// `<< \r< ` brush-parser's tokenizer allocates without bound (gigabytes
 /// in two seconds; found by the `shell` fuzz target), and so on any
 /// here-document in a `$(` left open (`$(x << <a `). bash refuses each
@@ -226,7 +227,9 @@ fn heredoc_without_tag(text: &str) -> bool {
             match rest.next() {
                 None => return true,
                 Some(b' ' | b'\t') => {}
-                Some(b) => return b.is_ascii_control() && *b != b'\n',
+                Some(b) => {
+                    return (b.is_ascii_control() && *b != b'\n') || b"<>()&;|".contains(b);
+                }
             }
         }
     })

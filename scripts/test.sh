@@ -32,7 +32,7 @@ scripts/package.sh
 # Every fuzz target for a fixed number of inputs from a fixed seed (a
 # nightly toolchain and cargo-fuzz are installed where they can be; skipped
 # loudly where they cannot). Longer, open-ended runs: scripts/fuzz.sh
-# SECONDS. The shell reader's target runs 20,000 (60,000 pass here):
+# SECONDS. The shell reader's target runs 20,000:
 # open-ended runs still meet brush-parser shapes that backtrack or allocate
 # without bound (CHANGELOG, Known issues) — a component's deadline and
 # memory limit end such a run, failing it closed.

@@ -271,6 +271,26 @@ fn heredoc_swallows_substitution_end(text: &str) -> bool {
     })
 }
 
+/// The longest run of `(` in the raw text, blanks between them allowed —
+/// in quotes, here-document bodies and substitutions too, where the
+/// token-level bound ([`too_deep`]) does not look but the word parser
+/// backtracks just the same (a `((((…` in a `$(` in a here-document's
+/// body; found by the `shell` fuzz target).
+fn paren_run(text: &str) -> usize {
+    let (mut longest, mut run) = (0, 0);
+    for c in text.chars() {
+        match c {
+            '(' => {
+                run += 1;
+                longest = longest.max(run);
+            }
+            ' ' | '\t' => {}
+            _ => run = 0,
+        }
+    }
+    longest
+}
+
 /// A number the word parser would overflow on: digits (after an optional
 /// sign) right after a `~` (the directory stack's `~N`, `~+N`, `~-N`) or
 /// a `{` or `.` (a brace sequence's `{A..B..C}`), beyond `u32` — the
@@ -317,6 +337,11 @@ impl Reader {
             return Err(ParseError(
                 "a here-document's body reaches past the `)` of its command substitution".into(),
             ));
+        }
+        if paren_run(text) > MAX_NESTING {
+            return Err(ParseError(format!(
+                "parentheses nest more than {MAX_NESTING} deep"
+            )));
         }
         if heredoc_without_tag(text) {
             return Err(ParseError(

@@ -271,24 +271,24 @@ fn heredoc_swallows_substitution_end(text: &str) -> bool {
     })
 }
 
-/// The longest run of `(` in the raw text, blanks between them allowed —
+/// How deep `(` nests in the raw text, counting every `(` and `)` —
 /// in quotes, here-document bodies and substitutions too, where the
 /// token-level bound ([`too_deep`]) does not look but the word parser
-/// backtracks just the same (a `((((…` in a `$(` in a here-document's
-/// body; found by the `shell` fuzz target).
-fn paren_run(text: &str) -> usize {
-    let (mut longest, mut run) = (0, 0);
+/// backtracks just the same (`((((…` in a `$(` in a here-document's
+/// body, with or without words between; found by the `shell` fuzz target).
+fn paren_depth(text: &str) -> usize {
+    let (mut deepest, mut depth) = (0usize, 0usize);
     for c in text.chars() {
         match c {
             '(' => {
-                run += 1;
-                longest = longest.max(run);
+                depth += 1;
+                deepest = deepest.max(depth);
             }
-            ' ' | '\t' => {}
-            _ => run = 0,
+            ')' => depth = depth.saturating_sub(1),
+            _ => {}
         }
     }
-    longest
+    deepest
 }
 
 /// A number the word parser would overflow on: digits (after an optional
@@ -338,7 +338,7 @@ impl Reader {
                 "a here-document's body reaches past the `)` of its command substitution".into(),
             ));
         }
-        if paren_run(text) > MAX_NESTING {
+        if paren_depth(text) > MAX_NESTING {
             return Err(ParseError(format!(
                 "parentheses nest more than {MAX_NESTING} deep"
             )));

@@ -214,11 +214,11 @@ fn heredoc_without_tag(text: &str) -> bool {
     // Inside a `$(` left open, any here-document can do it (`$(x << <a `).
     let open_substitution = text.matches("$(").count() > text.matches(')').count();
     bytes.windows(2).enumerate().any(|(at, pair)| {
-        if pair == b"<<" && open_substitution {
-            return true;
-        }
         if pair != b"<<" {
             return false;
+        }
+        if open_substitution {
+            return true;
         }
         let mut rest = bytes[at + 2..]
             .iter()

@@ -161,7 +161,8 @@ fn read_back_bwrap(argv: &[String], init: bool) -> Result<(Vec<OsString>, Vec<Pa
             "--args" | "--json-status-fd" | "--cap-drop" => {
                 args.next().ok_or(format!("bwrap: {flag} needs a value"))?;
             }
-            "--unshare-pid" | "--unshare-ipc" | "--unshare-uts" | "--new-session" => {}
+            // The hardening's flags without a value (`--cap-drop`'s is taken above).
+            hardening if bwrap::HARDENING.contains(&hardening) => {}
             _ if plan.take(&flag, &mut args)? => {}
             other => return Err(format!("bwrap: unknown argument {other:?}")),
         }

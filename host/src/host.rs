@@ -152,6 +152,8 @@ pub struct HostBuilder {
     one_run: bool,
     /// The request a one-run host expects, to start its runner ahead.
     expecting: Option<ExecRequest>,
+    /// Paths of the embedder's hidden from every confined run.
+    hidden: Vec<PathBuf>,
 }
 
 impl HostBuilder {
@@ -202,6 +204,15 @@ impl HostBuilder {
     /// ```
     pub fn sandbox(mut self, config: SandboxConfig) -> Self {
         self.sandbox = Some(config);
+        self
+    }
+
+    /// Hide `path` from every confined run like the spill root (a
+    /// socket a server listens on, so that no run can reach it by path;
+    /// it need not exist yet: each run lays it out when it starts).
+    pub fn hide_from_runs(mut self, path: impl Into<PathBuf>) -> Self {
+        let path = path.into();
+        self.hidden.push(std::path::absolute(&path).unwrap_or(path));
         self
     }
 
@@ -477,6 +488,7 @@ impl HostBuilder {
             None => {
                 let mut config = self.sandbox.unwrap_or_default();
                 config.hidden.extend(hide_spills);
+                config.hidden.extend(self.hidden);
                 // The host's own state is no run's business, wherever it
                 // lies in a writable root: a command that could write the
                 // component cache (its MAC key is there) would have the

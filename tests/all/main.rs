@@ -17,6 +17,7 @@ mod cli;
 mod component;
 mod containment;
 mod doctor;
+mod escapes;
 mod executors;
 mod fail_closed;
 mod grant;

@@ -12,7 +12,7 @@ use std::io::ErrorKind;
 use std::net::TcpListener;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -292,6 +292,16 @@ fn the_variables_pointing_at_host_sockets_are_withheld_from_a_closed_run() {
     );
 }
 
+/// A cordon.toml in `dir` whose `max_network` names `endpoints`: the
+/// operator's word that runs may reach these services on the host's
+/// loopback (the proxy refuses internal addresses nobody named).
+fn ceiling(dir: &Path, endpoints: &[String]) -> PathBuf {
+    let path = dir.join("cordon.toml");
+    let list: Vec<String> = endpoints.iter().map(|e| format!("{e:?}")).collect();
+    std::fs::write(&path, format!("max_network = [{}]\n", list.join(", "))).unwrap();
+    path
+}
+
 /// A loopback HTTP server answering every request with `body`, on a thread.
 fn http_server(body: &'static str) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use std::io::{Read, Write};
@@ -353,8 +363,9 @@ print('socks', socks({allowed}))
 print('socks', socks({other}))
 \""
         );
+        let config = ceiling(ws.path(), &["127.0.0.1".into()]);
         let mut args = backend.to_vec();
-        args.extend(["--grant", &policy]);
+        args.extend(["--config", config.to_str().unwrap(), "--grant", &policy]);
         let (code, result) = run_json(ws.path(), &args, &line);
         assert_eq!(code, 0, "{backend:?}: {result}");
         assert_eq!(
@@ -419,14 +430,13 @@ fn curl_reaches_an_allowed_endpoint_through_the_proxy_and_a_trapping_connect_ref
             ws.path(),
             json!({"network": {"allow": [
                 {"host": "127.0.0.1", "port": allowed},
-                {"host": "localhost", "port": allowed},
                 {"host": "trap", "port": 80},
             ]}}),
         );
         // hostile-policy's connect panics for the host `trap`: that
-        // connection is refused, and the next is decided as usual. An
-        // allowed *name* that resolves to the host's loopback is refused by
-        // the host (no rebinding onto its own services).
+        // connection is refused, and the next is decided as usual. A name
+        // that resolves to the host's loopback, which the operator did not
+        // name, is refused by the host before the component is asked.
         let hostile = common::component("hostile-policy.wasm");
         let line = format!(
             "{curl} -sS --max-time 5 http://trap/ 2>&1 | head -c 300; echo; \
@@ -435,9 +445,13 @@ fn curl_reaches_an_allowed_endpoint_through_the_proxy_and_a_trapping_connect_ref
              http://127.0.0.1:{allowed}/; \
              {curl} -sS --max-time 5 -x \"$HTTP_PROXY\" http://localhost:{allowed}/"
         );
+        let config = ceiling(
+            ws.path(),
+            &[format!("127.0.0.1:{allowed}"), "trap:80".into()],
+        );
         let mut args = vec!["--policy", hostile.to_str().unwrap()];
         args.extend(backend);
-        args.extend(["--grant", &policy]);
+        args.extend(["--config", config.to_str().unwrap(), "--grant", &policy]);
         let (code, result) = run_json(ws.path(), &args, &line);
         assert_eq!(code, 0, "{backend:?}: {result}");
         let out = result["stdout"]["text"].as_str().unwrap();
@@ -449,7 +463,9 @@ fn curl_reaches_an_allowed_endpoint_through_the_proxy_and_a_trapping_connect_ref
             "{backend:?}: {out}"
         );
         assert!(
-            out.contains("resolves to an internal address"),
+            out.contains(&format!(
+                "localhost:{allowed} is not in this run's network grant"
+            )),
             "{backend:?}: {out}"
         );
         assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 2);

@@ -727,3 +727,128 @@ fn many_long_waits_in_flight_do_not_stop_a_kill_from_being_read() {
         assert_eq!(client.reply(id)["result"]["status"], "killed");
     }
 }
+
+/// Connect to the server's socket (argv[1]) and send it the request in
+/// the file argv[2]; print its answer, or `unreachable`.
+const DRIVE: &str = r#"
+import socket, sys
+try:
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[1])
+    s.sendall(open(sys.argv[2], "rb").read())
+    print("answer", s.recv(65536).decode())
+except OSError as e:
+    print("unreachable", e)
+"#;
+
+#[test]
+fn a_run_cannot_drive_the_server_that_confines_it() {
+    for (backend, _) in confined_backends("a_run_cannot_drive_the_server_that_confines_it") {
+        let ws = workspace();
+        let target = workspace();
+        let server = Listener::start(ws.path(), "", backend);
+        let escaped = target.path().join("escaped");
+        let wider = json!({"jsonrpc": "2.0", "id": 1, "method": "run", "params": {
+            "command": format!("echo x > {}", escaped.display()),
+            "policy": policy("workspace-write", target.path())}});
+        let request = ws.path().join("request.json");
+        std::fs::write(&request, format!("{wider}\n")).unwrap();
+        // A read-only run with the whole network connects to the server's
+        // socket and asks for a workspace-write run elsewhere.
+        let script = ws.path().join("drive.py");
+        std::fs::write(&script, DRIVE).unwrap();
+        let inner = format!(
+            "python3 {} {} {}",
+            script.display(),
+            server.socket.display(),
+            request.display()
+        );
+        let mut client = server.connect();
+        let mut read_only = policy("read-only", ws.path());
+        read_only["network"] = json!("full");
+        let reply = client.call("run", json!({"command": inner, "policy": read_only}));
+        let out = reply["stdout"]["text"].as_str().unwrap_or_default();
+        assert!(
+            !escaped.exists(),
+            "{backend:?}: the run drove the server: {reply}"
+        );
+        assert!(
+            out.contains("unreachable") || out.contains("FORBIDDEN"),
+            "{backend:?}: {reply}"
+        );
+        // The positive control: a client outside every run is served.
+        let mut outside = server.connect();
+        let served = outside.call("run", wider["params"].clone());
+        assert_eq!(served["exitCode"], 0, "{backend:?}: {served}");
+        assert!(escaped.exists(), "{backend:?}");
+        std::fs::remove_file(&escaped).unwrap();
+    }
+}
+
+/// Open 20,000 idle connections to the run's proxy and hold them.
+const HOG: &str = r#"
+import os, resource, socket, time
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+want = 30000 if hard == resource.RLIM_INFINITY else min(hard, 30000)
+resource.setrlimit(resource.RLIMIT_NOFILE, (want, want))
+port = int(os.environ["HTTP_PROXY"].rsplit(":", 1)[1])
+held = []
+for i in range(20000):
+    try:
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect(("127.0.0.1", port))
+    except BlockingIOError:
+        pass
+    except OSError:
+        break
+    held.append(s)
+print("limit", want, flush=True)
+print("opened", len(held), flush=True)
+time.sleep(120)
+"#;
+
+#[test]
+fn twenty_thousand_idle_proxy_connections_from_one_run_leave_other_runs_working() {
+    for (backend, _) in confined_backends("twenty_thousand_idle_proxy_connections") {
+        let ws = workspace();
+        let server = Listener::start(ws.path(), "", backend);
+        let (mut hogging, mut other) = (server.connect(), server.connect());
+        let mut proxied = policy("read-only", ws.path());
+        proxied["network"] = json!({"allow": [{"host": "example.com", "port": 443}]});
+        let hog = ws.path().join("hog.py");
+        std::fs::write(&hog, HOG).unwrap();
+        let command = format!("python3 {}", hog.display());
+        let task =
+            hogging.call("start", json!({"command": command, "policy": proxied}))["taskId"].clone();
+        let mut text = String::new();
+        let until = Instant::now() + Duration::from_secs(60);
+        while !text.contains("opened") && Instant::now() < until {
+            let read = hogging.call("read", json!({"taskId": task}));
+            text.push_str(read["text"].as_str().unwrap_or_default());
+            if read["status"] != "running" {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        assert!(text.contains("opened"), "{backend:?}: {text}");
+        eprintln!("{backend:?}: the hog {}", text.trim());
+        // Other runs — in another session, and another proxied one — work.
+        for _ in 0..3 {
+            let ran = other.call(
+                "run",
+                json!({"command": "echo ok", "policy": policy("read-only", ws.path())}),
+            );
+            assert_eq!(ran["exitCode"], 0, "{backend:?}: {ran} (hog: {text})");
+            assert_eq!(ran["stdout"]["text"], "ok\n", "{backend:?}: {ran}");
+        }
+        let ran = other.call("run", json!({"command": "echo proxied", "policy": proxied}));
+        assert_eq!(ran["exitCode"], 0, "{backend:?}: {ran}");
+        assert_eq!(
+            hogging.call("read", json!({"taskId": task}))["status"],
+            "running",
+            "{backend:?}"
+        );
+        hogging.call("kill", json!({"taskId": task}));
+    }
+}

@@ -183,3 +183,55 @@ fn an_unprivileged_user_is_confined_by_every_namespace_runner() {
         .unwrap();
     assert!(reason.contains("in a user namespace"), "{reason}");
 }
+
+#[test]
+fn an_unprivileged_run_can_neither_trace_nor_stop_its_supervisor_nor_make_setuid_files() {
+    let Some(env) = Unprivileged::new("an_unprivileged_run_can_neither_trace_nor_stop") else {
+        return;
+    };
+    let ws = env.path("ws");
+    let trace = "python3 -c '\n\
+import ctypes, os\n\
+libc = ctypes.CDLL(None, use_errno=True)\n\
+ppid = os.getppid()\n\
+pidfd = libc.syscall(434, ppid, 0)\n\
+got = libc.syscall(438, pidfd, 0, 0) if pidfd >= 0 else -1\n\
+print(\"trace\", libc.ptrace(0x4206, ppid, 0, 0), libc.ptrace(16, ppid, 0, 0), got)\n\
+'";
+    let setuid = "cp /bin/true rootsh; chmod 4755 rootsh; install -m 6755 /bin/true installed; \
+                  python3 -c 'import os; os.open(\"created\", os.O_CREAT | os.O_WRONLY, 0o4755)'; \
+                  echo plain > plain; chmod +x plain";
+    for backend in backends() {
+        if backend == "bwrap" && !common::bwrap_usable("unprivileged bwrap") {
+            continue;
+        }
+        let args = ["--backend", backend, "--mode", "workspace-write"];
+        // exec: python's parent is the run's supervisor, not a shell.
+        let (code, result) = env.run(&args, &format!("exec {trace}"));
+        assert_eq!(code, Some(0), "{backend}: {result}");
+        assert_eq!(
+            result["stdout"]["text"], "trace -1 -1 -1\n",
+            "{backend}: {result}"
+        );
+        let (code, result) = env.run(
+            &args,
+            "kill -STOP $PPID; kill -9 $PPID; sleep 0.2; echo alive; exit 3",
+        );
+        assert_eq!(code, Some(3), "{backend}: {result}");
+        assert_eq!(result["stdout"]["text"], "alive\n", "{backend}: {result}");
+        let (code, result) = env.run(&args, setuid);
+        assert_eq!(code, Some(0), "{backend}: {result}");
+        for name in ["rootsh", "installed", "created"] {
+            if let Ok(meta) = std::fs::metadata(ws.join(name)) {
+                assert_eq!(meta.permissions().mode() & 0o6000, 0, "{backend}: {name}");
+            }
+        }
+        assert!(!ws.join("created").exists(), "{backend}");
+        // The positive control: chmod +x works.
+        let plain = std::fs::metadata(ws.join("plain")).unwrap();
+        assert_eq!(plain.permissions().mode() & 0o111, 0o111, "{backend}");
+        for name in ["rootsh", "installed", "plain"] {
+            let _ = std::fs::remove_file(ws.join(name));
+        }
+    }
+}

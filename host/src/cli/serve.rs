@@ -50,6 +50,11 @@ pub fn main(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let config = args.deploy.config()?;
     let (builder, _) = args.deploy.host_builder_with(&config)?;
+    // No run may reach the socket this server listens on.
+    let builder = match &args.listen {
+        Some(cordon::serve::listen::ListenAt::Unix(path)) => builder.hide_from_runs(path),
+        _ => builder,
+    };
     let source = args.policy.unwrap_or(PolicySource::Embedded);
     let host = Arc::new(builder.policy(source.clone()).build()?);
     super::deploy::announce_pull(&source, &host);

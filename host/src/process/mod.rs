@@ -28,6 +28,7 @@
 
 pub mod cgroup;
 pub mod env;
+pub mod lineage;
 pub mod output;
 pub(crate) mod spawn;
 pub mod spill;

@@ -8,14 +8,18 @@
 //! `127.0.0.1:`[`PORT`] to it, and the command's `HTTP_PROXY`,
 //! `HTTPS_PROXY` and `ALL_PROXY` point there. Every connection that comes
 //! through names its destination — an HTTP `CONNECT host:port`, a plain
-//! HTTP request's absolute URI, or a SOCKS5 `CONNECT` — and the host asks
-//! the component (`connect`, bounded like every call) before it dials;
-//! names are resolved here, on the host, never inside, and a name that
-//! resolves only to the host's own or private addresses is refused (an
-//! allowed name must not be rebound to the host's loopback or LAN; an
-//! address the grant names literally is taken as named). A refusal answers
+//! HTTP request's absolute URI, or a SOCKS5 `CONNECT` — and the host
+//! checks it against the run's checked grant and the operator's ceiling
+//! ([`Gate`]) before it asks the component (`connect`, bounded like every
+//! call), which can only narrow them; names are resolved here, on the
+//! host, never inside, and an internal address (the host's own, link-local
+//! such as the cloud metadata service, private), literal or resolved, is
+//! refused unless the operator's `max_network` names it. A refusal answers
 //! the client at once (HTTP 403 with the reason, SOCKS5 "not allowed by
-//! ruleset") and is recorded for the run's facts.
+//! ruleset") and is recorded for the run's facts. One run's proxy carries
+//! at most [`MAX_CONNECTIONS`] at once and gives each client
+//! [`HEAD_TIMEOUT`] to name its destination, so no run can hold the
+//! host's file descriptors.
 //!
 //! The protocols are written here, small and strict, rather than taken
 //! from a proxy crate: the host needs only the first request of each
@@ -26,8 +30,12 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use std::net::IpAddr;
+
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixListener};
+
+use crate::model::Network;
 
 pub use crate::sandbox::launcher::PROXY_PORT as PORT;
 
@@ -36,6 +44,59 @@ const MAX_HEAD: usize = 16 * 1024;
 
 /// Decides one connection: the component's answer for `host:port`.
 pub type Decide = Arc<dyn Fn(&str, u16) -> Result<(), String> + Send + Sync>;
+
+/// How long a client has to name its destination (an HTTP request head,
+/// a SOCKS5 greeting and request) before the proxy closes it.
+const HEAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The most connections one run's proxy carries at once: a run that opens
+/// more has the excess closed at once, so it cannot take the host's file
+/// descriptors (each carried connection holds two).
+pub const MAX_CONNECTIONS: usize = 256;
+
+/// How one run's proxy decides a connection: the host's own bounds first —
+/// the run's checked grant and the operator's ceiling, whatever the
+/// component answers — then the component, which may only narrow them.
+#[derive(Clone)]
+pub struct Gate {
+    /// The network of the run's checked grant.
+    pub grant: Network,
+    /// The operator's ceiling (`max_network`).
+    pub ceiling: Network,
+    /// The component's answer.
+    pub decide: Decide,
+}
+
+impl Gate {
+    /// The host's bounds for `host:port`: within the grant and the ceiling.
+    fn bounds(&self, host: &str, port: u16) -> Result<(), String> {
+        if !self.grant.allows(host, port) {
+            return Err(format!("{host}:{port} is not in this run's network grant"));
+        }
+        if !self.ceiling.allows(host, port) {
+            return Err(format!(
+                "{host}:{port} is not within the operator's max_network"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether the operator's ceiling names `host` itself (not through a
+    /// wildcard) for `port`: only then may it be an internal address.
+    fn named_by_operator(&self, host: &str, port: u16) -> bool {
+        let Network::Allow(endpoints) = &self.ceiling else {
+            return false;
+        };
+        let wanted = host.trim_start_matches('[').trim_end_matches(']');
+        endpoints.iter().any(|e| {
+            let named = match (e.host.parse::<IpAddr>(), wanted.parse::<IpAddr>()) {
+                (Ok(mine), Ok(theirs)) => mine == theirs,
+                _ => !e.host.starts_with("*.") && e.host.eq_ignore_ascii_case(wanted),
+            };
+            named && e.port.is_none_or(|p| p == port)
+        })
+    }
+}
 
 pub use crate::model::RefusedConnection as Refused;
 
@@ -192,19 +253,25 @@ pub struct Proxy {
 impl Proxy {
     /// Listen at `at` (a fresh socket path in a directory only the host
     /// can write, or a reserved loopback port) and decide every connection
-    /// with `decide`.
-    pub fn start(at: &ProxyAt, decide: Decide) -> io::Result<Proxy> {
+    /// through `gate`. At most [`MAX_CONNECTIONS`] are carried at once; a
+    /// failed accept (the host out of file descriptors) is waited out, never
+    /// the end of the proxy.
+    pub fn start(at: &ProxyAt, gate: Gate) -> io::Result<Proxy> {
         let refused: Arc<Mutex<Vec<Refused>>> = Arc::default();
-        let record = refused.clone();
+        let carrier = Carrier {
+            gate,
+            record: refused.clone(),
+            permits: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
+        };
         let task = match &at.place {
             Place::Socket(path) => {
                 let listener = UnixListener::bind(path)?;
                 tokio::spawn(async move {
-                    while let Ok((stream, _)) = listener.accept().await {
-                        let (decide, record) = (decide.clone(), record.clone());
-                        tokio::spawn(async move {
-                            let _ = serve(stream, decide, record).await;
-                        });
+                    loop {
+                        match listener.accept().await {
+                            Ok((stream, _)) => carrier.carry(stream),
+                            Err(_) => accept_failed().await,
+                        }
                     }
                 })
             }
@@ -222,15 +289,13 @@ impl Proxy {
                 listener.set_nonblocking(true)?;
                 let listener = tokio::net::TcpListener::from_std(listener)?;
                 tokio::spawn(async move {
-                    while let Ok((stream, peer)) = listener.accept().await {
-                        // The host's own loopback only: the run's command.
-                        if !peer.ip().is_loopback() {
-                            continue;
+                    loop {
+                        match listener.accept().await {
+                            // The host's own loopback only: the run's command.
+                            Ok((stream, peer)) if peer.ip().is_loopback() => carrier.carry(stream),
+                            Ok(_) => {}
+                            Err(_) => accept_failed().await,
                         }
-                        let (decide, record) = (decide.clone(), record.clone());
-                        tokio::spawn(async move {
-                            let _ = serve(stream, decide, record).await;
-                        });
                     }
                 })
             }
@@ -267,8 +332,36 @@ impl Drop for Proxy {
     }
 }
 
-/// Ask `decide` off the async threads (a component call may block up to
-/// its deadline) and record a refusal.
+/// A failed accept — most often the process out of file descriptors — is
+/// waited out: the listener stays, and so does every other run's spawn.
+async fn accept_failed() {
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+}
+
+/// What every connection of one run's proxy shares.
+#[derive(Clone)]
+struct Carrier {
+    gate: Gate,
+    record: Arc<Mutex<Vec<Refused>>>,
+    /// One per connection carried; none left: the next is closed at once.
+    permits: Arc<tokio::sync::Semaphore>,
+}
+
+impl Carrier {
+    /// Carry one accepted connection on a task of its own, or close it when
+    /// the run already has [`MAX_CONNECTIONS`].
+    fn carry<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(&self, stream: S) {
+        let Ok(permit) = self.permits.clone().try_acquire_owned() else {
+            return;
+        };
+        let (gate, record) = (self.gate.clone(), self.record.clone());
+        tokio::spawn(async move {
+            let _ = serve(stream, gate, record).await;
+            drop(permit);
+        });
+    }
+}
+
 /// Whether `ip` is the host's own or its private network's: loopback,
 /// unspecified, link-local, private (RFC 1918, unique-local), shared
 /// (100.64/10), multicast or broadcast.
@@ -295,31 +388,57 @@ fn internal(ip: std::net::IpAddr) -> bool {
     }
 }
 
-/// Where a decided connection goes: `host` resolved here. A name that
-/// resolves only to internal addresses is refused (DNS rebinding must not
-/// turn an allowed name into the host's loopback or private network); an
-/// address named literally is taken as the grant named it.
-async fn resolve(host: &str, port: u16) -> Result<Vec<std::net::SocketAddr>, Refusal> {
-    let literal = host.parse::<std::net::IpAddr>().is_ok();
+/// Where a decided connection goes: `host` resolved here. An internal
+/// address — the host's own (loopback, or any of its interfaces'),
+/// link-local (the cloud metadata address), private, unique-local —
+/// literal or resolved, IPv4, IPv6 or v4-mapped, is refused unless the
+/// operator's ceiling names the host or the address itself: neither a
+/// component nor DNS rebinding may turn an allowed connection into the
+/// host's loopback, its metadata service or its LAN.
+async fn resolve(gate: &Gate, host: &str, port: u16) -> Result<Vec<std::net::SocketAddr>, Refusal> {
     let addrs: Vec<std::net::SocketAddr> = tokio::net::lookup_host((host, port))
         .await
         .map_err(|err| Refusal::Unreachable(format!("cannot resolve {host}: {err}")))?
         .collect();
-    if literal {
+    if gate.named_by_operator(host, port) {
         return Ok(addrs);
     }
-    let public: Vec<_> = addrs
+    let own = own_addresses();
+    let (outside, inside): (Vec<_>, Vec<_>) = addrs
         .iter()
         .copied()
-        .filter(|a| !internal(a.ip()))
-        .collect();
-    match public.is_empty() {
-        true => Err(Refusal::Refused(format!(
-            "{host} resolves to an internal address ({}); name the address itself to allow it",
-            addrs.first().map_or("none".into(), |a| a.ip().to_string())
+        .partition(|a| !internal(a.ip()) && !own.contains(&a.ip()));
+    match (
+        outside.is_empty(),
+        inside
+            .iter()
+            .find(|a| !gate.named_by_operator(&a.ip().to_string(), port)),
+    ) {
+        (false, _) => Ok(outside),
+        (true, found) => Err(Refusal::Refused(format!(
+            "{host} is or resolves to an internal address ({}); only an operator's \
+             max_network that names it lets a run reach it",
+            found
+                .or(addrs.first())
+                .map_or("none".into(), |a| a.ip().to_string())
         ))),
-        false => Ok(public),
     }
+}
+
+/// The addresses of this host's own interfaces.
+fn own_addresses() -> Vec<IpAddr> {
+    let Ok(interfaces) = nix::ifaddrs::getifaddrs() else {
+        return vec![];
+    };
+    interfaces
+        .filter_map(|interface| {
+            let address = interface.address?;
+            if let Some(v4) = address.as_sockaddr_in() {
+                return Some(IpAddr::V4(v4.ip()));
+            }
+            address.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip()))
+        })
+        .collect()
 }
 
 /// Why a connection did not go through.
@@ -330,17 +449,22 @@ enum Refusal {
     Unreachable(String),
 }
 
-/// Decide and resolve one connection; a refusal is recorded.
+/// Decide and resolve one connection — the host's bounds, then the
+/// component, then the address — and record a refusal.
 async fn admit(
-    decide: &Decide,
+    gate: &Gate,
     record: &Mutex<Vec<Refused>>,
     host: &str,
     port: u16,
 ) -> Result<Vec<std::net::SocketAddr>, Refusal> {
-    allowed(decide, record, host, port)
+    if let Err(reason) = gate.bounds(host, port) {
+        note(record, host, port, &reason);
+        return Err(Refusal::Refused(reason));
+    }
+    allowed(&gate.decide, record, host, port)
         .await
         .map_err(Refusal::Refused)?;
-    let resolved = resolve(host, port).await;
+    let resolved = resolve(gate, host, port).await;
     if let Err(Refusal::Refused(reason)) = &resolved {
         note(record, host, port, reason);
     }
@@ -376,17 +500,41 @@ async fn allowed(
 }
 
 /// One client connection: SOCKS5 when it opens with version 5, else HTTP.
+/// The client has [`HEAD_TIMEOUT`] to name its destination.
 async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     mut client: S,
-    decide: Decide,
+    gate: Gate,
     record: Arc<Mutex<Vec<Refused>>>,
 ) -> io::Result<()> {
-    let mut first = [0u8; 1];
-    client.read_exact(&mut first).await?;
-    match first[0] {
-        5 => socks5(client, &decide, &record).await,
-        byte => http(byte, client, &decide, &record).await,
+    let named = tokio::time::timeout(HEAD_TIMEOUT, async {
+        let mut first = [0u8; 1];
+        client.read_exact(&mut first).await?;
+        match first[0] {
+            5 => socks5_target(&mut client).await,
+            byte => http_head(byte, &mut client).await,
+        }
+    })
+    .await
+    .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no destination named in time"))??;
+    match named {
+        Named::Socks5 { host, port } => socks5(client, &gate, &record, host, port).await,
+        Named::Http(head) => http(head, client, &gate, &record).await,
+        Named::Done => Ok(()),
     }
+}
+
+/// What a client named before the proxy decides.
+enum Named {
+    /// A SOCKS5 `CONNECT`.
+    Socks5 { host: String, port: u16 },
+    /// An HTTP request head.
+    Http(Vec<u8>),
+    /// Nothing to decide (a refused greeting, answered already).
+    Done,
+}
+
+async fn http_head<S: AsyncRead + Unpin>(first: u8, client: &mut S) -> io::Result<Named> {
+    read_head(first, client).await.map(Named::Http)
 }
 
 /// Where an HTTP request goes, and how to forward it.
@@ -476,12 +624,11 @@ async fn http_refuse<S: AsyncWrite + Unpin>(
 }
 
 async fn http<S: AsyncRead + AsyncWrite + Unpin>(
-    first: u8,
+    head: Vec<u8>,
     mut client: S,
-    decide: &Decide,
+    gate: &Gate,
     record: &Mutex<Vec<Refused>>,
 ) -> io::Result<()> {
-    let head = read_head(first, &mut client).await?;
     let target = match http_target(&head) {
         Ok(target) => target,
         Err(why) => return http_refuse(&mut client, "400 Bad Request", &why).await,
@@ -491,7 +638,7 @@ async fn http<S: AsyncRead + AsyncWrite + Unpin>(
             (host.clone(), *port)
         }
     };
-    let addrs = match admit(decide, record, &host, port).await {
+    let addrs = match admit(gate, record, &host, port).await {
         Ok(addrs) => addrs,
         Err(Refusal::Refused(reason)) => {
             return http_refuse(
@@ -537,24 +684,21 @@ async fn splice(
         .map(|_| ())
 }
 
-async fn socks5<S: AsyncRead + AsyncWrite + Unpin>(
-    mut client: S,
-    decide: &Decide,
-    record: &Mutex<Vec<Refused>>,
-) -> io::Result<()> {
+/// The SOCKS5 greeting and request, up to the destination; a greeting or
+/// command the proxy does not take is answered here.
+async fn socks5_target<S: AsyncRead + AsyncWrite + Unpin>(client: &mut S) -> io::Result<Named> {
     // Greeting (the version byte is read): NMETHODS, METHODS; no auth.
     let count = client.read_u8().await?;
     let mut methods = vec![0u8; count as usize];
     client.read_exact(&mut methods).await?;
     if !methods.contains(&0) {
         client.write_all(&[5, 0xff]).await?;
-        return Ok(());
+        return Ok(Named::Done);
     }
     client.write_all(&[5, 0]).await?;
     // Request: VER CMD RSV ATYP DST.ADDR DST.PORT.
     let mut fixed = [0u8; 4];
     client.read_exact(&mut fixed).await?;
-    let reply = |code: u8| [5, code, 0, 1, 0, 0, 0, 0, 0, 0];
     let host = match fixed[3] {
         1 => {
             let mut octets = [0u8; 4];
@@ -573,17 +717,33 @@ async fn socks5<S: AsyncRead + AsyncWrite + Unpin>(
             std::net::Ipv6Addr::from(octets).to_string()
         }
         _ => {
-            client.write_all(&reply(8)).await?;
-            return Ok(());
+            client.write_all(&socks5_reply(8)).await?;
+            return Ok(Named::Done);
         }
     };
     let port = client.read_u16().await?;
     if fixed[1] != 1 {
         // Only CONNECT: no BIND, no UDP ASSOCIATE.
-        client.write_all(&reply(7)).await?;
-        return Ok(());
+        client.write_all(&socks5_reply(7)).await?;
+        return Ok(Named::Done);
     }
-    let addrs = match admit(decide, record, &host, port).await {
+    Ok(Named::Socks5 { host, port })
+}
+
+/// A SOCKS5 reply with `code` (and an unspecified bound address).
+fn socks5_reply(code: u8) -> [u8; 10] {
+    [5, code, 0, 1, 0, 0, 0, 0, 0, 0]
+}
+
+async fn socks5<S: AsyncRead + AsyncWrite + Unpin>(
+    mut client: S,
+    gate: &Gate,
+    record: &Mutex<Vec<Refused>>,
+    host: String,
+    port: u16,
+) -> io::Result<()> {
+    let reply = socks5_reply;
+    let addrs = match admit(gate, record, &host, port).await {
         Ok(addrs) => addrs,
         Err(Refusal::Refused(_)) => {
             // 2: connection not allowed by ruleset.
@@ -640,12 +800,52 @@ mod tests {
         assert!(http_target(b"CONNECT nohostport HTTP/1.1\r\n\r\n").is_err());
     }
 
+    /// A gate over `grant` and `ceiling` whose component answers yes.
+    fn yes(grant: Network, ceiling: Network) -> Gate {
+        Gate {
+            grant,
+            ceiling,
+            decide: Arc::new(|_: &str, _: u16| Ok(())),
+        }
+    }
+
+    fn endpoint(host: &str, port: Option<u16>) -> crate::model::Endpoint {
+        crate::model::Endpoint {
+            host: host.into(),
+            port,
+        }
+    }
+
     #[tokio::test]
-    async fn a_name_resolving_to_an_internal_address_is_refused_an_address_named_is_not() {
-        assert!(
-            matches!(resolve("localhost", 80).await, Err(Refusal::Refused(r)) if r.contains("internal address"))
+    async fn an_internal_address_literal_or_resolved_is_refused_unless_the_operator_names_it() {
+        let open = yes(Network::Full, Network::Full);
+        for host in [
+            "localhost",
+            "127.0.0.1",
+            "169.254.169.254",
+            "::1",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(
+                matches!(resolve(&open, host, 80).await, Err(Refusal::Refused(r)) if r.contains("internal address")),
+                "{host}"
+            );
+        }
+        let named = yes(
+            Network::Full,
+            Network::Allow(vec![
+                endpoint("127.0.0.1", Some(80)),
+                endpoint("localhost", None),
+            ]),
         );
-        assert!(resolve("127.0.0.1", 80).await.is_ok());
+        assert!(resolve(&named, "127.0.0.1", 80).await.is_ok());
+        assert!(resolve(&named, "localhost", 8080).await.is_ok());
+        assert!(resolve(&named, "127.0.0.1", 81).await.is_err());
+        let wildcard = yes(
+            Network::Full,
+            Network::Allow(vec![endpoint("*.localhost", None)]),
+        );
+        assert!(resolve(&wildcard, "a.localhost", 80).await.is_err());
         for ip in [
             "10.1.2.3",
             "192.168.0.1",
@@ -660,6 +860,30 @@ mod tests {
         for ip in ["1.1.1.1", "2606:4700::1111"] {
             assert!(!internal(ip.parse().unwrap()), "{ip}");
         }
+    }
+
+    #[test]
+    fn the_host_bounds_a_connection_by_the_grant_and_the_ceiling_whatever_the_component_says() {
+        let gate = yes(
+            Network::Allow(vec![endpoint("example.com", Some(443))]),
+            Network::Allow(vec![endpoint("*.com", None)]),
+        );
+        assert!(gate.bounds("example.com", 443).is_ok());
+        assert!(
+            gate.bounds("example.com", 80)
+                .unwrap_err()
+                .contains("not in this run's network grant")
+        );
+        let ceiling = yes(
+            Network::Full,
+            Network::Allow(vec![endpoint("github.com", Some(22))]),
+        );
+        assert!(
+            ceiling
+                .bounds("169.254.169.254", 80)
+                .unwrap_err()
+                .contains("max_network")
+        );
     }
 
     #[test]
@@ -698,7 +922,11 @@ mod tests {
         let at = ProxyAt::reserve_loopback().unwrap();
         let port = at.client_port();
         let decide: Decide = Arc::new(|_: &str, _: u16| Err("no".into()));
-        let proxy = Proxy::start(&at, decide).unwrap();
+        let gate = Gate {
+            decide,
+            ..yes(Network::Full, Network::Full)
+        };
+        let proxy = Proxy::start(&at, gate).unwrap();
         drop(at);
         let mut client = tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
@@ -733,7 +961,14 @@ mod tests {
             true => Ok(()),
             false => Err("not this one".into()),
         });
-        let proxy = Proxy::start(&at, decide).unwrap();
+        let gate = Gate {
+            decide,
+            ..yes(
+                Network::Full,
+                Network::Allow(vec![endpoint("127.0.0.1", None)]),
+            )
+        };
+        let proxy = Proxy::start(&at, gate).unwrap();
         // The wrap's hold goes; the proxy keeps the place.
         drop(at);
 

@@ -163,6 +163,7 @@ fn read_back_bwrap(argv: &[String], init: bool) -> Result<(Vec<OsString>, Vec<Pa
             }
             // The hardening's flags without a value (`--cap-drop`'s is taken above).
             hardening if bwrap::HARDENING.contains(&hardening) => {}
+            bwrap::AS_PID_1 if init => {}
             _ if plan.take(&flag, &mut args)? => {}
             other => return Err(format!("bwrap: unknown argument {other:?}")),
         }

@@ -692,7 +692,12 @@ fn start_proxy(cx: &RunContext, prepared: &Prepared) -> Result<Option<Proxy>, Ru
             .connect(host, port)
             .unwrap_or_else(|err| Err(err.to_string()))
     });
-    Proxy::start(at, decide)
+    let gate = crate::proxy::Gate {
+        grant: prepared.spec.policy.network.clone(),
+        ceiling: cx.deployment.max_network.clone(),
+        decide,
+    };
+    Proxy::start(at, gate)
         .map(Some)
         .map_err(|source| RunError::Spawn {
             program: prepared.launch.argv[0].clone(),

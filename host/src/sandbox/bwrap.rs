@@ -128,6 +128,10 @@ pub const HARDENING: &[&str] = &[
     "ALL",
 ];
 
+/// bwrap's flag that makes the command — cordon's init — the sandbox's
+/// pid 1, with no reaper of bwrap's own inside.
+pub const AS_PID_1: &str = "--as-pid-1";
+
 /// bubblewrap at a trusted absolute path, ready to wrap argvs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Bwrap {
@@ -181,6 +185,15 @@ impl Bwrap {
         let network = network(layout, &mut grant, self.init.is_some());
         full.extend(network.profile);
         full.extend(HARDENING.iter().map(|s| (*s).to_owned()));
+        if self.init.is_some() {
+            // cordon's init is the sandbox's pid 1, not bwrap's reaper:
+            // the reaper runs with the command's uid, dumpable and without
+            // the filters, so a command could ptrace it and act through it
+            // (a host unix socket, with the network closed). The init is
+            // not dumpable, and the kernel spares a namespace's pid 1 the
+            // SIGSTOP and SIGKILL its own processes send.
+            full.push(AS_PID_1.into());
+        }
         full.push("--".into());
         let (supervision, handover) = match &self.init {
             Some(init) => {
@@ -192,6 +205,17 @@ impl Bwrap {
                     "--env-fd".into(),
                     INIT_ENV_FD.to_string(),
                 ]);
+                // The host's namespaces that bwrap replaces: the init
+                // refuses to run the command in any of them.
+                let mut replaced = vec!["mnt", "pid", "ipc", "uts"];
+                if layout.network_closed() {
+                    replaced.push("net");
+                }
+                full.extend([
+                    "--outside".into(),
+                    super::launcher::verify::outside(&replaced),
+                ]);
+                full.extend(super::writable_roots(layout));
                 full.extend(network.init);
                 full.push("--".into());
                 (Supervision::BwrapInit, EnvHandover::BwrapInit)
@@ -200,6 +224,14 @@ impl Bwrap {
         };
         full.extend(argv.iter().cloned());
         grant.partial.extend(symlinked_protected(layout));
+        if self.init.is_none() {
+            grant.partial.push(
+                "hardening: without cordon's init the command may make setuid files and use \
+                 the kernel keyring, and bwrap's reaper (pid 1, the command's uid) can be \
+                 traced"
+                    .into(),
+            );
+        }
         let wrap = Wrap::new(full, policy.clone(), facts());
         let wrap = match network.proxy {
             Some(at) => wrap.proxied(at),
@@ -525,10 +557,14 @@ mod tests {
         let policy = open(SandboxMode::WorkspaceWrite, "/home/me/ws");
         let wrap = init.wrap(&["true".into()], &policy, &bare(&policy));
         let argv = wrap.argv().join(" ");
+        // cordon's init is pid 1; it is told the host's namespaces (which it
+        // must not be in) and the writable root's identity.
+        let outside = super::super::launcher::verify::outside(&["mnt", "pid", "ipc", "uts"]);
         assert!(
             argv.ends_with(&format!(
-                "--ro-bind /tmp/build/cordon /tmp/build/cordon {HARDENED} -- \
-                 /tmp/build/cordon __init --status-fd 5 --env-fd 6 -- true"
+                "--ro-bind /tmp/build/cordon /tmp/build/cordon {HARDENED} --as-pid-1 -- \
+                 /tmp/build/cordon __init --status-fd 5 --env-fd 6 --outside {outside} \
+                 --writable-root 0:0:/home/me/ws -- true"
             )),
             "{argv}"
         );

@@ -261,6 +261,7 @@ impl Landlock {
             full.extend(["--socket-families".into(), families.join(",")]);
             partial.extend(layout.exposed_sockets_reason());
         }
+        full.extend(super::writable_roots(layout));
         full.extend(grants);
         full.push("--".into());
         full.extend(argv.iter().cloned());

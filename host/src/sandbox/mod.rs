@@ -265,6 +265,22 @@ pub(super) fn supervised_launch(launcher: &std::path::Path, subcommand: &str) ->
     ]
 }
 
+/// `--writable-root DEV:INO:PATH` for each writable root of `layout`, as
+/// the host checks it now: the runner refuses to run the command unless
+/// what it bound (or granted) there is that very directory.
+pub(super) fn writable_roots(layout: &grant::Layout) -> Vec<String> {
+    layout
+        .writable
+        .iter()
+        .flat_map(|root| {
+            [
+                "--writable-root".to_owned(),
+                launcher::verify::root_arg(root),
+            ]
+        })
+        .collect()
+}
+
 /// The environment a runner itself is spawned with when it takes the
 /// command's environment over its own channel: a fixed `PATH`, nothing a
 /// caller or a component chose (an `LD_PRELOAD` of theirs must reach only

@@ -45,6 +45,7 @@ impl Namespaces {
     /// PROFILE [NETWORK] -- argv`.
     pub fn wrap(&self, argv: &[String], policy: &SandboxPolicy, layout: &Layout) -> Wrap {
         let mut full = super::supervised_launch(&self.launcher, NS_SUBCOMMAND);
+        full.extend(super::writable_roots(layout));
         full.extend(bwrap::profile(layout));
         let mut grant = layout.facts.clone();
         let network = bwrap::network(layout, &mut grant, true);
@@ -194,7 +195,8 @@ mod tests {
         let argv = wrap.argv().join(" ");
         let profile = bwrap::profile(&layout).join(" ");
         let head = format!(
-            "/usr/bin/cordon __ns --status-fd 3 --env-fd 4 --parent {} {profile} --unshare-net \
+            "/usr/bin/cordon __ns --status-fd 3 --env-fd 4 --parent {} \
+             --writable-root 0:0:/home/me/ws {profile} --unshare-net \
              --socket-families inet,inet6,netlink -- true",
             std::process::id()
         );

@@ -333,6 +333,7 @@ pub fn admit(
         gid: cred.gid(),
         pid: cred.pid(),
     };
+    refuse_own_run(&peer)?;
     access.admits(&peer)?;
     let session = match access.ceilings.get(&peer.uid) {
         None => host.session(),
@@ -343,6 +344,27 @@ pub fn admit(
         None => format!("uid {} gid {}", peer.uid, peer.gid),
     };
     Ok((session.with_peer(label), peer))
+}
+
+/// Refuse a peer that is one of this host's own runs (it descends from
+/// this process): a confined command must not drive the server that
+/// confined it into a wider run. A peer the kernel shows in no PID
+/// namespace of ours (pid 0) is outside every run.
+fn refuse_own_run(peer: &Peer) -> Result<(), RpcError> {
+    let Some(pid) = peer.pid.filter(|pid| *pid > 0) else {
+        return Ok(());
+    };
+    let server = std::process::id() as i32;
+    match crate::process::lineage::descends_from(pid, server) {
+        Ok(false) => Ok(()),
+        Ok(true) => Err(RpcError::forbidden(format!(
+            "pid {pid} is a process of one of this server's own runs; a run may not use the \
+             server that confines it"
+        ))),
+        Err(err) => Err(RpcError::forbidden(format!(
+            "cannot tell whether pid {pid} is one of this server's runs ({err}); refused"
+        ))),
+    }
 }
 
 /// A session of `host` under `ceiling`.

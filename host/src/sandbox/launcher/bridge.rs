@@ -5,28 +5,47 @@
 //! (`HTTP_PROXY`, `ALL_PROXY`) reach the host this way and no other: the
 //! run has no other network. A thread per direction copies bytes; the
 //! threads inherit the init's blocked signal mask, so the supervisor's
-//! `sigtimedwait` still receives every signal.
+//! `sigtimedwait` still receives every signal. At most [`MAX_CARRIED`]
+//! connections are carried at once (the host's proxy carries no more for
+//! one run); a connection past that is closed at once, so a command cannot
+//! make the init spawn threads without bound.
 
 use std::io;
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Listen on the sandbox's loopback at `port` and bridge to `socket`, on a
 /// thread of its own. The listener is bound before this returns, so the
 /// command never races it.
 pub(super) fn start(socket: PathBuf, port: u16) -> io::Result<()> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, port))?;
+    let carried = Arc::new(AtomicUsize::new(0));
     std::thread::Builder::new()
         .name("cordon-bridge".into())
         .spawn(move || {
             for client in listener.incoming().flatten() {
-                let socket = socket.clone();
-                let _ = std::thread::Builder::new().spawn(move || carry(client, &socket));
+                if carried.fetch_add(1, Ordering::AcqRel) >= MAX_CARRIED {
+                    carried.fetch_sub(1, Ordering::AcqRel);
+                    continue;
+                }
+                let (socket, count) = (socket.clone(), carried.clone());
+                let spawned = std::thread::Builder::new().spawn(move || {
+                    carry(client, &socket);
+                    count.fetch_sub(1, Ordering::AcqRel);
+                });
+                if spawned.is_err() {
+                    carried.fetch_sub(1, Ordering::AcqRel);
+                }
             }
         })?;
     Ok(())
 }
+
+/// The most connections the bridge carries at once.
+pub(super) const MAX_CARRIED: usize = 256;
 
 /// Carry one connection to the host's proxy and back.
 fn carry(client: TcpStream, socket: &std::path::Path) {

@@ -83,6 +83,7 @@ pub(super) fn restrict(
     read_only: &[PathBuf],
     listable: &[PathBuf],
     writable: &[PathBuf],
+    roots: &[super::verify::Root],
     connect_port: Option<u16>,
 ) -> Result<Restricted, String> {
     let all = AccessFs::from_all(TARGET_ABI);
@@ -123,6 +124,13 @@ pub(super) fn restrict(
             Err(_) if may_vanish && std::fs::symlink_metadata(path).is_err() => continue,
             Err(err) => return Err(format!("cannot open {}: {err}", path.display())),
         };
+        // A writable root the host checked is granted only if the
+        // descriptor the rule is made from is that very directory.
+        if let Some(root) = roots.iter().find(|root| &root.path == path) {
+            let stat = nix::sys::stat::fstat(&fd)
+                .map_err(|err| format!("cannot read {}: {err}", path.display()))?;
+            root.matches(stat.st_dev as u64, stat.st_ino as u64)?;
+        }
         // Directory-only rights cannot be granted on a file.
         let access = if path.is_dir() {
             access

@@ -22,6 +22,7 @@ pub(super) fn restrict(
     _read_only: &[PathBuf],
     _listable: &[PathBuf],
     _writable: &[PathBuf],
+    _roots: &[super::verify::Root],
     _connect_port: Option<u16>,
 ) -> Result<Restricted, String> {
     Err("Landlock is a Linux interface; this system has none".into())

@@ -7,11 +7,11 @@
 //! a namespace runner next.
 //!
 //! ```text
-//! cordon __landlock [--status-fd N] [--env-fd N] [--parent PID] [--unshare-ipc] [--socket-families LIST] (--ro PATH | --ls PATH | --rw PATH)... -- ARGV...
+//! cordon __landlock [--status-fd N] [--env-fd N] [--parent PID] [--unshare-ipc] [--socket-families LIST] [--writable-root DEV:INO:PATH]... (--ro PATH | --ls PATH | --rw PATH)... -- ARGV...
 //! cordon __landlock --probe
-//! cordon __init [--status-fd N] [--env-fd N] [--socket-families LIST] [--proxy-socket PATH] -- ARGV...
+//! cordon __init [--status-fd N] [--env-fd N] [--outside NS=INODE,...] [--writable-root DEV:INO:PATH]... [--socket-families LIST] [--proxy-socket PATH] -- ARGV...
 //! cordon __init --probe
-//! cordon __ns [--status-fd N] [--env-fd N] [--parent PID] [--unshare-net] [--socket-families LIST] [--proxy-socket PATH] PROFILE... -- ARGV...
+//! cordon __ns [--status-fd N] [--env-fd N] [--parent PID] [--unshare-net] [--socket-families LIST] [--proxy-socket PATH] [--writable-root DEV:INO:PATH]... PROFILE... -- ARGV...
 //! cordon __ns --await-fd N [--status-fd N] [--parent PID] [--unshare-net] [--socket-families LIST] [--proxy-socket PATH] PROFILE... --
 //! ```
 //!
@@ -53,6 +53,8 @@
 #[cfg(target_os = "linux")]
 mod bridge;
 #[cfg(target_os = "linux")]
+mod hardening;
+#[cfg(target_os = "linux")]
 pub mod landlock;
 #[cfg(not(target_os = "linux"))]
 #[path = "landlock_unsupported.rs"]
@@ -63,9 +65,13 @@ mod metadata;
 pub mod namespaces;
 #[cfg(target_os = "linux")]
 mod seccomp;
+// Host-side too (the bwrap wrap names the host's namespaces), on every
+// platform; only Linux's launcher checks them.
 #[cfg(target_os = "linux")]
 pub mod sockets;
 pub mod supervise;
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub mod verify;
 
 use std::convert::Infallible;
 use std::ffi::OsString;
@@ -206,6 +212,12 @@ struct Launch {
     connect_port: Option<u16>,
     /// The host's proxy socket to bridge the sandbox's loopback to.
     proxy_socket: Option<PathBuf>,
+    /// The host's own namespaces, which a runner that confines has
+    /// replaced (cordon's init checks before it runs the command).
+    #[cfg(target_os = "linux")]
+    outside: Vec<(String, u64)>,
+    /// The writable roots with the identity the host checked them by.
+    roots: Vec<verify::Root>,
     /// The namespace runner's sandbox.
     #[cfg(target_os = "linux")]
     plan: namespaces::Plan,
@@ -267,6 +279,17 @@ fn parse(mode: Mode, args: Vec<OsString>) -> Result<Invocation, String> {
                     .ok_or("--socket-families needs a list (may be empty)")?;
                 let list = list.to_str().ok_or("--socket-families is not UTF-8")?;
                 launch.socket_families = Some(sockets::parse(list)?);
+            }
+            #[cfg(target_os = "linux")]
+            "--outside" if mode == Mode::Init => {
+                let list = args.next().ok_or("--outside needs a list")?;
+                let list = list.to_str().ok_or("--outside is not UTF-8")?;
+                launch.outside = verify::parse(list)?;
+            }
+            "--writable-root" => {
+                let value = args.next().ok_or("--writable-root needs DEV:INO:PATH")?;
+                let value = value.to_str().ok_or("--writable-root is not UTF-8")?;
+                launch.roots.push(verify::parse_root(value)?);
             }
             "--unshare-ipc" if landlock => launch.unshare_ipc = true,
             "--connect-port" if landlock => {
@@ -436,6 +459,7 @@ fn launch(mode: Mode, request: Launch) -> ! {
                     &request.read_only,
                     &request.listable,
                     &request.writable,
+                    &request.roots,
                     request.connect_port,
                 ) {
                     Ok(landlock::Restricted::Fully) => {}
@@ -451,6 +475,11 @@ fn launch(mode: Mode, request: Launch) -> ! {
             if let Some(families) = &request.socket_families
                 && let Err(detail) = sockets::allow_only(families)
             {
+                fail(status.as_mut(), &detail);
+            }
+            // Every rung: no setuid file, no device node, no keyring.
+            #[cfg(target_os = "linux")]
+            if let Err(detail) = hardening::install() {
                 fail(status.as_mut(), &detail);
             }
             for &(resource, var, value) in &rlimits {
@@ -481,6 +510,17 @@ fn launch(mode: Mode, request: Launch) -> ! {
                 && let Err(err) = no_new_privileges()
             {
                 fail(status.as_mut(), &format!("cannot set no-new-privs: {err}"));
+            }
+            // The runner confined us as asked, or the command never runs.
+            #[cfg(target_os = "linux")]
+            // (Landlock checked its roots on the descriptors its rules
+            // were made from.)
+            let bound: &[verify::Root] = match mode {
+                Mode::Landlock => &[],
+                Mode::Init | Mode::Namespaces => &request.roots,
+            };
+            if let Err(detail) = verify::confined(&request.outside, bound) {
+                fail(status.as_mut(), &detail);
             }
             if let Some(status) = status.as_mut() {
                 let _ = writeln!(status, "exec");
@@ -709,6 +749,8 @@ mod tests {
                 socket_families: None,
                 connect_port: None,
                 proxy_socket: None,
+                outside: vec![],
+                roots: vec![],
                 plan: Default::default(),
                 argv: os(&["a", "--ro"]),
             })))

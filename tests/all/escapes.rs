@@ -28,7 +28,7 @@ fn args<'a>(backend: &[&'a str], mode: &'a str, ws: &'a Path) -> Vec<&'a str> {
 
 /// A loopback TCP listener on a thread, counting the connections it
 /// accepts (each answered with a one-line HTTP reply).
-fn counting_listener() -> (u16, Arc<AtomicUsize>) {
+pub(crate) fn counting_listener() -> (u16, Arc<AtomicUsize>) {
     use std::io::{Read, Write};
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -50,7 +50,7 @@ fn counting_listener() -> (u16, Arc<AtomicUsize>) {
 }
 
 /// `text` written to `dir/name`: a Python script a run can read.
-fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
+pub(crate) fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
     path
@@ -132,7 +132,7 @@ fn a_command_can_neither_trace_nor_take_fds_from_nor_stop_its_supervisor() {
 
 /// Every entry under `dir` with a setuid or setgid bit, or that is a
 /// device node.
-fn privileged_entries(dir: &Path) -> Vec<String> {
+pub(crate) fn privileged_entries(dir: &Path) -> Vec<String> {
     let mut found = vec![];
     for entry in std::fs::read_dir(dir).unwrap().flatten() {
         let meta = entry.path().symlink_metadata().unwrap();
@@ -206,7 +206,7 @@ fn config(dir: &Path, text: &str) -> PathBuf {
 /// TCP Fast Open to a host port (argv[1]) — data sent with the SYN, and
 /// the connect option — then the allowed endpoint (argv[2]) through the
 /// proxy.
-const FAST_OPEN: &str = r#"
+pub(crate) const FAST_OPEN: &str = r#"
 import socket, sys, urllib.request
 target, allowed = int(sys.argv[1]), int(sys.argv[2])
 for how in ("sendto", "connect-option"):
@@ -258,7 +258,7 @@ fn tcp_fast_open_reaches_no_host_listener_past_the_proxy() {
 
 /// Fetch each URL of argv through the proxy, printing the body or
 /// `refused URL`.
-const FETCH: &str = r#"
+pub(crate) const FETCH: &str = r#"
 import sys, urllib.request
 for url in sys.argv[1:]:
     try:
@@ -316,7 +316,7 @@ fn a_component_that_allows_every_connection_reaches_nothing_beyond_the_grant_and
 }
 
 /// Swap `a` and `b` (a directory and a symlink) atomically.
-fn exchange(a: &Path, b: &Path) {
+pub(crate) fn exchange(a: &Path, b: &Path) {
     use std::os::unix::ffi::OsStrExt;
     let a = std::ffi::CString::new(a.as_os_str().as_bytes()).unwrap();
     let b = std::ffi::CString::new(b.as_os_str().as_bytes()).unwrap();

@@ -235,3 +235,137 @@ print(\"trace\", libc.ptrace(0x4206, ppid, 0, 0), libc.ptrace(16, ppid, 0, 0), g
         }
     }
 }
+
+#[test]
+fn an_unprivileged_run_reaches_nothing_past_its_grant_the_ceiling_or_the_proxy() {
+    use crate::escapes::{FAST_OPEN, FETCH, counting_listener, script};
+    use std::sync::atomic::Ordering;
+    let Some(env) = Unprivileged::new("an_unprivileged_run_reaches_nothing_past_its_grant") else {
+        return;
+    };
+    let ws = env.path("ws");
+    let tfo = script(&ws, "tfo.py", FAST_OPEN);
+    let fetch = script(&ws, "fetch.py", FETCH);
+    // The component, where nobody can read it.
+    let hostile = env.path("hostile-policy.wasm");
+    std::fs::copy(common::component("hostile-policy.wasm"), &hostile).unwrap();
+    for backend in backends() {
+        if backend == "bwrap" && !common::bwrap_usable("unprivileged bwrap") {
+            continue;
+        }
+        let (target, reached) = counting_listener();
+        let (allowed, served) = counting_listener();
+        let config = env.path("cordon.toml");
+        std::fs::write(
+            &config,
+            format!("max_network = [\"github.com:22\", \"127.0.0.1:{allowed}\"]\n"),
+        )
+        .unwrap();
+        let grant = serde_json::json!({"mode": "read-only", "workspaceRoot": ws,
+            "network": {"allow": [{"host": "github.com", "port": 22},
+                                  {"host": "127.0.0.1", "port": allowed}]}})
+        .to_string();
+        let base = [
+            "--backend",
+            backend,
+            "--config",
+            config.to_str().unwrap(),
+            "--grant",
+            &grant,
+        ];
+        // TCP Fast Open to a host port, then the allowed endpoint.
+        let (code, result) = env.run(
+            &base,
+            &format!("python3 {} {target} {allowed}", tfo.display()),
+        );
+        assert_eq!(code, Some(0), "{backend}: {result}");
+        let out = result["stdout"]["text"].as_str().unwrap();
+        assert!(out.contains("sendto refused"), "{backend}: {out}");
+        assert!(out.ends_with("reached\n"), "{backend}: {out}");
+        // A component that allows every connection.
+        let mut hostile_args = vec!["--policy", hostile.to_str().unwrap()];
+        hostile_args.extend(base);
+        let (code, result) = env.run(
+            &hostile_args,
+            &format!(
+                "connect-anything() {{ :; }}; connect-anything; python3 {} \
+                 http://127.0.0.1:{target}/ http://169.254.169.254/ http://127.0.0.1:{allowed}/",
+                fetch.display()
+            ),
+        );
+        assert_eq!(code, Some(0), "{backend}: {result}");
+        let out = result["stdout"]["text"].as_str().unwrap();
+        assert_eq!(out.matches("refused").count(), 2, "{backend}: {out}");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert_eq!(reached.load(Ordering::SeqCst), 0, "{backend}: {out}");
+        // The positive controls: the allowed endpoint, once per run.
+        assert_eq!(served.load(Ordering::SeqCst), 2, "{backend}: {out}");
+    }
+}
+
+#[test]
+fn an_unprivileged_runs_racing_root_swap_never_lands_a_write_outside() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let Some(env) = Unprivileged::new("an_unprivileged_runs_racing_root_swap") else {
+        return;
+    };
+    let base = env.path("ws");
+    let allowed = base.join("allowed");
+    let (root, decoy, victim) = (
+        allowed.join("ws"),
+        allowed.join("decoy"),
+        base.join("victim"),
+    );
+    for dir in [&allowed, &root, &victim] {
+        std::fs::create_dir_all(dir).unwrap();
+        nix::unistd::chown(dir, Some(NOBODY.into()), Some(NOBODY.into())).unwrap();
+    }
+    std::os::unix::fs::symlink(&victim, &decoy).unwrap();
+    let config = env.path("race.toml");
+    std::fs::write(
+        &config,
+        format!("allowed_roots = [\"{}\"]\n", allowed.display()),
+    )
+    .unwrap();
+    for backend in backends() {
+        if backend == "bwrap" && !common::bwrap_usable("unprivileged bwrap") {
+            continue;
+        }
+        let args = [
+            "--backend",
+            backend,
+            "--config",
+            config.to_str().unwrap(),
+            "--mode",
+            "workspace-write",
+            "--workspace",
+            root.to_str().unwrap(),
+        ];
+        let (code, result) = env.run(&args, &format!("echo x > {}/landed", root.display()));
+        assert_eq!(code, Some(0), "{backend}: {result}");
+        let stop = Arc::new(AtomicBool::new(false));
+        let racer = {
+            let (stop, root, decoy) = (stop.clone(), root.clone(), decoy.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    crate::escapes::exchange(&root, &decoy);
+                }
+            })
+        };
+        for round in 0..25 {
+            let _ = env.run(
+                &args,
+                &format!("echo {round} > {}/raced-{round}", root.display()),
+            );
+            let landed: Vec<_> = std::fs::read_dir(&victim).unwrap().flatten().collect();
+            assert!(landed.is_empty(), "{backend} round {round}: {landed:?}");
+        }
+        stop.store(true, Ordering::Relaxed);
+        racer.join().unwrap();
+        // Left as it began: the directory at the root's path.
+        if root.is_symlink() {
+            crate::escapes::exchange(&root, &decoy);
+        }
+    }
+}

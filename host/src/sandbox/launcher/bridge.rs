@@ -17,13 +17,19 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Listen on the sandbox's loopback at `port` and bridge to `socket`, on a
-/// thread of its own. The listener is bound before this returns, so the
-/// command never races it.
-pub(super) fn start(socket: PathBuf, port: u16) -> io::Result<()> {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, port))?;
+/// Listen on the sandbox's loopback at `port` (bound before the command
+/// starts, so the command never races it; close-on-exec, so the command
+/// never holds it).
+pub(super) fn bind(port: u16) -> io::Result<TcpListener> {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, port))
+}
+
+/// Bridge every connection `listener` accepts to `socket`, on a thread of
+/// its own. A thread that cannot be started leaves the listener unserved:
+/// the command's proxy clients then fail, and nothing else changes.
+pub(super) fn start(listener: TcpListener, socket: PathBuf) {
     let carried = Arc::new(AtomicUsize::new(0));
-    std::thread::Builder::new()
+    let _ = std::thread::Builder::new()
         .name("cordon-bridge".into())
         .spawn(move || {
             for client in listener.incoming().flatten() {
@@ -40,8 +46,7 @@ pub(super) fn start(socket: PathBuf, port: u16) -> io::Result<()> {
                     carried.fetch_sub(1, Ordering::AcqRel);
                 }
             }
-        })?;
-    Ok(())
+        });
 }
 
 /// The most connections the bridge carries at once.

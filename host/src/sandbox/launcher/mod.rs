@@ -426,15 +426,28 @@ fn launch(mode: Mode, request: Launch) -> ! {
             &format!("cannot give the command its own IPC namespace: {err}"),
         );
     }
+    // The bridge's port is bound now, before the command exists (so it
+    // never races it); its thread starts in the supervisor after the fork,
+    // which must happen while the launcher is single-threaded.
     #[cfg(target_os = "linux")]
-    if let Some(socket) = &request.proxy_socket
-        && let Err(err) = bridge::start(socket.clone(), PROXY_PORT)
-    {
-        fail(
-            status.as_mut(),
-            &format!("cannot bridge to the network proxy: {err}"),
-        );
-    }
+    let bridge = match &request.proxy_socket {
+        None => None,
+        Some(socket) => match bridge::bind(PROXY_PORT) {
+            Ok(listener) => Some((listener, socket.clone())),
+            Err(err) => fail(
+                status.as_mut(),
+                &format!("cannot bridge to the network proxy: {err}"),
+            ),
+        },
+    };
+    #[cfg(target_os = "linux")]
+    let alongside = move || {
+        if let Some((listener, socket)) = bridge {
+            bridge::start(listener, socket);
+        }
+    };
+    #[cfg(not(target_os = "linux"))]
+    let alongside = || {};
     let supervision = supervise::Supervision {
         // Pid 1 of the namespace runner is watched by its launcher.
         parent: request.parent.filter(|_| mode != Mode::Namespaces),
@@ -453,6 +466,7 @@ fn launch(mode: Mode, request: Launch) -> ! {
         supervision,
         status,
         reported,
+        alongside,
         move |mut status| -> Infallible {
             if mode == Mode::Landlock {
                 match landlock::restrict(

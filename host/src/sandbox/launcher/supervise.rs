@@ -20,8 +20,10 @@
 //!   (the same exit code, or the same signal raised on itself), so a
 //!   signal death reads as a signal under every runner.
 //!
-//! The supervisor is single-threaded and waits with `sigtimedwait` on a
-//! blocked signal set, so no handler runs and nothing races; the command
+//! The supervisor forks while single-threaded (the only thread it may
+//! start, the init's proxy bridge, starts after the fork and inherits the
+//! blocked mask) and waits with `sigtimedwait` on a blocked signal set, so
+//! no handler runs and nothing races; the command
 //! starts with an empty signal mask and default dispositions. It never
 //! signals anything but its own descendants (it never uses `kill(-1)`:
 //! outside a PID namespace, as root, that would be the whole machine).
@@ -93,11 +95,14 @@ pub(super) fn watched() -> SigSet {
 
 /// Fork `child` — which confines itself and execs the command, or exits (it never returns) —
 /// and supervise it to the end of its tree. Never returns. `fail` reports
-/// a failure of the supervisor before the command started.
+/// a failure of the supervisor before the command started. `alongside`
+/// runs in the supervisor right after the fork (it may start threads:
+/// the fork itself happens while this process has only one).
 pub fn run(
     supervision: Supervision,
     mut status: Option<File>,
     fail: impl Fn(Option<&mut File>, &str) -> Infallible,
+    alongside: impl FnOnce(),
     child: impl FnOnce(Option<File>) -> Infallible,
 ) -> ! {
     let fail = |status: Option<&mut File>, detail: &str| -> ! { match fail(status, detail) {} };
@@ -131,8 +136,9 @@ pub fn run(
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
     }
     let supervisor = std::process::id() as i32;
-    // SAFETY: the launcher is single-threaded here (it runs before the
-    // host starts any thread), so the child may allocate and exec.
+    // SAFETY: the launcher is single-threaded here (the launcher is its own
+    // executable, started by the host; its one thread, the bridge, starts
+    // after this fork, in `alongside`), so the child may allocate and exec.
     match unsafe { fork() } {
         Err(err) => fail(status.as_mut(), &format!("cannot fork the command: {err}")),
         Ok(ForkResult::Child) => {
@@ -151,6 +157,7 @@ pub fn run(
             match child(status) {}
         }
         Ok(ForkResult::Parent { child }) => {
+            alongside();
             let ended = supervise(child, &set);
             if let Some(status) = status.as_mut() {
                 let _ = writeln!(status, "{}", ended.line());

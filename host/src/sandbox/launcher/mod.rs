@@ -526,15 +526,17 @@ fn launch(mode: Mode, request: Launch) -> ! {
                 fail(status.as_mut(), &format!("cannot set no-new-privs: {err}"));
             }
             // The runner confined us as asked, or the command never runs.
-            #[cfg(target_os = "linux")]
             // (Landlock checked its roots on the descriptors its rules
             // were made from.)
-            let bound: &[verify::Root] = match mode {
-                Mode::Landlock => &[],
-                Mode::Init | Mode::Namespaces => &request.roots,
-            };
-            if let Err(detail) = verify::confined(&request.outside, bound) {
-                fail(status.as_mut(), &detail);
+            #[cfg(target_os = "linux")]
+            {
+                let bound: &[verify::Root] = match mode {
+                    Mode::Landlock => &[],
+                    Mode::Init | Mode::Namespaces => &request.roots,
+                };
+                if let Err(detail) = verify::confined(&request.outside, bound) {
+                    fail(status.as_mut(), &detail);
+                }
             }
             if let Some(status) = status.as_mut() {
                 let _ = writeln!(status, "exec");

@@ -318,7 +318,7 @@ fn children() -> Vec<i32> {
 
 /// The parent pid in a `/proc/PID/stat` line: the second field after the
 /// command name, which is in parentheses and may itself contain spaces.
-fn parent_of(stat: &str) -> Option<i32> {
+pub(crate) fn parent_of(stat: &str) -> Option<i32> {
     let (_, rest) = stat.rsplit_once(") ")?;
     rest.split_whitespace().nth(1)?.parse().ok()
 }

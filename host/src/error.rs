@@ -288,13 +288,16 @@ impl LoadError {
     }
 }
 
-/// The exact `SANDBOX_UNAVAILABLE` message of SPEC.md §2.
+/// The `SANDBOX_UNAVAILABLE` message (SPEC.md §2, as issue 33 amends it:
+/// it names the operator's fixes and never suggests running unconfined —
+/// through `cordon mcp` this sentence reaches a model).
 pub fn sandbox_unavailable_message(mode: SandboxMode, detail: Option<&str>) -> String {
     let mut message = format!(
         "sandbox mode \"{mode}\" is requested but no sandbox backend is usable on this host; \
-         refusing to run the command unconfined. Install bubblewrap or run a Landlock-enforcing \
-         kernel (Linux), ensure sandbox-exec is usable (macOS) — otherwise switch to \
-         danger-full-access."
+         refusing to run the command unconfined. The operator can make one usable: install \
+         bubblewrap, allow unprivileged user namespaces, or run a Landlock-enforcing kernel \
+         (Linux); ensure sandbox-exec is usable (macOS). `cordon doctor` says what this host \
+         lacks."
     );
     if let Some(detail) = detail {
         message.push_str(" Runner failure: ");
@@ -375,9 +378,12 @@ mod tests {
     #[test]
     fn sandbox_unavailable_message_is_the_contract_text() {
         let expected = "sandbox mode \"read-only\" is requested but no sandbox backend is usable \
-            on this host; refusing to run the command unconfined. Install bubblewrap or run a \
-            Landlock-enforcing kernel (Linux), ensure sandbox-exec is usable (macOS) — otherwise \
-            switch to danger-full-access.";
+            on this host; refusing to run the command unconfined. The operator can make one \
+            usable: install bubblewrap, allow unprivileged user namespaces, or run a \
+            Landlock-enforcing kernel (Linux); ensure sandbox-exec is usable (macOS). `cordon \
+            doctor` says what this host lacks.";
+        // Never a suggestion to give the sandbox up.
+        assert!(!expected.contains("danger-full-access"));
         assert_eq!(
             sandbox_unavailable_message(SandboxMode::ReadOnly, None),
             expected

@@ -58,7 +58,7 @@ pub(crate) fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
 
 /// Try, from the run, to trace its parent (the run's supervisor), take
 /// its fd 0, read its memory, then reach a host socket (argv[1]).
-const TRACE: &str = r#"
+pub(crate) const TRACE: &str = r#"
 import ctypes, os, socket, sys
 libc = ctypes.CDLL(None, use_errno=True)
 for pid in sorted({os.getppid(), 1}):
@@ -176,8 +176,8 @@ fn no_setuid_file_and_no_device_node_is_made_while_chmod_plus_x_works() {
         assert!(found.is_empty(), "{backend:?}: {found:?} on the host");
         assert!(!ws.path().join("created").exists(), "{backend:?}");
         // Positive controls: copies, files and FIFOs are made as usual, and
-        // chmod +x works where the rung lets a mode change at all (Landlock's
-        // metadata filter refuses every chmod until issue 33).
+        // chmod +x works on every rung (under Landlock through the launcher's
+        // metadata supervisor).
         assert!(ws.path().join("rootsh").is_file(), "{backend:?}");
         assert!(
             ws.path()
@@ -188,11 +188,119 @@ fn no_setuid_file_and_no_device_node_is_made_while_chmod_plus_x_works() {
                 .is_fifo()
         );
         let plain = std::fs::metadata(ws.path().join("plain")).unwrap();
-        if backend.contains(&"landlock") {
-            assert_eq!(plain.permissions().mode() & 0o777, 0o644, "{backend:?}");
-        } else {
-            assert_eq!(plain.permissions().mode() & 0o111, 0o111, "{backend:?}");
+        assert_eq!(plain.permissions().mode() & 0o111, 0o111, "{backend:?}");
+    }
+}
+
+/// Change modes and times inside the workspace and outside it (argv[1], a
+/// host file), by path, by fd, through a symlink, and while another thread
+/// swaps a name between a workspace file and a symlink to the host file.
+pub(crate) const MODES: &str = r##"
+import os, sys, threading
+outside = sys.argv[1]
+def attempt(what, call):
+    try:
+        call()
+        print(what, "changed")
+    except OSError as err:
+        print(what, "refused", err.errno)
+open("script", "w").write("#!/bin/sh\necho ran\n")
+attempt("chmod +x", lambda: os.chmod("script", 0o755))
+fd = os.open("script", os.O_RDONLY)
+attempt("fchmod", lambda: os.fchmod(fd, 0o750))
+os.mkdir("dir")
+attempt("chmod dir", lambda: os.chmod("dir", 0o700))
+attempt("touch", lambda: os.utime("script", (1000000000, 1000000000)))
+attempt("outside chmod", lambda: os.chmod(outside, 0o777))
+attempt("outside touch", lambda: os.utime(outside, (1, 1)))
+os.symlink(outside, "link")
+attempt("link chmod", lambda: os.chmod("link", 0o777))
+out = os.open(outside, os.O_RDONLY)
+attempt("outside fchmod", lambda: os.fchmod(out, 0o777))
+attempt("outside futimes", lambda: os.utime(out, (1, 1)))
+stop = False
+def flip():
+    while not stop:
+        for make in (lambda: os.symlink(outside, "flip.new"), lambda: open("flip.new", "w").close()):
+            try:
+                make()
+                os.rename("flip.new", "flip")
+            except OSError:
+                pass
+t = threading.Thread(target=flip)
+t.start()
+for _ in range(3000):
+    try:
+        os.chmod("flip", 0o777)
+    except OSError:
+        pass
+stop = True
+t.join()
+print("done")
+"##;
+
+#[test]
+fn modes_and_times_change_inside_the_workspace_and_nowhere_else() {
+    for (backend, _) in confined_backends("modes_and_times_change_inside_the_workspace") {
+        let ws = workspace();
+        // Beside the workspace, not in /tmp (a Landlock run may write the
+        // host's /tmp).
+        let host = workspace();
+        let outside = host.path().join("outside");
+        std::fs::write(&outside, "host\n").unwrap();
+        std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let before = std::fs::metadata(&outside).unwrap().modified().unwrap();
+        let code = script(host.path(), "modes.py", MODES);
+        let command = format!("python3 {} {}", code.display(), outside.display());
+        let (exit, result) = run_json(
+            ws.path(),
+            &args(backend, "workspace-write", ws.path()),
+            &command,
+        );
+        assert_eq!(exit, 0, "{backend:?}: {result}");
+        let text = result["stdout"]["text"].as_str().unwrap().to_owned();
+        for inside in ["chmod +x", "fchmod", "chmod dir", "touch"] {
+            assert!(
+                text.contains(&format!("{inside} changed")),
+                "{backend:?}: {text}"
+            );
         }
+        for refused in [
+            "outside chmod",
+            "outside touch",
+            "link chmod",
+            "outside fchmod",
+            "outside futimes",
+        ] {
+            assert!(
+                text.contains(&format!("{refused} refused")),
+                "{backend:?}: {text}"
+            );
+        }
+        assert!(text.ends_with("done\n"), "{backend:?}: {text}");
+        // The host file: mode and time as they were.
+        let meta = std::fs::metadata(&outside).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o7777, 0o644, "{backend:?}");
+        assert_eq!(meta.modified().unwrap(), before, "{backend:?}");
+        // The workspace's: changed as asked.
+        let mode = |name: &str| {
+            std::fs::metadata(ws.path().join(name))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        assert_eq!(mode("script"), 0o750, "{backend:?}");
+        assert_eq!(mode("dir"), 0o700, "{backend:?}");
+        let touched = std::fs::metadata(ws.path().join("script"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        assert_eq!(
+            touched,
+            std::time::UNIX_EPOCH + Duration::from_secs(1_000_000_000),
+            "{backend:?}"
+        );
     }
 }
 
@@ -471,7 +579,7 @@ mod keys {
 
 /// Find and read the host's key (argv[1]) in the user keyring, replace
 /// it, and plant another (argv[2]).
-const KEYRING: &str = r#"
+pub(crate) const KEYRING: &str = r#"
 import ctypes, sys
 name, planted = sys.argv[1].encode(), sys.argv[2].encode()
 libc = ctypes.CDLL(None, use_errno=True)

@@ -105,8 +105,39 @@ impl Unprivileged {
 }
 
 /// The runners an unprivileged user can have here.
-fn backends() -> [&'static str; 2] {
-    ["namespaces", "bwrap"]
+fn backends() -> [&'static str; 3] {
+    ["namespaces", "bwrap", "landlock"]
+}
+
+impl Unprivileged {
+    /// Whether `cordon probe --backend BACKEND`, run as `nobody`, finds the
+    /// rung usable; else why, loudly — and a failure where CI requires
+    /// that rung (`CORDON_E2E_REQUIRE_*`): every rung must work for a
+    /// user without privilege where the kernel lets it.
+    fn usable(&self, backend: &str) -> bool {
+        let output = self
+            .cordon()
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", self.path("home"))
+            .env("XDG_CACHE_HOME", self.path("home").join(".cache"))
+            .env("XDG_RUNTIME_DIR", self.path("run"))
+            .args(["probe", "--json", "--backend", backend])
+            .output()
+            .unwrap();
+        let probe = common::parse(&output);
+        if probe["backend"] == backend {
+            return true;
+        }
+        let why = common::rung(&probe, backend)["reason"].to_string();
+        let require = format!("CORDON_E2E_REQUIRE_{}", backend.to_uppercase());
+        assert!(
+            std::env::var_os(&require).is_none_or(|v| v != "1"),
+            "{require}=1 but the {backend} rung is unusable for nobody: {why}"
+        );
+        eprintln!("SKIPPED the {backend} rung as nobody: {why}");
+        false
+    }
 }
 
 #[test]
@@ -118,7 +149,7 @@ fn an_unprivileged_user_is_confined_by_every_namespace_runner() {
     let ws = env.path("ws");
     let sibling = env.path("sibling");
     for backend in backends() {
-        if backend == "bwrap" && !common::bwrap_usable("unprivileged bwrap") {
+        if !env.usable(backend) {
             continue;
         }
         let args = ["--backend", backend, "--mode", "workspace-write"];
@@ -160,7 +191,9 @@ fn an_unprivileged_user_is_confined_by_every_namespace_runner() {
         let text = result["stdout"]["text"].as_str().unwrap();
         let mut lines = text.lines();
         let visible: u32 = lines.next().unwrap().parse().unwrap();
-        assert!(visible <= 6, "{backend}: {text}");
+        // Landlock has no PID namespace: the host's processes are visible,
+        // and its scopes keep signals and sockets from reaching them.
+        assert!(visible <= 6 || backend == "landlock", "{backend}: {text}");
         assert_eq!(lines.next(), Some("CapEff:\t0000000000000000"), "{text}");
         assert_eq!(lines.next(), Some("NoNewPrivs:\t1"), "{text}");
         assert!(!outside.exists(), "{backend}: a nested namespace escaped");
@@ -200,9 +233,10 @@ print(\"trace\", libc.ptrace(0x4206, ppid, 0, 0), libc.ptrace(16, ppid, 0, 0), g
 '";
     let setuid = "cp /bin/true rootsh; chmod 4755 rootsh; install -m 6755 /bin/true installed; \
                   python3 -c 'import os; os.open(\"created\", os.O_CREAT | os.O_WRONLY, 0o4755)'; \
+                  mknod char c 1 3; (unshare -Ur mknod nested c 1 3) 2>/dev/null; \
                   echo plain > plain; chmod +x plain";
     for backend in backends() {
-        if backend == "bwrap" && !common::bwrap_usable("unprivileged bwrap") {
+        if !env.usable(backend) {
             continue;
         }
         let args = ["--backend", backend, "--mode", "workspace-write"];
@@ -227,6 +261,8 @@ print(\"trace\", libc.ptrace(0x4206, ppid, 0, 0), libc.ptrace(16, ppid, 0, 0), g
             }
         }
         assert!(!ws.join("created").exists(), "{backend}");
+        let found = crate::escapes::privileged_entries(&ws);
+        assert!(found.is_empty(), "{backend}: {found:?} on the host");
         // The positive control: chmod +x works.
         let plain = std::fs::metadata(ws.join("plain")).unwrap();
         assert_eq!(plain.permissions().mode() & 0o111, 0o111, "{backend}");
@@ -250,7 +286,7 @@ fn an_unprivileged_run_reaches_nothing_past_its_grant_the_ceiling_or_the_proxy()
     let hostile = env.path("hostile-policy.wasm");
     std::fs::copy(common::component("hostile-policy.wasm"), &hostile).unwrap();
     for backend in backends() {
-        if backend == "bwrap" && !common::bwrap_usable("unprivileged bwrap") {
+        if !env.usable(backend) {
             continue;
         }
         let (target, reached) = counting_listener();
@@ -329,7 +365,7 @@ fn an_unprivileged_runs_racing_root_swap_never_lands_a_write_outside() {
     )
     .unwrap();
     for backend in backends() {
-        if backend == "bwrap" && !common::bwrap_usable("unprivileged bwrap") {
+        if !env.usable(backend) {
             continue;
         }
         let args = [
@@ -367,5 +403,175 @@ fn an_unprivileged_runs_racing_root_swap_never_lands_a_write_outside() {
         if root.is_symlink() {
             crate::escapes::exchange(&root, &decoy);
         }
+    }
+}
+
+/// Empty `nobody`'s workspace between rungs (as root).
+fn clear(ws: &Path) {
+    for entry in std::fs::read_dir(ws).unwrap().flatten() {
+        let path = entry.path();
+        match path.symlink_metadata().unwrap().is_dir() {
+            true => std::fs::remove_dir_all(&path).unwrap(),
+            false => std::fs::remove_file(&path).unwrap(),
+        }
+    }
+}
+
+#[test]
+fn an_unprivileged_run_changes_modes_and_times_inside_its_workspace_only() {
+    let Some(env) = Unprivileged::new("an_unprivileged_run_changes_modes_and_times") else {
+        return;
+    };
+    let ws = env.path("ws");
+    // nobody's own file beside the workspace: unconfined, nobody could
+    // change its mode and times.
+    let outside = env.path("sibling").join("outside");
+    std::fs::write(&outside, "host\n").unwrap();
+    nix::unistd::chown(&outside, Some(NOBODY.into()), Some(NOBODY.into())).unwrap();
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let before = std::fs::metadata(&outside).unwrap().modified().unwrap();
+    let code = crate::escapes::script(env.dir.path(), "modes.py", crate::escapes::MODES);
+    for backend in backends() {
+        if !env.usable(backend) {
+            continue;
+        }
+        clear(&ws);
+        let args = ["--backend", backend, "--mode", "workspace-write"];
+        let command = format!("python3 {} {}", code.display(), outside.display());
+        let (exit, result) = env.run(&args, &command);
+        assert_eq!(exit, Some(0), "{backend}: {result}");
+        let text = result["stdout"]["text"].as_str().unwrap().to_owned();
+        for inside in ["chmod +x", "fchmod", "chmod dir", "touch"] {
+            assert!(
+                text.contains(&format!("{inside} changed")),
+                "{backend}: {text}"
+            );
+        }
+        for refused in [
+            "outside chmod",
+            "outside touch",
+            "link chmod",
+            "outside fchmod",
+        ] {
+            assert!(
+                text.contains(&format!("{refused} refused")),
+                "{backend}: {text}"
+            );
+        }
+        let meta = std::fs::metadata(&outside).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o7777, 0o644, "{backend}");
+        assert_eq!(meta.modified().unwrap(), before, "{backend}");
+        let script = std::fs::metadata(ws.join("script")).unwrap();
+        assert_eq!(script.permissions().mode() & 0o777, 0o750, "{backend}");
+    }
+}
+
+/// Run as `nobody` (argv: the cordon binary, the workspace, the backend,
+/// the attack script): put a key in nobody's user keyring, let a confined
+/// run try to read, replace and add keys, then report the keyring as the
+/// host sees it. One process tree, so the keyring lives throughout.
+const KEYRING_HOST: &str = r#"
+import ctypes, json, os, subprocess, sys
+cordon, ws, backend, attack = sys.argv[1:5]
+libc = ctypes.CDLL(None, use_errno=True)
+name = b"cordon-e2e-nobody-%d" % os.getpid()
+key = libc.syscall(248, b"user", name, b"host secret", 11, -4)
+if key <= 0:
+    print(json.dumps({"skip": "no usable keyring"}))
+    sys.exit(0)
+run = subprocess.run([cordon, "run", "--json", "--backend", backend, "--mode", "workspace-write",
+                      "--", "python3 %s %s %s-planted; echo done" % (attack, name.decode(), name.decode())],
+                     cwd=ws, capture_output=True)
+buf = ctypes.create_string_buffer(256)
+length = libc.syscall(250, 11, key, buf, 256)
+planted = libc.syscall(250, 10, -4, b"user", name + b"-planted", 0)
+libc.syscall(250, 9, key, -4)
+print(json.dumps({"run": json.loads(run.stdout), "key": buf.value[:max(length, 0)].decode(),
+                  "planted": planted}))
+"#;
+
+#[test]
+fn an_unprivileged_users_keyring_is_out_of_its_runs_reach() {
+    let Some(env) = Unprivileged::new("an_unprivileged_users_keyring") else {
+        return;
+    };
+    let host = crate::escapes::script(env.dir.path(), "keyring-host.py", KEYRING_HOST);
+    let attack = crate::escapes::script(env.dir.path(), "keyring.py", crate::escapes::KEYRING);
+    for backend in backends() {
+        if !env.usable(backend) {
+            continue;
+        }
+        let output = Command::new("/usr/bin/setpriv")
+            .args([
+                &format!("--reuid={NOBODY}"),
+                &format!("--regid={NOBODY}"),
+                "--clear-groups",
+            ])
+            .args([
+                "python3",
+                host.to_str().unwrap(),
+                env.cordon.to_str().unwrap(),
+            ])
+            .args([
+                env.path("ws").to_str().unwrap(),
+                backend,
+                attack.to_str().unwrap(),
+            ])
+            .current_dir(env.path("ws"))
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", env.path("home"))
+            .env("XDG_RUNTIME_DIR", env.path("run"))
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|_| panic!("{backend}: {}", String::from_utf8_lossy(&output.stderr)));
+        if report.get("skip").is_some() {
+            eprintln!("SKIPPED the keyring as nobody: {report}");
+            return;
+        }
+        let out = report["run"]["stdout"]["text"].as_str().unwrap_or_default();
+        // The run ended (the positive control) having read nothing.
+        assert!(out.ends_with("done\n"), "{backend}: {report}");
+        assert!(out.contains("read -1 b''"), "{backend}: {report}");
+        // nobody's key as it was, and nothing planted.
+        assert_eq!(report["key"], "host secret", "{backend}: {report}");
+        assert!(
+            report["planted"].as_i64().unwrap() < 0,
+            "{backend}: {report}"
+        );
+    }
+}
+
+#[test]
+fn an_unprivileged_run_reaches_no_host_socket_through_its_supervisor() {
+    let Some(env) = Unprivileged::new("an_unprivileged_run_reaches_no_host_socket") else {
+        return;
+    };
+    // A socket nobody may connect to, outside the run.
+    let socket = env.path("run").join("host.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    nix::unistd::chown(&socket, Some(NOBODY.into()), Some(NOBODY.into())).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let trace = crate::escapes::script(env.dir.path(), "trace.py", crate::escapes::TRACE);
+    for backend in backends() {
+        if !env.usable(backend) {
+            continue;
+        }
+        let args = ["--backend", backend, "--mode", "workspace-write"];
+        let (code, result) = env.run(
+            &args,
+            &format!("exec python3 {} {}", trace.display(), socket.display()),
+        );
+        assert_eq!(code, Some(0), "{backend}: {result}");
+        let out = result["stdout"]["text"].as_str().unwrap();
+        assert!(out.ends_with("host socket refused\n"), "{backend}: {out}");
+        for line in out.lines().filter(|l| l.starts_with("trace ")) {
+            assert_eq!(line, "trace -1 -1 -1 -1", "{backend}: {out}");
+        }
+        assert!(
+            listener.accept().is_err(),
+            "{backend}: the host socket was reached"
+        );
     }
 }

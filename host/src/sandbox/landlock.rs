@@ -9,10 +9,10 @@ use crate::model::{Backend, Enforcement, SandboxPolicy, Signatures, WrapFacts};
 
 use super::grant::{Hidden, Layout};
 use super::launcher::{
-    self, FAILURE_EXIT, PARTIAL_NOTICE, PREFIX, PROBE_FULL, PROBE_IPC_ISOLATED, PROBE_PARTIAL,
-    PROBE_SCOPES,
+    self, FAILURE_EXIT, PARTIAL_NOTICE, PREFIX, PROBE_FULL, PROBE_IPC_ISOLATED, PROBE_METADATA,
+    PROBE_PARTIAL, PROBE_SCOPES,
 };
-use super::probe::{Probed, Usable, run_bounded, trusted};
+use super::probe::{Probed, Usable, must_pass, run_bounded, trusted};
 use super::{EnvHandover, SandboxConfig, StatusReport, Supervision, Wrap};
 
 pub use super::launcher::landlock::{kernel_abi, kernel_scopes};
@@ -315,9 +315,10 @@ pub(super) fn probe(config: &SandboxConfig) -> Probed<Landlock> {
     } else {
         Enforcement::Partial
     };
+    confined_run(&launcher, report.ipc_isolated, config)?;
     Ok(Usable {
         reason: format!(
-            "{} answered: {}; scopes: {}; ipc: {}{trust}",
+            "{} ran `true` confined and answered: {}; scopes: {}; ipc: {}; metadata: {}{trust}",
             launcher.display(),
             out.stdout.lines().next().unwrap_or(""),
             if report.scopes.is_empty() {
@@ -329,7 +330,11 @@ pub(super) fn probe(config: &SandboxConfig) -> Probed<Landlock> {
                 "own namespace per run"
             } else {
                 "the host's (unsharing needs CAP_SYS_ADMIN)"
-            }
+            },
+            out.stdout
+                .lines()
+                .find_map(|line| line.strip_prefix(PROBE_METADATA))
+                .unwrap_or("refused everywhere")
         ),
         runner: Landlock {
             launcher,
@@ -337,6 +342,43 @@ pub(super) fn probe(config: &SandboxConfig) -> Probed<Landlock> {
             isolate_ipc: report.ipc_isolated,
         },
     })
+}
+
+/// Run `true` the way a run is launched — every step a read-only run takes
+/// (the ruleset, the metadata, socket and hardening filters, the
+/// capabilities, the confinement check) — so "usable" means a command ran
+/// confined here, not only that the kernel knows Landlock.
+fn confined_run(launcher: &Path, ipc_isolated: bool, config: &SandboxConfig) -> Result<(), String> {
+    let argv = confined_run_argv(launcher, ipc_isolated);
+    must_pass(launcher, argv[1..].to_vec(), config.probe_timeout)
+        .map_err(|err| format!("it could not run a command confined: {err}"))
+}
+
+/// The probe's launch: a read-only run of `true` with no network.
+fn confined_run_argv(launcher: &Path, ipc_isolated: bool) -> Vec<String> {
+    let mut argv = vec![
+        launcher.to_string_lossy().into_owned(),
+        launcher::SUBCOMMAND.into(),
+        "--parent".into(),
+        std::process::id().to_string(),
+    ];
+    if ipc_isolated {
+        argv.push("--unshare-ipc".into());
+    }
+    argv.extend(
+        [
+            "--socket-families",
+            "",
+            "--ro",
+            "/",
+            "--rw",
+            "/dev/null",
+            "--",
+            "true",
+        ]
+        .map(String::from),
+    );
+    argv
 }
 
 /// What the launcher's probe said.
@@ -403,6 +445,19 @@ mod tests {
 
     fn layout(policy: &SandboxPolicy) -> Layout {
         lay_out(policy, &[], &[])
+    }
+
+    #[test]
+    fn the_probe_launches_true_as_a_read_only_run_is_launched() {
+        let argv = confined_run_argv(Path::new("/usr/bin/cordon"), true).join(" ");
+        assert_eq!(
+            argv,
+            format!(
+                "/usr/bin/cordon __landlock --parent {} --unshare-ipc --socket-families  \
+                 --ro / --rw /dev/null -- true",
+                std::process::id()
+            )
+        );
     }
 
     #[test]

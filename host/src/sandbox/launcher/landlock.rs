@@ -17,7 +17,10 @@ use ::landlock::{
     RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
-use super::{Mode, PROBE_FULL, PROBE_IPC_ISOLATED, PROBE_IPC_SHARED, PROBE_PARTIAL, PROBE_SCOPES};
+use super::{
+    Mode, PROBE_FULL, PROBE_IPC_ISOLATED, PROBE_IPC_SHARED, PROBE_METADATA, PROBE_PARTIAL,
+    PROBE_SCOPES,
+};
 
 /// The ABI whose file rights cordon's modes need.
 const TARGET_ABI: ABI = ABI::V5;
@@ -163,11 +166,20 @@ pub(super) fn probe() -> ! {
         Ok(RulesetStatus::NotEnforced) => fail(None, "this kernel does not enforce Landlock"),
         Err(err) => fail(None, &format!("ruleset error: {err}")),
     }
+    // Whether runs get the metadata supervisor (`chmod`, `utimensat`
+    // inside their writable roots), or have those refused everywhere.
     #[cfg(target_os = "linux")]
-    if let Err(detail) = super::metadata::refuse_metadata_changes() {
+    let supervised = super::notify::install().map(drop);
+    #[cfg(target_os = "linux")]
+    if let Err(detail) = super::metadata::refuse_metadata_changes(supervised.is_ok()) {
         fail(None, &detail);
     }
     println!("abi: {}", kernel_abi());
+    #[cfg(target_os = "linux")]
+    match supervised {
+        Ok(()) => println!("{PROBE_METADATA}supervised inside the writable roots"),
+        Err(err) => println!("{PROBE_METADATA}refused everywhere ({err})"),
+    }
     println!("{PROBE_SCOPES}{}", kernel_scopes().join(", "));
     println!(
         "{}",

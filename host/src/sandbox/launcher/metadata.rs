@@ -5,8 +5,9 @@
 //! seccomp filter (built with `seccompiler`) that refuses every such system
 //! call with `EPERM`, for paths and file descriptors alike: a filter cannot
 //! tell a path inside the workspace from one outside, so the change is
-//! refused everywhere, and a command that must `chmod` or `touch` inside its
-//! workspace needs the bwrap rung, where the mount tree decides.
+//! refused everywhere — except where the metadata supervisor (`notify.rs`)
+//! is at work: it takes over `chmod` and `utimensat` and carries them out
+//! inside the run's writable roots only.
 //!
 //! `io_uring` is refused too (it can set extended attributes without these
 //! system calls). A call from another architecture's system-call table
@@ -68,10 +69,17 @@ const SETXATTRAT: i64 = 463;
 const REMOVEXATTRAT: i64 = 466;
 
 /// The compiled filter: the refused calls fail with `EPERM`, everything
-/// else is allowed (Landlock and the mount tree decide the rest).
-pub(super) fn filter() -> Result<BpfProgram, String> {
+/// else is allowed (Landlock and the mount tree decide the rest). With
+/// `supervised`, the calls the metadata supervisor carries out
+/// (`notify.rs`) are left to it: an errno would outrank its notification.
+pub(super) fn filter(supervised: bool) -> Result<BpfProgram, String> {
+    let handed = match supervised {
+        true => super::notify::supervised(),
+        false => vec![],
+    };
     let rules = refused()
         .into_iter()
+        .filter(|nr| !handed.contains(nr))
         .map(|nr| (nr, vec![]))
         .collect::<BTreeMap<_, _>>();
     compile(rules, nix::libc::EPERM, "metadata filter")
@@ -79,8 +87,8 @@ pub(super) fn filter() -> Result<BpfProgram, String> {
 
 /// Install the filter on this process (inherited by what it execs).
 /// Needs no-new-privs, which the Landlock restriction has set.
-pub(super) fn refuse_metadata_changes() -> Result<(), String> {
-    let program = filter()?;
+pub(super) fn refuse_metadata_changes(supervised: bool) -> Result<(), String> {
+    let program = filter(supervised)?;
     seccompiler::apply_filter(&program).map_err(|err| format!("metadata filter: {err}"))
 }
 
@@ -101,6 +109,7 @@ mod tests {
         }
         #[cfg(target_arch = "x86_64")]
         assert!(calls.contains(&(nix::libc::SYS_chmod | X32_SYSCALL_BIT)));
-        assert!(!filter().unwrap().is_empty());
+        assert!(!filter(false).unwrap().is_empty());
+        assert!(!filter(true).unwrap().is_empty());
     }
 }

@@ -64,6 +64,8 @@ mod metadata;
 #[cfg(target_os = "linux")]
 pub mod namespaces;
 #[cfg(target_os = "linux")]
+mod notify;
+#[cfg(target_os = "linux")]
 mod seccomp;
 // Host-side too (the bwrap wrap names the host's namespaces), on every
 // platform; only Linux's launcher checks them.
@@ -110,6 +112,9 @@ pub const PROBE_IPC_ISOLATED: &str = "ipc: isolated";
 pub const PROBE_IPC_SHARED: &str = "ipc: shared (unsharing needs CAP_SYS_ADMIN)";
 /// The probe's line prefix listing the Landlock scopes in force.
 pub const PROBE_SCOPES: &str = "scopes: ";
+/// The probe's line prefix saying how `chmod` and `utimensat` fare: carried
+/// out by the metadata supervisor inside the writable roots, or refused.
+pub const PROBE_METADATA: &str = "metadata: ";
 /// What `cordon __init --probe` prints: the binary has the init mode.
 pub const INIT_PROBE: &str = "cordon-init: ready";
 /// In the launcher's own environment (never the command's): the
@@ -440,10 +445,32 @@ fn launch(mode: Mode, request: Launch) -> ! {
             ),
         },
     };
+    // Under Landlock, a run that may write gets the metadata supervisor:
+    // its filter's listener comes back from the command over this pair.
+    #[cfg(target_os = "linux")]
+    let (supervisor_end, command_end) = match mode == Mode::Landlock {
+        true => {
+            let allowed = notify::Allowed::of(&request.writable);
+            match allowed.roots.is_empty() {
+                true => (None, None),
+                false => match std::os::unix::net::UnixStream::pair() {
+                    Ok((ours, theirs)) => (Some((ours, allowed)), Some(theirs)),
+                    Err(err) => fail(
+                        status.as_mut(),
+                        &format!("metadata supervisor: cannot make its channel: {err}"),
+                    ),
+                },
+            }
+        }
+        false => (None, None),
+    };
     #[cfg(target_os = "linux")]
     let alongside = move || {
         if let Some((listener, socket)) = bridge {
             bridge::start(listener, socket);
+        }
+        if let Some((socket, allowed)) = supervisor_end {
+            notify::start(socket, allowed);
         }
     };
     #[cfg(not(target_os = "linux"))]
@@ -480,8 +507,16 @@ fn launch(mode: Mode, request: Launch) -> ! {
                     Ok(landlock::Restricted::Partially) => eprintln!("{PREFIX}{PARTIAL_NOTICE}"),
                     Err(detail) => fail(status.as_mut(), &detail),
                 }
+                // The supervisor takes chmod and utimensat where it has the
+                // listener; else they stay refused with the rest.
                 #[cfg(target_os = "linux")]
-                if let Err(detail) = metadata::refuse_metadata_changes() {
+                let supervised = command_end.as_ref().is_some_and(|socket| {
+                    notify::install().is_ok_and(|listener| notify::send(socket, &listener).is_ok())
+                });
+                #[cfg(target_os = "linux")]
+                drop(command_end);
+                #[cfg(target_os = "linux")]
+                if let Err(detail) = metadata::refuse_metadata_changes(supervised) {
                     fail(status.as_mut(), &detail);
                 }
             }
@@ -623,22 +658,30 @@ fn no_new_privileges() -> std::io::Result<()> {
 }
 
 /// Drop every capability from this process and what it execs: the
-/// bounding set, the ambient set, and the effective, permitted and
-/// inheritable sets.
+/// bounding set where this process may (it needs `CAP_SETPCAP`), the
+/// ambient set, and the effective, permitted and inheritable sets.
+///
+/// An unprivileged user cannot shrink the bounding set, and need not: it
+/// only caps what an exec could gain, and under no-new-privs (which every
+/// rung sets) an exec gains nothing — no setuid, no file capabilities. What
+/// does matter, that no capability is held, is checked before the exec
+/// (`verify::confined`).
 #[cfg(target_os = "linux")]
 fn drop_capabilities() -> Result<(), String> {
     use nix::libc;
     for cap in 0..64 {
         // SAFETY: prctl with integer arguments; EINVAL past the last
-        // capability this kernel knows.
+        // capability this kernel knows, EPERM without CAP_SETPCAP.
         if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
             let err = std::io::Error::last_os_error();
-            if err.raw_os_error() == Some(libc::EINVAL) {
-                break;
+            match err.raw_os_error() {
+                Some(libc::EINVAL) | Some(libc::EPERM) => break,
+                _ => {
+                    return Err(format!(
+                        "cannot drop capability {cap} from the bounding set: {err}"
+                    ));
+                }
             }
-            return Err(format!(
-                "cannot drop capability {cap} from the bounding set: {err}"
-            ));
         }
     }
     // SAFETY: prctl with integer arguments.

@@ -2,7 +2,8 @@
 //! `metadata.rs`, the socket filter of `sockets.rs`): compiling a rule map
 //! for this architecture, where a matching call fails with an errno and
 //! every other call is allowed, and the x32 marker on x86_64. Built with
-//! `seccompiler`.
+//! `seccompiler`; the metadata supervisor's filter (`notify.rs`) too,
+//! rewritten for the one action `seccompiler` lacks.
 
 use std::collections::BTreeMap;
 
@@ -34,4 +35,59 @@ pub(super) fn compile(
     filter
         .try_into()
         .map_err(|err: seccompiler::BackendError| format!("{what}: {err}"))
+}
+
+/// Compile a filter handing each of `calls` to the process holding its
+/// listener (`SECCOMP_RET_USER_NOTIF`), allowing anything else; a call from
+/// another architecture's table kills the process.
+///
+/// `seccompiler` has no user-notification action, so the filter is compiled
+/// with `SECCOMP_RET_TRACE` (data 0) for the calls — an action it has, and
+/// one no other part of the program returns — and each such return
+/// instruction is rewritten to `SECCOMP_RET_USER_NOTIF`.
+pub(super) fn compile_notifying(calls: &[i64], what: &str) -> Result<BpfProgram, String> {
+    let arch = std::env::consts::ARCH
+        .try_into()
+        .map_err(|err| format!("no seccomp filter for {}: {err}", std::env::consts::ARCH))?;
+    let rules = calls.iter().map(|nr| (*nr, vec![])).collect();
+    let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Trace(0), arch)
+        .map_err(|err| format!("{what}: {err}"))?;
+    let mut program: BpfProgram = filter
+        .try_into()
+        .map_err(|err: seccompiler::BackendError| format!("{what}: {err}"))?;
+    let trace = u32::from(SeccompAction::Trace(0));
+    let mut rewritten = 0;
+    for instruction in &mut program {
+        if instruction.code == RETURN_CONSTANT && instruction.k == trace {
+            instruction.k = nix::libc::SECCOMP_RET_USER_NOTIF;
+            rewritten += 1;
+        }
+    }
+    match rewritten {
+        0 => Err(format!(
+            "{what}: the compiled filter returns no trace action"
+        )),
+        _ => Ok(program),
+    }
+}
+
+/// A BPF `ret` of a constant (`BPF_RET | BPF_K`).
+const RETURN_CONSTANT: u16 = 0x06;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_notifying_filter_returns_user_notif_and_never_trace() {
+        let program = compile_notifying(&[nix::libc::SYS_fchmod], "test").unwrap();
+        let returns: Vec<u32> = program
+            .iter()
+            .filter(|i| i.code == RETURN_CONSTANT)
+            .map(|i| i.k)
+            .collect();
+        assert!(returns.contains(&nix::libc::SECCOMP_RET_USER_NOTIF));
+        assert!(returns.contains(&nix::libc::SECCOMP_RET_ALLOW));
+        assert!(!returns.contains(&u32::from(SeccompAction::Trace(0))));
+    }
 }

@@ -730,7 +730,7 @@ fn many_long_waits_in_flight_do_not_stop_a_kill_from_being_read() {
 
 /// Connect to the server's socket (argv[1]) and send it the request in
 /// the file argv[2]; print its answer, or `unreachable`.
-const DRIVE: &str = r#"
+pub(crate) const DRIVE: &str = r#"
 import socket, sys
 try:
     s = socket.socket(socket.AF_UNIX)
@@ -786,7 +786,7 @@ fn a_run_cannot_drive_the_server_that_confines_it() {
 }
 
 /// Open 20,000 idle connections to the run's proxy and hold them.
-const HOG: &str = r#"
+pub(crate) const HOG: &str = r#"
 import os, resource, socket, time
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 want = 30000 if hard == resource.RLIM_INFINITY else min(hard, 30000)
@@ -813,42 +813,60 @@ fn twenty_thousand_idle_proxy_connections_from_one_run_leave_other_runs_working(
     for (backend, _) in confined_backends("twenty_thousand_idle_proxy_connections") {
         let ws = workspace();
         let server = Listener::start(ws.path(), "", backend);
-        let (mut hogging, mut other) = (server.connect(), server.connect());
-        let mut proxied = policy("read-only", ws.path());
-        proxied["network"] = json!({"allow": [{"host": "example.com", "port": 443}]});
         let hog = ws.path().join("hog.py");
         std::fs::write(&hog, HOG).unwrap();
-        let command = format!("python3 {}", hog.display());
-        let task =
-            hogging.call("start", json!({"command": command, "policy": proxied}))["taskId"].clone();
-        let mut text = String::new();
-        let until = Instant::now() + Duration::from_secs(60);
-        while !text.contains("opened") && Instant::now() < until {
-            let read = hogging.call("read", json!({"taskId": task}));
-            text.push_str(read["text"].as_str().unwrap_or_default());
-            if read["status"] != "running" {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        assert!(text.contains("opened"), "{backend:?}: {text}");
-        eprintln!("{backend:?}: the hog {}", text.trim());
-        // Other runs — in another session, and another proxied one — work.
-        for _ in 0..3 {
-            let ran = other.call(
-                "run",
-                json!({"command": "echo ok", "policy": policy("read-only", ws.path())}),
-            );
-            assert_eq!(ran["exitCode"], 0, "{backend:?}: {ran} (hog: {text})");
-            assert_eq!(ran["stdout"]["text"], "ok\n", "{backend:?}: {ran}");
-        }
-        let ran = other.call("run", json!({"command": "echo proxied", "policy": proxied}));
-        assert_eq!(ran["exitCode"], 0, "{backend:?}: {ran}");
-        assert_eq!(
-            hogging.call("read", json!({"taskId": task}))["status"],
-            "running",
-            "{backend:?}"
+        hold_the_proxy_while_others_run(
+            server.connect(),
+            server.connect(),
+            ws.path(),
+            &hog,
+            &format!("{backend:?}"),
         );
-        hogging.call("kill", json!({"taskId": task}));
     }
+}
+
+/// A task of `hogging`'s session runs `hog` ([`HOG`]: 20,000 idle
+/// connections to its proxy, held); meanwhile runs of `other`'s session —
+/// plain and proxied — work, and the hog still runs.
+pub(crate) fn hold_the_proxy_while_others_run(
+    mut hogging: Rpc,
+    mut other: Rpc,
+    ws: &Path,
+    hog: &Path,
+    backend: &str,
+) {
+    let mut proxied = policy("read-only", ws);
+    proxied["network"] = json!({"allow": [{"host": "example.com", "port": 443}]});
+    let command = format!("python3 {}", hog.display());
+    let task =
+        hogging.call("start", json!({"command": command, "policy": proxied}))["taskId"].clone();
+    let mut text = String::new();
+    let until = Instant::now() + Duration::from_secs(60);
+    while !text.contains("opened") && Instant::now() < until {
+        let read = hogging.call("read", json!({"taskId": task}));
+        text.push_str(read["text"].as_str().unwrap_or_default());
+        if read["status"] != "running" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(text.contains("opened"), "{backend}: {text}");
+    eprintln!("{backend}: the hog {}", text.trim());
+    // Other runs — in another session, and another proxied one — work.
+    for _ in 0..3 {
+        let ran = other.call(
+            "run",
+            json!({"command": "echo ok", "policy": policy("read-only", ws)}),
+        );
+        assert_eq!(ran["exitCode"], 0, "{backend}: {ran} (hog: {text})");
+        assert_eq!(ran["stdout"]["text"], "ok\n", "{backend}: {ran}");
+    }
+    let ran = other.call("run", json!({"command": "echo proxied", "policy": proxied}));
+    assert_eq!(ran["exitCode"], 0, "{backend}: {ran}");
+    assert_eq!(
+        hogging.call("read", json!({"taskId": task}))["status"],
+        "running",
+        "{backend}"
+    );
+    hogging.call("kill", json!({"taskId": task}));
 }

@@ -575,3 +575,149 @@ fn an_unprivileged_run_reaches_no_host_socket_through_its_supervisor() {
         );
     }
 }
+
+/// `cordon serve --listen` as `nobody`, ended with the test.
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn an_unprivileged_run_cannot_drive_the_server_that_confines_it() {
+    use serde_json::json;
+    let Some(env) = Unprivileged::new("an_unprivileged_run_cannot_drive_the_server") else {
+        return;
+    };
+    let (ws, target) = (env.path("ws"), env.path("sibling"));
+    let drive = crate::escapes::script(env.dir.path(), "drive.py", crate::service::DRIVE);
+    for backend in backends() {
+        if !env.usable(backend) {
+            continue;
+        }
+        let socket = env.path("run").join(format!("serve-{backend}.sock"));
+        let server = env.serve(&socket, backend);
+        let escaped = target.join(format!("escaped-{backend}"));
+        let wider = json!({"jsonrpc": "2.0", "id": 1, "method": "run", "params": {
+            "command": format!("echo x > {}", escaped.display()),
+            "policy": {"mode": "workspace-write", "workspaceRoot": target}}});
+        let request = env.path("run").join("request.json");
+        std::fs::write(&request, format!("{wider}\n")).unwrap();
+        let connect = || client(&socket);
+        // A read-only run with the whole network asks its own server for
+        // a workspace-write run of nobody's other directory.
+        let inner = format!(
+            "python3 {} {} {}",
+            drive.display(),
+            socket.display(),
+            request.display()
+        );
+        let reply = connect().call(
+            "run",
+            json!({"command": inner,
+                   "policy": {"mode": "read-only", "workspaceRoot": ws, "network": "full"}}),
+        );
+        let out = reply["stdout"]["text"].as_str().unwrap_or_default();
+        assert!(
+            !escaped.exists(),
+            "{backend}: the run drove the server: {reply}"
+        );
+        assert!(
+            out.contains("unreachable") || out.contains("FORBIDDEN"),
+            "{backend}: {reply}"
+        );
+        // The positive control: a client outside every run is served.
+        let served = connect().call("run", wider["params"].clone());
+        assert_eq!(served["exitCode"], 0, "{backend}: {served}");
+        assert!(escaped.exists(), "{backend}");
+        drop(server);
+    }
+}
+
+impl Unprivileged {
+    /// `cordon serve --listen unix:SOCKET --backend BACKEND` as `nobody`,
+    /// up and answering.
+    fn serve(&self, socket: &Path, backend: &str) -> Server {
+        let server = Server(
+            self.cordon()
+                .current_dir(self.path("ws"))
+                .env_clear()
+                .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+                .env("HOME", self.path("home"))
+                .env("XDG_CACHE_HOME", self.path("home").join(".cache"))
+                .env("XDG_RUNTIME_DIR", self.path("run"))
+                .args(["serve", "--listen", &format!("unix:{}", socket.display())])
+                .args(["--backend", backend])
+                .stdin(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        common::eventually(
+            std::time::Duration::from_secs(30),
+            "the listener never came up",
+            || std::os::unix::net::UnixStream::connect(socket).is_ok(),
+        );
+        server
+    }
+}
+
+/// A client of the server at `socket`.
+fn client(socket: &Path) -> crate::rpc::Rpc {
+    crate::rpc::Rpc::over(std::os::unix::net::UnixStream::connect(socket).unwrap())
+}
+
+#[test]
+fn twenty_thousand_idle_proxy_connections_from_an_unprivileged_run_leave_other_runs_working() {
+    let Some(env) = Unprivileged::new("twenty_thousand_idle_proxy_connections as nobody") else {
+        return;
+    };
+    let hog = crate::escapes::script(env.dir.path(), "hog.py", crate::service::HOG);
+    for backend in backends() {
+        if !env.usable(backend) {
+            continue;
+        }
+        let socket = env.path("run").join(format!("hog-{backend}.sock"));
+        let _server = env.serve(&socket, backend);
+        crate::service::hold_the_proxy_while_others_run(
+            client(&socket),
+            client(&socket),
+            &env.path("ws"),
+            &hog,
+            &format!("{backend} as nobody"),
+        );
+    }
+}
+
+#[test]
+fn an_unprivileged_users_bwrap_path_that_does_not_confine_never_runs_the_command() {
+    let Some(env) = Unprivileged::new("an_unprivileged_users_bwrap_path") else {
+        return;
+    };
+    if !env.usable("bwrap") {
+        return;
+    }
+    // A root-owned stand-in that execs what follows its `--`, unconfined.
+    let config = common::fake_bwrap(
+        env.dir.path(),
+        "#!/bin/sh\nwhile [ \"$#\" -gt 0 ] && [ \"$1\" != -- ]; do shift; done\nshift\nexec \"$@\"\n",
+    );
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let escaped = env.path("sibling").join("escaped");
+    let config = config.to_str().unwrap();
+    let (code, result) = env.run(
+        &["--config", config, "--backend", "bwrap"],
+        &format!("echo x > {}", escaped.display()),
+    );
+    assert!(!escaped.exists(), "the command ran unconfined: {result}");
+    assert_eq!(code, Some(69), "{result}");
+    assert_eq!(result["error"]["code"], "SANDBOX_UNAVAILABLE", "{result}");
+    let message = result["error"]["message"].as_str().unwrap();
+    assert!(message.contains("namespace of its own"), "{result}");
+    assert!(!message.contains("danger-full-access"), "{result}");
+    // The positive control: the real bwrap runs it, confined.
+    let (code, result) = env.run(&["--backend", "bwrap"], "echo confined");
+    assert_eq!(code, Some(0), "{result}");
+}

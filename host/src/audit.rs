@@ -252,9 +252,9 @@ impl Record {
         origin: &Origin,
         policy: PolicyIdentity,
         command: &str,
-        error: &crate::RunError,
+        error: &crate::error::RunError,
     ) -> Self {
-        use crate::RunError;
+        use crate::error::RunError;
         let (decision, grant, reason) = match error {
             RunError::Denied { reason } => ("deny", None, reason.clone()),
             RunError::ApprovalRequired { reason, policy } => {
@@ -327,7 +327,7 @@ mod tests {
         let path = dir.path().join("audit.jsonl");
         let log = AuditLog::open(&path).unwrap();
         assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
-        let error = crate::RunError::Denied {
+        let error = crate::error::RunError::Denied {
             reason: "no".into(),
         };
         let identity = PolicyIdentity {

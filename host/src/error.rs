@@ -9,9 +9,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::host::BuildError;
-use crate::model::{SandboxMode, SandboxPolicy};
-use crate::policy::{LoadError, Phase};
+use crate::model::{Phase, SandboxMode, SandboxPolicy};
 
 /// The stable name of an error, the same on every surface: the CLI's
 /// `--json` and `cordon: CODE: …` lines, `serve`'s `data.code`, and
@@ -77,7 +75,7 @@ impl PartialEq<&str> for ErrorCode {
 /// `path`). Every surface renders exactly these.
 pub type Details = Map<String, Value>;
 
-fn details(code: ErrorCode, fields: Value) -> Details {
+pub(crate) fn details(code: ErrorCode, fields: Value) -> Details {
     let mut details = Map::new();
     details.insert("code".into(), json!(code));
     if let Value::Object(fields) = fields {
@@ -173,7 +171,7 @@ pub enum RunError {
     Aborted,
 
     /// A bound of the host is reached (see
-    /// [`SessionLimits`](crate::SessionLimits)): nothing ran.
+    /// [`SessionLimits`](crate::admission::SessionLimits)): nothing ran.
     #[error(
         "busy: {limit} ({max}) is reached; nothing ran — retry when a run ends or a task \
          is removed, or have the operator raise {limit}"
@@ -241,53 +239,6 @@ impl RunError {
     }
 }
 
-impl BuildError {
-    /// The stable error code: `POLICY_FAILED` for every failure to load a
-    /// component (unreadable, invalid, above the ceiling), `WORKDIR` for an
-    /// unusable working directory.
-    pub fn code(&self) -> ErrorCode {
-        match self {
-            BuildError::ReadPolicy { .. }
-            | BuildError::Registry(_)
-            | BuildError::Policy(_)
-            | BuildError::AboveCeiling { .. } => ErrorCode::PolicyFailed,
-            BuildError::Workdir(_) => ErrorCode::Workdir,
-            BuildError::Audit(_) => ErrorCode::SpawnFailed,
-            BuildError::Threads(_) | BuildError::SpillRoot(_) => ErrorCode::SpawnFailed,
-        }
-    }
-
-    /// The code and the stable fields of this error (see [`Details`]);
-    /// every failure to load says `phase: load`.
-    pub fn details(&self) -> Details {
-        let fields = match self {
-            BuildError::Policy(load) => return load.details(),
-            BuildError::ReadPolicy { path, .. } => json!({ "phase": "load", "path": path }),
-            BuildError::Registry(_) => json!({ "phase": "pull" }),
-            BuildError::AboveCeiling { mode, ceiling, .. } => {
-                json!({ "phase": "load", "mode": mode, "ceiling": ceiling })
-            }
-            BuildError::Workdir(_)
-            | BuildError::Threads(_)
-            | BuildError::SpillRoot(_)
-            | BuildError::Audit(_) => json!({}),
-        };
-        details(self.code(), fields)
-    }
-}
-
-impl LoadError {
-    /// Always `POLICY_FAILED`.
-    pub fn code(&self) -> ErrorCode {
-        ErrorCode::PolicyFailed
-    }
-
-    /// `{"code": "POLICY_FAILED", "phase": "load"}`.
-    pub fn details(&self) -> Details {
-        details(self.code(), json!({ "phase": "load" }))
-    }
-}
-
 /// The `SANDBOX_UNAVAILABLE` message (SPEC.md §2, as issue 33 amends it:
 /// it names the operator's fixes and never suggests running unconfined —
 /// through `cordon mcp` this sentence reaches a model).
@@ -309,6 +260,7 @@ pub fn sandbox_unavailable_message(mode: SandboxMode, detail: Option<&str>) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::LoadError;
 
     #[test]
     fn every_error_names_its_code_and_stable_fields() {

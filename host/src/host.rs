@@ -8,8 +8,9 @@
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
-use crate::RunError;
-use crate::audit::{AuditError, AuditLog, Origin};
+use crate::admission::{Admission, Load, SessionLimits};
+use crate::audit::{AuditError, AuditLog};
+use crate::error::{Details, ErrorCode, RunError};
 use crate::model::{Deployment, ExecRequest, ExecResult, SandboxMode};
 use crate::policy::cache::ComponentCache;
 use crate::policy::pool::{DEFAULT_POLICY_THREADS, PolicyPool};
@@ -17,9 +18,9 @@ use crate::policy::{self, ExecutorInfo, Limits, LoadError, Policy, PolicyEngine}
 use crate::process::cgroup::{CgroupChoice, Cgroups, Containment};
 use crate::process::env::EnvPolicy;
 use crate::registry::{PolicyRef, RefError, RegistryError, RegistryOptions};
-use crate::run::{ProcessLimits, RunContext, RunOptions};
+use crate::run::{ProcessLimits, RunOptions};
 use crate::sandbox::{Confine, Probe, Sandbox, SandboxConfig};
-use crate::session::{Admission, Load, Session, SessionLimits};
+use crate::session::{HostCore, Session};
 use crate::tasks::{TaskHandle, TaskId, TaskSnapshot};
 
 /// Where the policy component comes from.
@@ -604,64 +605,6 @@ pub struct Host {
     session: Session,
 }
 
-/// What every session of a host shares.
-pub(crate) struct HostCore {
-    /// The active policy; replaced whole by [`Host::reload`]. Each run
-    /// takes its own reference, so a run or task finishes with the version
-    /// that planned it.
-    policy: RwLock<Arc<Policy>>,
-    /// Where runs get their own cgroup, or why they do not.
-    cgroups: Result<Arc<Cgroups>, String>,
-    limits: Limits,
-    confiner: Arc<dyn Confine>,
-    deployment: Arc<Deployment>,
-    /// Where each session creates its private spill directory.
-    pub(crate) spill_parent: PathBuf,
-    process: ProcessLimits,
-    env: Arc<EnvPolicy>,
-    /// The host's bounds and what its sessions hold against them.
-    pub(crate) admission: Arc<Admission>,
-    /// The threads the runs' policy calls run on.
-    pub(crate) pool: Arc<PolicyPool>,
-    engine: PolicyEngine,
-    /// How [`Host::reload`] pulls from registries.
-    registry: RegistryOptions,
-    /// The operator's audit log.
-    audit: Option<Arc<AuditLog>>,
-    /// A runner started ahead of the expected request's plan.
-    ahead: Arc<crate::run::ahead::Ahead>,
-}
-
-impl HostCore {
-    pub(crate) fn active_policy(&self) -> Arc<Policy> {
-        self.policy
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    /// The context of one run of a session: the active policy at this moment.
-    pub(crate) fn run_context(
-        &self,
-        spill_dir: &Arc<crate::process::spill::SpillDir>,
-        origin: &Arc<Origin>,
-    ) -> RunContext {
-        RunContext {
-            audit: self.audit.clone(),
-            origin: origin.clone(),
-            policy: self.active_policy(),
-            confiner: self.confiner.clone(),
-            deployment: self.deployment.clone(),
-            spill_dir: spill_dir.clone(),
-            limits: self.process.clone(),
-            env: self.env.clone(),
-            cgroups: self.cgroups.as_ref().ok().cloned(),
-            pool: self.pool.clone(),
-            ahead: self.ahead.clone(),
-        }
-    }
-}
-
 impl Host {
     /// Start configuring a host.
     ///
@@ -911,5 +854,42 @@ impl Host {
     /// ```
     pub async fn shutdown(&self) {
         self.session.shutdown().await;
+    }
+}
+
+impl BuildError {
+    /// The stable error code: `POLICY_FAILED` for every failure to load a
+    /// component (unreadable, invalid, above the ceiling), `WORKDIR` for an
+    /// unusable working directory.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            BuildError::ReadPolicy { .. }
+            | BuildError::Registry(_)
+            | BuildError::Policy(_)
+            | BuildError::AboveCeiling { .. } => ErrorCode::PolicyFailed,
+            BuildError::Workdir(_) => ErrorCode::Workdir,
+            BuildError::Audit(_) => ErrorCode::SpawnFailed,
+            BuildError::Threads(_) | BuildError::SpillRoot(_) => ErrorCode::SpawnFailed,
+        }
+    }
+
+    /// The code and the stable fields of this error (see [`Details`]);
+    /// every failure to load says `phase: load`.
+    pub fn details(&self) -> Details {
+        let fields = match self {
+            BuildError::Policy(load) => return load.details(),
+            BuildError::ReadPolicy { path, .. } => {
+                serde_json::json!({ "phase": "load", "path": path })
+            }
+            BuildError::Registry(_) => serde_json::json!({ "phase": "pull" }),
+            BuildError::AboveCeiling { mode, ceiling, .. } => {
+                serde_json::json!({ "phase": "load", "mode": mode, "ceiling": ceiling })
+            }
+            BuildError::Workdir(_)
+            | BuildError::Threads(_)
+            | BuildError::SpillRoot(_)
+            | BuildError::Audit(_) => serde_json::json!({}),
+        };
+        crate::error::details(self.code(), fields)
     }
 }

@@ -17,6 +17,7 @@
 
 #![warn(missing_docs)]
 
+mod admission;
 pub mod audit;
 pub mod config;
 pub mod doctor;
@@ -25,10 +26,12 @@ pub mod files;
 mod host;
 pub mod mcp;
 pub mod model;
+pub mod places;
 pub mod policy;
 pub mod process;
 pub mod proxy;
 mod random;
+pub mod reference;
 pub mod registry;
 pub mod run;
 pub mod sandbox;

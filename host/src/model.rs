@@ -1046,3 +1046,38 @@ pub enum Told {
         message: String,
     },
 }
+
+/// The call of a run in which a component failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// `resolve`: defaulting the request.
+    Resolve,
+    /// `plan`: building and confining the argv.
+    Plan,
+    /// `settle`: classifying the finished run.
+    Settle,
+    /// `connect`: deciding one connection of a run.
+    Connect,
+    /// `render`: what an agent's model is told of an outcome.
+    Render,
+}
+
+impl Phase {
+    /// The phase's name: `resolve`, `plan` or `settle`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Resolve => "resolve",
+            Phase::Plan => "plan",
+            Phase::Settle => "settle",
+            Phase::Connect => "connect",
+            Phase::Render => "render",
+        }
+    }
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

@@ -24,6 +24,7 @@ mod grant;
 mod hostile;
 mod landlock;
 mod launcher;
+mod layers;
 mod limits;
 mod mcp;
 mod network;

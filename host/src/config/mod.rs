@@ -550,8 +550,8 @@ impl Config {
 
     /// A host builder with this configuration's deployment (in working
     /// directory `cwd`) and sandbox ladder.
-    pub fn host_builder(&self, cwd: &Path) -> crate::HostBuilder {
-        let builder = crate::Host::builder()
+    pub fn host_builder(&self, cwd: &Path) -> crate::host::HostBuilder {
+        let builder = crate::host::Host::builder()
             .deployment(self.deployment(cwd))
             .sandbox(self.sandbox.clone())
             .env_policy(self.env.clone())

@@ -33,7 +33,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::network;
-use crate::SessionLimits;
+use crate::admission::SessionLimits;
 use crate::model::{Ceiling, SandboxMode};
 use crate::serve::{ReloadRule, ServeOptions};
 

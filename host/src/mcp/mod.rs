@@ -37,10 +37,11 @@ use rmcp::service::ElicitationError;
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use serde::Deserialize;
 
+use crate::error::RunError;
+use crate::host::Host;
 use crate::model::{ExecRequest, Told};
 use crate::session::Session;
 use crate::tasks::{TaskId, TaskStatus};
-use crate::{Host, RunError};
 
 /// `shell`'s input.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -206,7 +207,7 @@ impl McpServer {
         }
     }
 
-    fn job(&self, id: &str) -> Result<crate::TaskHandle, CallToolResult> {
+    fn job(&self, id: &str) -> Result<crate::tasks::TaskHandle, CallToolResult> {
         let unknown = || {
             CallToolResult::error(vec![ContentBlock::text(format!(
                 "no job has id {id}; shell_list shows the jobs"

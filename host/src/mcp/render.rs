@@ -7,7 +7,7 @@
 //! shipped default texts; a policy component's `render` export replacing
 //! them is the next step of issue 17.
 
-use crate::RunError;
+use crate::error::RunError;
 use crate::model::ExecResult;
 use crate::tasks::{TaskRead, TaskSnapshot, TaskStatus};
 

@@ -44,11 +44,7 @@ impl ComponentCache {
     /// The default location: `$XDG_CACHE_HOME/cordon/components`, else
     /// `$HOME/.cache/cordon/components`.
     pub fn default_path() -> Option<PathBuf> {
-        let base = std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-            .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))?;
-        Some(base.join("cordon").join("components"))
+        Some(crate::places::cache_dir()?.join("components"))
     }
 
     /// Open (creating it 0700 if missing) the cache at `path`. Refused when
@@ -173,7 +169,7 @@ impl ComponentCache {
     /// words, whatever the digest strings hold.
     fn pulled_name(digest: &str, signed_by: Option<&str>) -> String {
         let hex = |text: &str| -> String {
-            let digest = crate::registry::reference::digest_of(text.as_bytes());
+            let digest = crate::reference::digest_of(text.as_bytes());
             digest.trim_start_matches("sha256:").to_owned()
         };
         match signed_by {

@@ -47,7 +47,7 @@ impl PolicyEngine {
     pub fn new() -> Result<Self, LoadError> {
         let engine = Engine::new(&config(true))
             .or_else(|_| Engine::new(&config(false)))
-            .map_err(|err| LoadError::Engine(super::call::one_line(&format!("{err:#}"))))?;
+            .map_err(|err| LoadError::Engine(super::bounded_text(&format!("{err:#}"))))?;
         let ticker_stop = Arc::new(AtomicBool::new(false));
         let ticking = engine.clone();
         let stop = ticker_stop.clone();

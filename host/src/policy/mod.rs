@@ -32,7 +32,6 @@ mod v0_1_0;
 mod v0_2_0;
 mod world;
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,7 +39,7 @@ use serde::Serialize;
 use wasmtime::Store;
 use wasmtime::component::Component;
 
-use crate::RunError;
+use crate::error::{Details, ErrorCode, RunError};
 use crate::model::{
     Decision, Deployment, ExecRequest, ExecSpec, LaunchFacts, Outcome, SandboxFacts, SandboxMode,
 };
@@ -113,40 +112,9 @@ pub fn bounded_text(text: &str) -> String {
     call::one_line(text)
 }
 
-/// The call of a run in which a component failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Phase {
-    /// `resolve`: defaulting the request.
-    Resolve,
-    /// `plan`: building and confining the argv.
-    Plan,
-    /// `settle`: classifying the finished run.
-    Settle,
-    /// `connect`: deciding one connection of a run.
-    Connect,
-    /// `render`: what an agent's model is told of an outcome.
-    Render,
-}
-
-impl Phase {
-    /// The phase's name: `resolve`, `plan` or `settle`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Resolve => "resolve",
-            Phase::Plan => "plan",
-            Phase::Settle => "settle",
-            Phase::Connect => "connect",
-            Phase::Render => "render",
-        }
-    }
-}
-
-impl fmt::Display for Phase {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// The call of a run in which a component failed (defined in the ground
+/// floor, [`crate::model`], since errors name it).
+pub use crate::model::Phase;
 
 impl PartialEq<&str> for Phase {
     fn eq(&self, other: &&str) -> bool {
@@ -178,6 +146,16 @@ pub enum LoadError {
 }
 
 impl LoadError {
+    /// Always `POLICY_FAILED`.
+    pub fn code(&self) -> ErrorCode {
+        ErrorCode::PolicyFailed
+    }
+
+    /// `{"code": "POLICY_FAILED", "phase": "load"}`.
+    pub fn details(&self) -> Details {
+        crate::error::details(self.code(), serde_json::json!({ "phase": "load" }))
+    }
+
     fn invalid(err: &wasmtime::Error) -> Self {
         LoadError::Invalid(call::one_line(&format!("{err:#}")))
     }
@@ -413,7 +391,7 @@ pub struct Policy {
     limits: Limits,
     interfaces: Interfaces,
     digest: String,
-    pulled_as: Option<crate::registry::PolicyRef>,
+    pulled_as: Option<crate::reference::PolicyRef>,
 }
 
 /// Which component is in force, as the audit log and `cordon doctor`
@@ -453,7 +431,7 @@ impl Policy {
         let digest = if embedded {
             EMBEDDED_DIGEST.to_owned()
         } else {
-            crate::registry::reference::digest_of(bytes)
+            crate::reference::digest_of(bytes)
         };
         let precompiled = embedded.then(|| embedded_precompiled(&engine)).flatten();
         let loaded = precompiled.or_else(|| cache.and_then(|c| c.load(&engine, bytes)));
@@ -492,7 +470,7 @@ impl Policy {
 
     /// Record the registry reference (pinned to its manifest digest) this
     /// component was pulled as.
-    pub fn pulled_as(mut self, reference: Option<crate::registry::PolicyRef>) -> Self {
+    pub fn pulled_as(mut self, reference: Option<crate::reference::PolicyRef>) -> Self {
         self.pulled_as = reference;
         self
     }
@@ -510,7 +488,7 @@ impl Policy {
 
     /// The registry reference this component was pulled as, pinned to its
     /// manifest digest; none for a file, bytes or the embedded default.
-    pub fn reference(&self) -> Option<&crate::registry::PolicyRef> {
+    pub fn reference(&self) -> Option<&crate::reference::PolicyRef> {
         self.pulled_as.as_ref()
     }
 

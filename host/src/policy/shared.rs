@@ -4,6 +4,19 @@
 //! layer invokes [`conversions!`] with its generated `wit` module in scope,
 //! so an unchanged type is converted by one text, not one copy per version;
 //! a type a version changes gets its own conversion in that layer instead.
+//! And what each layer says of its world ([`World`]), which the version
+//! table in `world.rs` lists (so the layers need not import that table).
+
+/// What a binding layer says about the world it binds.
+#[derive(Debug)]
+pub(super) struct World {
+    /// The world's full name, e.g. `cordon:sandbox/executor-policy@0.1.0`.
+    pub name: &'static str,
+    /// The interface a component must export.
+    pub export: &'static str,
+    /// The host interfaces of the world a component may import.
+    pub imports: &'static [&'static str],
+}
 
 /// A path handed to a component; components speak UTF-8 only.
 pub(super) fn path_text(path: &std::path::Path, field: &str) -> Result<String, String> {
@@ -148,17 +161,17 @@ macro_rules! conversions {
             }
         }
 
-        impl From<wit::ExecError> for crate::RunError {
+        impl From<wit::ExecError> for crate::error::RunError {
             fn from(error: wit::ExecError) -> Self {
                 match error {
                     wit::ExecError::SandboxUnavailable(unavailable) => {
-                        crate::RunError::SandboxUnavailable {
+                        crate::error::RunError::SandboxUnavailable {
                             mode: unavailable.mode.into(),
                             detail: unavailable.detail,
                         }
                     }
                     wit::ExecError::InvalidRequest(message) => {
-                        crate::RunError::InvalidRequest(message)
+                        crate::error::RunError::InvalidRequest(message)
                     }
                 }
             }

@@ -13,15 +13,15 @@
 use wasmtime::component::{Component, HasSelf, Linker, Resource};
 use wasmtime::{Engine, Store};
 
-use crate::RunError;
+use crate::error::RunError;
 use crate::model::{
     self, Decision, Deployment, ExecRequest, ExecSpec, LaunchFacts, Outcome, SandboxFacts,
 };
 use crate::sandbox::Wrap;
 
 use super::call::StoreState;
+use super::shared::World;
 use super::shared::path_text;
-use super::world::World;
 use super::{ExecutorInfo, Launch, Phase};
 
 wasmtime::component::bindgen!({

@@ -10,18 +10,8 @@
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+pub(super) use super::shared::World;
 use super::{LoadError, v0_1_0, v0_2_0};
-
-/// What a binding layer says about the world it binds.
-#[derive(Debug)]
-pub(super) struct World {
-    /// The world's full name, e.g. `cordon:sandbox/executor-policy@0.1.0`.
-    pub name: &'static str,
-    /// The interface a component must export.
-    pub export: &'static str,
-    /// The host interfaces of the world a component may import.
-    pub imports: &'static [&'static str],
-}
 
 /// One interface version this host binds. Adding a version adds a variant,
 /// and every match over it (the binding dispatch in [`super::Policy`]) must

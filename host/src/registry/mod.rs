@@ -21,7 +21,8 @@
 //! including a thread inside another tokio runtime.
 
 mod artifact;
-pub mod reference;
+/// Policy references, a ground module (the policy cache names them too).
+pub use crate::reference;
 pub mod signature;
 
 use std::sync::Once;

@@ -29,13 +29,13 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::RunError;
+use crate::error::RunError;
 use crate::model::{
     Deployment, ExecRequest, ExecSpec, GrantFacts, LaunchFacts, MAX_TIMEOUT_MS, PROTECTED_DEFAULTS,
     RunLimits, SandboxFacts, SandboxMode, SandboxPolicy, WrapFacts,
 };
+use crate::places::expand_home;
 use crate::policy::{Launch, Phase};
-use crate::sandbox::grant::expand_home;
 use crate::sandbox::{EnvHandover, StatusReport, Supervision};
 
 /// Arguments a launch may have.

@@ -10,7 +10,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::checks;
-use crate::RunError;
+use crate::error::RunError;
 use crate::model::{
     Deployment, Enforcement, ExecRequest, ExecSpec, LaunchFacts, SandboxFacts, SandboxMode,
     SandboxPolicy,

@@ -19,8 +19,9 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::RunError;
+use crate::admission::Permit;
 use crate::audit::{AuditLog, Ended, Origin, Record};
+use crate::error::RunError;
 use crate::model::{
     Decision, Deployment, ExecRequest, ExecResult, ExecSpec, GrantFacts, LaunchFacts, Network,
     Outcome, RunnerStatus, SandboxFacts, SandboxMode, SandboxPolicy, WrapFacts,
@@ -33,7 +34,6 @@ use crate::process::{self, Cgroups, Finished, OutputSink, Process, RunCgroup, Sp
 use crate::proxy::{Proxy, ProxyAt};
 use crate::sandbox::grant::{self, Held, expand_home};
 use crate::sandbox::{Confine, StatusReport, Supervision};
-use crate::session::Permit;
 use crate::tasks::{Ending, TaskHandle, TaskStatus, Tasks};
 
 /// Per-run options that are not part of the request.

@@ -105,13 +105,7 @@ impl Layout {
     }
 }
 
-/// `~/x` as the host user's home joined with `x`; anything else as is.
-pub fn expand_home(path: &Path) -> PathBuf {
-    match (path.strip_prefix("~"), std::env::var_os("HOME")) {
-        (Ok(rest), Some(home)) => PathBuf::from(home).join(rest),
-        _ => path.to_path_buf(),
-    }
-}
+pub use crate::places::expand_home;
 
 /// Whether `path` names something on disk (a dangling symlink counts).
 fn exists(path: &Path) -> bool {

@@ -724,7 +724,7 @@ mod tests {
             dir.path(),
             "#!/bin/sh\necho 'bwrap: no userns' >&2\nexit 1\n",
         );
-        let policy = SandboxPolicy::new(crate::SandboxMode::ReadOnly, dir.path());
+        let policy = SandboxPolicy::new(crate::model::SandboxMode::ReadOnly, dir.path());
         let wrap = sandbox
             .confine(&["true".into()], &policy)
             .expect("on trial");
@@ -760,7 +760,7 @@ mod tests {
             verdicts: Some(Verdicts::at(dir.path().join("verdicts"))),
             ..SandboxConfig::default()
         });
-        let policy = SandboxPolicy::new(crate::SandboxMode::ReadOnly, dir.path());
+        let policy = SandboxPolicy::new(crate::model::SandboxMode::ReadOnly, dir.path());
         let wrap = sandbox
             .confine(&["true".into()], &policy)
             .expect("on trial");

@@ -83,8 +83,7 @@ impl Verdicts {
     /// The default location: `$XDG_CACHE_HOME/cordon/verdicts`, else
     /// `$HOME/.cache/cordon/verdicts`.
     pub fn default_path() -> Option<PathBuf> {
-        crate::policy::cache::ComponentCache::default_path()
-            .and_then(|components| components.parent().map(|p| p.join("verdicts")))
+        Some(crate::places::cache_dir()?.join("verdicts"))
     }
 
     /// Verdicts kept in `dir` (created 0700 when first written).

@@ -28,7 +28,7 @@ use tokio::task::JoinSet;
 
 use super::Server;
 use super::protocol::{self, RpcError};
-use crate::RunError;
+use crate::error::RunError;
 use crate::host::Host;
 use crate::model::Ceiling;
 
@@ -324,7 +324,7 @@ pub fn admit(
     host: &Host,
     access: &Access,
     stream: &UnixStream,
-) -> Result<(crate::Session, Peer), RpcError> {
+) -> Result<(crate::session::Session, Peer), RpcError> {
     let cred = stream
         .peer_cred()
         .map_err(|err| RpcError::forbidden(format!("the peer's credentials are unknown: {err}")))?;
@@ -368,7 +368,7 @@ fn refuse_own_run(peer: &Peer) -> Result<(), RpcError> {
 }
 
 /// A session of `host` under `ceiling`.
-fn session_under(host: &Host, ceiling: &Ceiling) -> Result<crate::Session, RpcError> {
+fn session_under(host: &Host, ceiling: &Ceiling) -> Result<crate::session::Session, RpcError> {
     host.deployment()
         .narrowed(ceiling)
         .and_then(|deployment| host.session_within(deployment))

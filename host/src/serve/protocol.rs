@@ -295,7 +295,7 @@ pub fn numeric(code: ErrorCode) -> i64 {
 
 impl RpcError {
     /// An error with the library's shared code and details.
-    fn from_details(code: ErrorCode, message: String, details: crate::Details) -> Self {
+    fn from_details(code: ErrorCode, message: String, details: crate::error::Details) -> Self {
         RpcError {
             code: numeric(code),
             message,
@@ -534,9 +534,9 @@ pub struct ServerStatus {
     /// The server's own bounds and rules.
     pub options: super::ServeOptions,
     /// The host's bounds on runs and tasks.
-    pub session_limits: crate::SessionLimits,
+    pub session_limits: crate::admission::SessionLimits,
     /// What the host's sessions hold now.
-    pub load: crate::Load,
+    pub load: crate::admission::Load,
     /// Connections being served now.
     pub connections: usize,
     /// Threads the policy calls run on.

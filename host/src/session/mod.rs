@@ -20,23 +20,22 @@
 //!   session until [`release`](Session::release_spill), the session's end,
 //!   or [`expire_spills`](Session::expire_spills).
 
-mod admission;
+mod host_core;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::RunError;
 use crate::audit::Origin;
-use crate::host::HostCore;
+use crate::error::RunError;
 use crate::model::{Deployment, ExecRequest, ExecResult};
 use crate::process::spill::SpillDir;
 use crate::run::{self, RunOptions};
 use crate::tasks::{TaskHandle, TaskId, TaskSnapshot, Tasks};
 
-pub(crate) use admission::{Admission, Permit};
-pub use admission::{Load, SessionLimits};
-use admission::{SessionCount, SessionCounts};
+pub use crate::admission::{Load, SessionLimits};
+use crate::admission::{SessionCount, SessionCounts};
+pub(crate) use host_core::HostCore;
 
 /// One client's view of a host: runs, and the background tasks it started.
 ///

@@ -15,7 +15,7 @@
 //! * status: `running` → `completed` (any exit code) or `killed` (killed,
 //!   aborted, died by a signal, or its runner failed).
 //! * A task belongs to the session that started it (see
-//!   [`crate::Session`]) and stays there until [`Tasks::remove`] or the
+//!   [`crate::session::Session`]) and stays there until [`Tasks::remove`] or the
 //!   session's end; its spill files live exactly as long.
 
 use std::fmt;
@@ -27,9 +27,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::admission::Permit;
 use crate::model::{GrantFacts, SandboxFacts};
 use crate::process::{self, Capture};
-use crate::session::Permit;
 
 /// A task's id: 128 random bits, written as 32 lowercase hex digits (a
 /// JSON string, so no client's number type rounds it). Unguessable, so an

@@ -34,7 +34,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{FakeSandbox, Kit, SandboxScript};
-use crate::RunError;
+use crate::error::RunError;
 use crate::model::{Deployment, ExecRequest, Outcome};
 
 /// Why a case file could not be used.

@@ -41,7 +41,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::RunError;
+use crate::error::RunError;
 use crate::model::{
     Backend, Decision, Deployment, Enforcement, ExecRequest, ExecSpec, LaunchFacts, Outcome,
     SandboxFacts, SandboxPolicy, Signatures, WrapFacts,

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use crate::RunError;
+use crate::error::RunError;
 
 /// The operator's bounds (see the module docs). Zero is not a bound: a
 /// zero field is refused by the configuration.

@@ -50,5 +50,5 @@ chmod +x "$stand_in/cc"
 export CC_aarch64_apple_darwin="$stand_in/cc" AR_aarch64_apple_darwin=ar
 # The library and the binary with their unit tests, in one pass (the
 # end-to-end suites drive Linux runners and stay Linux's).
-cargo check --locked -p cordon --target "$target" --lib --bins --profile test
+cargo check --locked -p cordon -p cordon-launcher --target "$target" --lib --bins --profile test
 echo "check-macos: cordon type-checks for $target"

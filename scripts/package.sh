@@ -6,8 +6,9 @@
 #     must be byte-identical (reproducible); that build goes into the
 #     package as host/embedded/bash-sandbox.wasm with its digest, which the
 #     packaged build script checks;
-#   * `cargo package -p cordon` builds the packaged crate on its own (no
-#     workspace around it) — the check that it installs from the registry;
+#   * `cargo package -p cordon-launcher -p cordon` builds the packaged crates
+#     on their own (no workspace around them; cordon against the packaged
+#     launcher) — the check that they install from the registry;
 #   * target/dist/ gets cordon.bash, _cordon (zsh), cordon.fish and man/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,7 +35,7 @@ cp "$a" "$embedded/bash-sandbox.wasm"
 echo "sha256:$(sha256sum "$a" | cut -d' ' -f1)" >"$embedded/bash-sandbox.wasm.sha256"
 echo "package: default component $(cat "$embedded/bash-sandbox.wasm.sha256") (reproduced)"
 
-cargo package --locked -p cordon --allow-dirty
+cargo package --locked -p cordon-launcher -p cordon --allow-dirty
 
 dist=target/dist
 mkdir -p "$dist"

@@ -9,8 +9,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The floors, top to bottom, and the modules on each. `launcher` is
-/// `sandbox/launcher/`, the code that runs inside the sandbox.
+/// The floors, top to bottom, and the modules on each. `launcher` is the
+/// `cordon-launcher` crate (`crate::sandbox::launcher`), the code that runs
+/// inside the sandbox.
 const FLOORS: &[(&str, &[&str])] = &[
     (
         "surfaces",
@@ -240,6 +241,35 @@ fn imports_only_point_down_the_floors_and_close_no_loop() {
     assert!(graph.contains_key("run"), "the sources were not read");
     let found = problems(&graph);
     assert!(found.is_empty(), "{found:#?}");
+}
+
+#[test]
+fn the_launcher_crate_depends_on_system_calls_only() {
+    // What runs inside the sandbox: no async runtime, no wasmtime, no
+    // policy, no host — by what its manifest may name.
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../launcher/Cargo.toml");
+    let text = std::fs::read_to_string(manifest).unwrap();
+    let allowed = ["nix", "seccompiler", "landlock", "tempfile"];
+    let mut section = String::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line.to_owned();
+            continue;
+        }
+        if !section.contains("dependencies") || line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let name = line.split(['=', ' ', '.']).next().unwrap_or_default();
+        assert!(
+            allowed.contains(&name),
+            "the launcher crate depends on {name:?} ({section}): only system-call crates may run \
+             inside the sandbox ({allowed:?})"
+        );
+    }
+    // And the host dispatches to it through its re-export.
+    let sandbox = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/sandbox/mod.rs");
+    let text = std::fs::read_to_string(sandbox).unwrap();
+    assert!(text.contains("pub use cordon_launcher as launcher;"));
 }
 
 #[test]

@@ -21,7 +21,8 @@
 //! `runner.rs`); the
 //! ladder (`ladder.rs`) only orders them, with exhaustive matches, so a new
 //! backend does not compile until it is wired in. Code that runs *inside*
-//! the sandbox (cordon's launcher) is its own module, [`launcher`].
+//! the sandbox (cordon's launcher) is a crate of its own, `cordon-launcher`,
+//! re-exported here as [`launcher`].
 
 #![warn(clippy::wildcard_enum_match_arm)]
 
@@ -29,7 +30,8 @@ pub mod bwrap;
 pub mod grant;
 mod ladder;
 pub mod landlock;
-pub mod launcher;
+/// The code that runs inside the sandbox: the `cordon-launcher` crate.
+pub use cordon_launcher as launcher;
 pub mod namespaces;
 mod probe;
 pub mod runner;

@@ -251,4 +251,39 @@ mod tests {
     fn root_needs_no_user_namespace() {
         assert_eq!(kernel_allows(0), Ok(()));
     }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn the_runner_reads_bwraps_profile_as_its_mount_program() {
+        use super::super::launcher::namespaces::{Plan, Step};
+        let policy = crate::model::SandboxPolicy::new(
+            crate::model::SandboxMode::WorkspaceWrite,
+            "/tmp/proj",
+        );
+        let layout = crate::sandbox::grant::lay_out(&policy, &[], &[]);
+        let profile = crate::sandbox::bwrap::profile(&layout);
+        let args: Vec<&str> = profile.iter().map(String::as_str).collect();
+        let plan = Plan::read(&args).unwrap();
+        assert_eq!(
+            plan.steps[..3],
+            [
+                Step::Bind {
+                    source: "/".into(),
+                    dest: "/".into(),
+                    writable: false,
+                    optional: false
+                },
+                Step::Tmpfs("/tmp".into()),
+                Step::Bind {
+                    source: "/tmp/proj".into(),
+                    dest: "/tmp/proj".into(),
+                    writable: true,
+                    optional: false
+                },
+            ]
+        );
+        assert!(plan.steps.contains(&Step::Dev("/dev".into())));
+        assert!(plan.steps.contains(&Step::Proc("/proc".into())));
+        assert!(!plan.unshare_net);
+    }
 }

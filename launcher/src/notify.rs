@@ -35,6 +35,11 @@
 //! with a trace action and its return instructions rewritten (see
 //! [`super::seccomp::compile_notifying`]).
 
+#![allow(
+    unsafe_code,
+    reason = "seccomp user notification (ioctls, pidfd_getfd, /proc/PID/mem) is raw system calls; each block says why it is sound"
+)]
+
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};

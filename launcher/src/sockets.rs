@@ -17,6 +17,11 @@
 //! path connects without the connect hook Landlock's TCP rules sit on, so
 //! under Landlock it would reach any host and port past the proxy.
 
+#![allow(
+    unsafe_code,
+    reason = "its tests fork children that install the filter; each block says why it is sound"
+)]
+
 use std::collections::BTreeMap;
 
 use nix::libc;
@@ -185,7 +190,7 @@ pub(super) fn filter(allowed: &[Allowed]) -> Result<BpfProgram, String> {
 /// Needs no-new-privs: bwrap sets it for everything inside, and the
 /// Landlock restriction sets it for the launcher's child.
 pub(super) fn allow_only(allowed: &[Allowed]) -> Result<(), String> {
-    super::no_new_privileges()
+    crate::privileges::no_new_privileges()
         .map_err(|err| format!("socket filter: cannot set no-new-privs: {err}"))?;
     let program = filter(allowed)?;
     seccompiler::apply_filter(&program).map_err(|err| format!("socket filter: {err}"))

@@ -10,6 +10,11 @@
 //! is *partially* enforced, which the launcher reports (informational,
 //! never a failure).
 
+#![allow(
+    unsafe_code,
+    reason = "the Landlock ABI query is a raw system call; each block says why it is sound"
+)]
+
 use std::path::PathBuf;
 
 use ::landlock::{
@@ -159,7 +164,7 @@ pub(super) fn restrict(
 /// scopes in force and whether IPC can be isolated.
 pub(super) fn probe() -> ! {
     let fail = |status, detail: &str| -> ! { Mode::Landlock.fail(status, detail) };
-    let ipc = super::unshare_ipc().is_ok();
+    let ipc = crate::ipc::unshare_ipc().is_ok();
     match ruleset().and_then(|r| r.restrict_self()).map(|s| s.ruleset) {
         Ok(RulesetStatus::FullyEnforced) => println!("{PROBE_FULL}"),
         Ok(RulesetStatus::PartiallyEnforced) => println!("{PROBE_PARTIAL}"),

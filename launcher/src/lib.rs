@@ -1,7 +1,7 @@
 //! Code that runs *inside* the sandbox: cordon's own launcher, hidden
-//! modes of the `cordon` binary (one binary to ship). The host side of each
-//! backend (`sandbox/*.rs`) builds argvs that start it; this module is what
-//! runs then, between the runner's exec and the command's. It is the place
+//! modes of the `cordon` binary (one binary to ship: the host's `main`
+//! dispatches here). The host side of each backend (the `cordon` crate's
+//! `sandbox/*.rs`) builds argvs that start it; this crate is what runs then, between the runner's exec and the command's. It is the place
 //! for everything that must run confined or right before confinement: the
 //! Landlock launcher, cordon's init inside bubblewrap, a network bridge or
 //! a namespace runner next.
@@ -47,24 +47,32 @@
 //! reaches the command only, so a caller's `LD_PRELOAD` never loads into
 //! the launcher, which runs before confinement.
 //!
-//! Nothing here depends on the rest of the host (no policy, no tokio):
-//! what the launcher and the host agree on is the constants below.
+//! Nothing here depends on the host (no policy, no tokio, no wasmtime: this
+//! crate's manifest names none of them, and the host's layers test keeps it
+//! so): what the launcher and the host agree on is the constants below.
+//! One launch is the ordered list of steps in [`launch`](launch/index.html).
 
 #[cfg(target_os = "linux")]
 mod bridge;
+mod environment;
 #[cfg(target_os = "linux")]
 mod hardening;
+#[cfg(target_os = "linux")]
+mod ipc;
 #[cfg(target_os = "linux")]
 pub mod landlock;
 #[cfg(not(target_os = "linux"))]
 #[path = "landlock_unsupported.rs"]
 pub mod landlock;
+mod launch;
 #[cfg(target_os = "linux")]
 mod metadata;
 #[cfg(target_os = "linux")]
 pub mod namespaces;
 #[cfg(target_os = "linux")]
 mod notify;
+#[cfg(target_os = "linux")]
+mod privileges;
 #[cfg(target_os = "linux")]
 mod seccomp;
 // Host-side too (the bwrap wrap names the host's namespaces), on every
@@ -75,12 +83,10 @@ pub mod supervise;
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub mod verify;
 
-use std::convert::Infallible;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::Write;
-use std::os::fd::{FromRawFd, RawFd};
-use std::os::unix::process::CommandExt;
+use std::os::fd::RawFd;
 use std::path::PathBuf;
 
 pub use supervise::Ended;
@@ -242,7 +248,7 @@ pub fn main(mode: Mode, args: Vec<OsString>) -> ! {
             println!("{INIT_PROBE}");
             std::process::exit(0)
         }
-        (Invocation::Launch(request), _) => launch(mode, *request),
+        (Invocation::Launch(request), _) => launch::launch(mode, *request),
     }
 }
 
@@ -348,10 +354,7 @@ fn parse(mode: Mode, args: Vec<OsString>) -> Result<Invocation, String> {
 /// every path it would let that command write. `Err` when it refuses the
 /// arguments.
 #[cfg(feature = "fuzzing")]
-pub(crate) fn read_back(
-    mode: Mode,
-    args: Vec<OsString>,
-) -> Result<(Vec<OsString>, Vec<PathBuf>), String> {
+pub fn read_back(mode: Mode, args: Vec<OsString>) -> Result<(Vec<OsString>, Vec<PathBuf>), String> {
     let Invocation::Launch(launch) = parse(mode, args)? else {
         return Err("read a probe".into());
     };
@@ -371,397 +374,6 @@ fn number(flag: &str, value: Option<OsString>) -> Result<i32, String> {
         .and_then(|v| v.parse::<i32>().ok())
         .filter(|n| *n > 0)
         .ok_or_else(|| format!("{flag} needs a positive number, got {value:?}"))
-}
-
-fn launch(mode: Mode, request: Launch) -> ! {
-    let fail = |status: Option<&mut File>, detail: &str| -> ! { mode.fail(status, detail) };
-    let reported = |status: Option<&mut File>, detail: &str| -> Infallible { fail(status, detail) };
-    // SAFETY: the host handed us this fd for our exclusive use.
-    let mut status = request.status_fd.map(|fd| unsafe { File::from_raw_fd(fd) });
-    if let Some(fd) = request.status_fd {
-        // Never let the command inherit the status pipe.
-        // SAFETY: fcntl on an fd we own.
-        if unsafe { nix::libc::fcntl(fd, nix::libc::F_SETFD, nix::libc::FD_CLOEXEC) } != 0 {
-            fail(
-                None,
-                &format!("--status-fd {fd} is not an open file descriptor"),
-            );
-        }
-    }
-    let env = match request.env_fd.map(read_env) {
-        None => None,
-        Some(Ok(env)) => Some(env),
-        Some(Err(err)) => fail(
-            status.as_mut(),
-            &format!("cannot read the command's environment: {err}"),
-        ),
-    };
-    #[cfg(target_os = "linux")]
-    let (request, env) = match mode {
-        Mode::Namespaces => match enter_sandbox(&request) {
-            // A runner started ahead of its command: the command comes
-            // now, into a sandbox still as it was built.
-            Ok(Some(command)) => (
-                Launch {
-                    argv: command.argv,
-                    ..request
-                },
-                Some(command.env),
-            ),
-            Ok(None) => (request, env),
-            Err(detail) => fail(status.as_mut(), &detail),
-        },
-        Mode::Landlock | Mode::Init => (request, env),
-    };
-    // Never a supervisor of an unconfined command: the runner builds its
-    // sandbox from Linux namespaces only.
-    #[cfg(not(target_os = "linux"))]
-    if mode == Mode::Namespaces {
-        fail(
-            status.as_mut(),
-            "cordon's namespace runner needs Linux namespaces; this system has none",
-        );
-    }
-    #[cfg(target_os = "linux")]
-    if request.unshare_ipc
-        && let Err(err) = unshare_ipc()
-    {
-        fail(
-            status.as_mut(),
-            &format!("cannot give the command its own IPC namespace: {err}"),
-        );
-    }
-    // The bridge's port is bound now, before the command exists (so it
-    // never races it); its thread starts in the supervisor after the fork,
-    // which must happen while the launcher is single-threaded.
-    #[cfg(target_os = "linux")]
-    let bridge = match &request.proxy_socket {
-        None => None,
-        Some(socket) => match bridge::bind(PROXY_PORT) {
-            Ok(listener) => Some((listener, socket.clone())),
-            Err(err) => fail(
-                status.as_mut(),
-                &format!("cannot bridge to the network proxy: {err}"),
-            ),
-        },
-    };
-    // Under Landlock, a run that may write gets the metadata supervisor:
-    // its filter's listener comes back from the command over this pair.
-    #[cfg(target_os = "linux")]
-    let (supervisor_end, command_end) = match mode == Mode::Landlock {
-        true => {
-            let allowed = notify::Allowed::of(&request.writable);
-            match allowed.roots.is_empty() {
-                true => (None, None),
-                false => match std::os::unix::net::UnixStream::pair() {
-                    Ok((ours, theirs)) => (Some((ours, allowed)), Some(theirs)),
-                    Err(err) => fail(
-                        status.as_mut(),
-                        &format!("metadata supervisor: cannot make its channel: {err}"),
-                    ),
-                },
-            }
-        }
-        false => (None, None),
-    };
-    #[cfg(target_os = "linux")]
-    let alongside = move || {
-        if let Some((listener, socket)) = bridge {
-            bridge::start(listener, socket);
-        }
-        if let Some((socket, allowed)) = supervisor_end {
-            notify::start(socket, allowed);
-        }
-    };
-    #[cfg(not(target_os = "linux"))]
-    let alongside = || {};
-    let supervision = supervise::Supervision {
-        // Pid 1 of the namespace runner is watched by its launcher.
-        parent: request.parent.filter(|_| mode != Mode::Namespaces),
-    };
-    let rlimits = [
-        (nix::libc::RLIMIT_NPROC, LIMIT_NPROC_VAR),
-        (nix::libc::RLIMIT_AS, LIMIT_AS_VAR),
-    ]
-    .into_iter()
-    .filter_map(|(resource, var)| {
-        let value = std::env::var(var).ok()?.parse::<u64>().ok()?;
-        Some((resource, var, value))
-    })
-    .collect::<Vec<_>>();
-    supervise::run(
-        supervision,
-        status,
-        reported,
-        alongside,
-        move |mut status| -> Infallible {
-            if mode == Mode::Landlock {
-                match landlock::restrict(
-                    &request.read_only,
-                    &request.listable,
-                    &request.writable,
-                    &request.roots,
-                    request.connect_port,
-                ) {
-                    Ok(landlock::Restricted::Fully) => {}
-                    Ok(landlock::Restricted::Partially) => eprintln!("{PREFIX}{PARTIAL_NOTICE}"),
-                    Err(detail) => fail(status.as_mut(), &detail),
-                }
-                // The supervisor takes chmod and utimensat where it has the
-                // listener; else they stay refused with the rest.
-                #[cfg(target_os = "linux")]
-                let supervised = command_end.as_ref().is_some_and(|socket| {
-                    notify::install().is_ok_and(|listener| notify::send(socket, &listener).is_ok())
-                });
-                #[cfg(target_os = "linux")]
-                drop(command_end);
-                #[cfg(target_os = "linux")]
-                if let Err(detail) = metadata::refuse_metadata_changes(supervised) {
-                    fail(status.as_mut(), &detail);
-                }
-            }
-            #[cfg(target_os = "linux")]
-            if let Some(families) = &request.socket_families
-                && let Err(detail) = sockets::allow_only(families)
-            {
-                fail(status.as_mut(), &detail);
-            }
-            // Every rung: no setuid file, no device node, no keyring.
-            #[cfg(target_os = "linux")]
-            if let Err(detail) = hardening::install() {
-                fail(status.as_mut(), &detail);
-            }
-            for &(resource, var, value) in &rlimits {
-                let limit = nix::libc::rlimit {
-                    rlim_cur: value,
-                    rlim_max: value,
-                };
-                // SAFETY: setrlimit reads one struct we own.
-                if unsafe { nix::libc::setrlimit(resource, &limit) } != 0 {
-                    let err = std::io::Error::last_os_error();
-                    fail(
-                        status.as_mut(),
-                        &format!("cannot apply {var}={value}: {err}"),
-                    );
-                }
-            }
-            // The command gets no capability, even as root (bwrap's
-            // `--cap-drop ALL`): Landlock confines files, not what
-            // `CAP_SYS_BOOT`, `CAP_SYS_MODULE` or `CAP_NET_ADMIN` reach.
-            #[cfg(target_os = "linux")]
-            if matches!(mode, Mode::Landlock | Mode::Namespaces)
-                && let Err(detail) = drop_capabilities()
-            {
-                fail(status.as_mut(), &detail);
-            }
-            #[cfg(target_os = "linux")]
-            if mode == Mode::Namespaces
-                && let Err(err) = no_new_privileges()
-            {
-                fail(status.as_mut(), &format!("cannot set no-new-privs: {err}"));
-            }
-            // The runner confined us as asked, or the command never runs.
-            // (Landlock checked its roots on the descriptors its rules
-            // were made from.)
-            #[cfg(target_os = "linux")]
-            {
-                let bound: &[verify::Root] = match mode {
-                    Mode::Landlock => &[],
-                    Mode::Init | Mode::Namespaces => &request.roots,
-                };
-                if let Err(detail) = verify::confined(&request.outside, bound) {
-                    fail(status.as_mut(), &detail);
-                }
-            }
-            if let Some(status) = status.as_mut() {
-                let _ = writeln!(status, "exec");
-            }
-            let argv = &request.argv;
-            let mut command = std::process::Command::new(&argv[0]);
-            command.args(&argv[1..]);
-            if let Some(env) = env {
-                command.env_clear().envs(env);
-            }
-            let err = command.exec();
-            fail(
-                status.as_mut(),
-                &format!("cannot execute {}: {err}", argv[0].to_string_lossy()),
-            )
-        },
-    )
-}
-
-/// The command a runner started ahead of it waits for on `fd`, once the
-/// sandbox `plan` built is checked to be still the view it was when built;
-/// then in its working directory.
-#[cfg(target_os = "linux")]
-fn awaited(fd: RawFd, plan: &namespaces::Plan) -> Result<namespaces::Command, String> {
-    let view = namespaces::View::of(plan)?;
-    let command = namespaces::Command::read(fd)?;
-    view.unchanged()?;
-    namespaces::enter_workdir(&command.workdir)?;
-    Ok(command)
-}
-
-/// The namespace runner's first half: enter the namespaces, fork pid 1
-/// and — in the launcher — relay signals to it until it ends (never
-/// returns); in pid 1, build the sandbox (and, for a runner that awaits
-/// its command, wait for it), to supervise the command as its init.
-#[cfg(target_os = "linux")]
-fn enter_sandbox(request: &Launch) -> Result<Option<namespaces::Command>, String> {
-    use nix::unistd::{ForkResult, fork};
-    use std::os::fd::OwnedFd;
-    let cwd = std::env::current_dir()
-        .map_err(|err| format!("cannot read the working directory: {err}"))?;
-    if let Some(parent) = request.parent {
-        supervise::die_with(parent, nix::libc::SIGKILL)?;
-    }
-    namespaces::enter(&request.plan)?;
-    let set = supervise::watched();
-    nix::sys::signal::sigprocmask(nix::sys::signal::SigmaskHow::SIG_BLOCK, Some(&set), None)
-        .map_err(|err| format!("cannot block signals: {err}"))?;
-    let (watch, alive): (OwnedFd, OwnedFd) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|err| format!("pipe: {err}"))?;
-    // SAFETY: the launcher is single-threaded: the child may allocate.
-    match unsafe { fork() } {
-        Err(err) => Err(format!("cannot fork the sandbox's first process: {err}")),
-        Ok(ForkResult::Parent { child }) => {
-            drop(watch);
-            namespaces::relay(child.as_raw(), &set, alive)
-        }
-        Ok(ForkResult::Child) => {
-            drop(alive);
-            if supervise::parent_death(nix::libc::SIGKILL).is_err()
-                || !namespaces::launcher_alive(&watch)
-            {
-                std::process::exit(FAILURE_EXIT);
-            }
-            drop(watch);
-            namespaces::build(&request.plan, &cwd)?;
-            request
-                .await_fd
-                .map(|fd| awaited(fd, &request.plan))
-                .transpose()
-        }
-    }
-}
-
-/// Set no-new-privs: nothing this process execs gains privileges (no
-/// setuid, no file capabilities); a seccomp filter needs it too.
-#[cfg(target_os = "linux")]
-fn no_new_privileges() -> std::io::Result<()> {
-    // SAFETY: prctl with constant arguments affects this process only.
-    match unsafe { nix::libc::prctl(nix::libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } {
-        0 => Ok(()),
-        _ => Err(std::io::Error::last_os_error()),
-    }
-}
-
-/// Drop every capability from this process and what it execs: the
-/// bounding set where this process may (it needs `CAP_SETPCAP`), the
-/// ambient set, and the effective, permitted and inheritable sets.
-///
-/// An unprivileged user cannot shrink the bounding set, and need not: it
-/// only caps what an exec could gain, and under no-new-privs (which every
-/// rung sets) an exec gains nothing — no setuid, no file capabilities. What
-/// does matter, that no capability is held, is checked before the exec
-/// (`verify::confined`).
-#[cfg(target_os = "linux")]
-fn drop_capabilities() -> Result<(), String> {
-    use nix::libc;
-    for cap in 0..64 {
-        // SAFETY: prctl with integer arguments; EINVAL past the last
-        // capability this kernel knows, EPERM without CAP_SETPCAP.
-        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
-            let err = std::io::Error::last_os_error();
-            match err.raw_os_error() {
-                Some(libc::EINVAL) | Some(libc::EPERM) => break,
-                _ => {
-                    return Err(format!(
-                        "cannot drop capability {cap} from the bounding set: {err}"
-                    ));
-                }
-            }
-        }
-    }
-    // SAFETY: prctl with integer arguments.
-    unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL,
-            0,
-            0,
-            0,
-        )
-    };
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: i32,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-    let header = Header {
-        version: LINUX_CAPABILITY_VERSION_3,
-        pid: 0,
-    };
-    let data = [Data {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
-    // SAFETY: capset reads one header and two data structs we own.
-    if unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) } != 0 {
-        return Err(format!(
-            "cannot drop the command's capabilities: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    Ok(())
-}
-
-/// The command's environment from `fd`: `NAME=VALUE` entries, each ended
-/// by a NUL. The fd is closed.
-fn read_env(fd: RawFd) -> std::io::Result<Vec<(OsString, OsString)>> {
-    use std::io::Read;
-    use std::os::unix::ffi::OsStringExt;
-    // SAFETY: the host handed us this fd for our exclusive use.
-    let mut file = unsafe { File::from_raw_fd(fd) };
-    let mut bytes = vec![];
-    file.read_to_end(&mut bytes)?;
-    Ok(parse_env(&bytes)
-        .into_iter()
-        .map(|(name, value)| (OsString::from_vec(name), OsString::from_vec(value)))
-        .collect())
-}
-
-/// Split NUL-ended `NAME=VALUE` entries (an entry without `=` is skipped).
-fn parse_env(bytes: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
-    bytes
-        .split(|b| *b == 0)
-        .filter_map(|entry| {
-            let at = entry.iter().position(|b| *b == b'=')?;
-            Some((entry[..at].to_vec(), entry[at + 1..].to_vec()))
-        })
-        .collect()
-}
-
-/// New SysV IPC and UTS namespaces for this process and what it execs:
-/// the command can neither see nor remove the host's shared memory,
-/// semaphores and message queues, nor change its hostname.
-#[cfg(target_os = "linux")]
-fn unshare_ipc() -> std::io::Result<()> {
-    // SAFETY: unshare with namespace flags only affects this process.
-    if unsafe { nix::libc::unshare(nix::libc::CLONE_NEWIPC | nix::libc::CLONE_NEWUTS) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 // The launcher's contract as Linux parses it (namespace and socket flags).
@@ -841,7 +453,7 @@ mod tests {
     #[test]
     fn the_environment_comes_as_nul_ended_entries() {
         assert_eq!(
-            parse_env(b"A=1\0B=x=y\0junk\0EMPTY=\0"),
+            environment::parse_env(b"A=1\0B=x=y\0junk\0EMPTY=\0"),
             vec![
                 (b"A".to_vec(), b"1".to_vec()),
                 (b"B".to_vec(), b"x=y".to_vec()),

@@ -28,6 +28,11 @@
 //! signals anything but its own descendants (it never uses `kill(-1)`:
 //! outside a PID namespace, as root, that would be the whole machine).
 
+#![allow(
+    unsafe_code,
+    reason = "fork, prctl, sigtimedwait and raising a signal are raw system calls; each block says why it is sound"
+)]
+
 use std::convert::Infallible;
 use std::fs::File;
 use std::io::Write;
@@ -318,7 +323,7 @@ fn children() -> Vec<i32> {
 
 /// The parent pid in a `/proc/PID/stat` line: the second field after the
 /// command name, which is in parentheses and may itself contain spaces.
-pub(crate) fn parent_of(stat: &str) -> Option<i32> {
+pub fn parent_of(stat: &str) -> Option<i32> {
     let (_, rest) = stat.rsplit_once(") ")?;
     rest.split_whitespace().nth(1)?.parse().ok()
 }

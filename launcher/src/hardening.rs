@@ -26,6 +26,11 @@
 //! (seccompiler's architecture check); on x86_64 the x32 numbers of the
 //! filtered calls are filtered alike.
 
+#![allow(
+    unsafe_code,
+    reason = "its test forks a child that installs the filter; each block says why it is sound"
+)]
+
 use std::collections::BTreeMap;
 
 use nix::libc;
@@ -124,7 +129,7 @@ pub(super) fn filters() -> Result<[BpfProgram; 2], String> {
 /// Install both programs on this process (inherited by what it execs),
 /// setting no-new-privs first (a filter needs it without `CAP_SYS_ADMIN`).
 pub(super) fn install() -> Result<(), String> {
-    super::no_new_privileges()
+    crate::privileges::no_new_privileges()
         .map_err(|err| format!("hardening filter: cannot set no-new-privs: {err}"))?;
     for program in filters()? {
         seccompiler::apply_filter(&program).map_err(wrong)?;

@@ -1,0 +1,427 @@
+//! One launch, as an ordered list of steps (nsjail's `containProc`,
+//! firecracker's `Env::run`): [`launch`] reads top to bottom, one call per
+//! step, each step a function of its own (most in a file of their own).
+//!
+//! Before the fork, in the launcher: the status pipe, the command's
+//! environment, the namespace runner's namespaces (and the command a runner
+//! started ahead waits for), IPC namespaces, the bridge's port and the
+//! metadata supervisor's channel. Then [`supervise::run`] forks; the
+//! supervisor starts the bridge and the metadata supervisor; the child runs
+//! [`confine_and_exec`]: Landlock and the metadata filter, the socket and
+//! hardening filters, the limits, the capabilities and no-new-privs, the
+//! check that it is confined, then the exec.
+#![allow(
+    unsafe_code,
+    reason = "the status fd the host handed over, fork and setrlimit; each block says why it is sound"
+)]
+
+use std::convert::Infallible;
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::{FromRawFd, RawFd};
+use std::os::unix::process::CommandExt;
+
+use crate::{
+    FAILURE_EXIT, LIMIT_AS_VAR, LIMIT_NPROC_VAR, Launch, Mode, PARTIAL_NOTICE, PREFIX, PROXY_PORT,
+    environment, landlock, supervise,
+};
+#[cfg(target_os = "linux")]
+use crate::{bridge, hardening, metadata, namespaces, notify, sockets, verify};
+
+/// The command's environment: the host's handover, else the launcher's own.
+type Environment = Option<Vec<(OsString, OsString)>>;
+
+/// An `RLIMIT_*` resource as this libc types it.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+type Resource = nix::libc::__rlimit_resource_t;
+/// An `RLIMIT_*` resource as this libc types it.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+type Resource = nix::libc::c_int;
+
+/// A limit to set: the resource, the variable that asked for it, the value.
+type Limit = (Resource, &'static str, u64);
+
+/// Run `request` in `mode`: confine, supervise and exec the command, or
+/// fail (never returns).
+pub(crate) fn launch(mode: Mode, request: Launch) -> ! {
+    let mut status = status_pipe(mode, request.status_fd);
+    let env = command_environment(mode, &mut status, request.env_fd);
+    let (request, env) = sandbox_namespaces(mode, &mut status, request, env);
+    own_ipc(mode, &mut status, &request);
+    let helpers = Helpers::prepare(mode, &mut status, &request);
+    let limits = limits();
+    let supervision = supervise::Supervision {
+        // Pid 1 of the namespace runner is watched by its launcher.
+        parent: request.parent.filter(|_| mode != Mode::Namespaces),
+    };
+    let (alongside, command_end) = helpers.split();
+    supervise::run(
+        supervision,
+        status,
+        move |status, detail| -> Infallible { mode.fail(status, detail) },
+        alongside,
+        move |status| confine_and_exec(mode, &request, env, &limits, command_end, status),
+    )
+}
+
+/// The status pipe (`--status-fd`), made close-on-exec: the command never
+/// inherits it.
+fn status_pipe(mode: Mode, fd: Option<RawFd>) -> Option<File> {
+    let fd = fd?;
+    // SAFETY: fcntl on an fd the host handed us for our exclusive use.
+    if unsafe { nix::libc::fcntl(fd, nix::libc::F_SETFD, nix::libc::FD_CLOEXEC) } != 0 {
+        mode.fail(
+            None,
+            &format!("--status-fd {fd} is not an open file descriptor"),
+        );
+    }
+    // SAFETY: the host handed us this fd for our exclusive use.
+    Some(unsafe { File::from_raw_fd(fd) })
+}
+
+/// The command's environment from `--env-fd`, if the host handed one over.
+fn command_environment(mode: Mode, status: &mut Option<File>, fd: Option<RawFd>) -> Environment {
+    match fd.map(environment::read_env)? {
+        Ok(env) => Some(env),
+        Err(err) => mode.fail(
+            status.as_mut(),
+            &format!("cannot read the command's environment: {err}"),
+        ),
+    }
+}
+
+/// The namespace runner's sandbox: enter the namespaces and build it (as
+/// the sandbox's pid 1; the launcher stays outside relaying signals). A
+/// runner started ahead of its command takes the command now, into a
+/// sandbox still as it was built. Other modes pass through.
+fn sandbox_namespaces(
+    mode: Mode,
+    status: &mut Option<File>,
+    request: Launch,
+    env: Environment,
+) -> (Launch, Environment) {
+    if mode != Mode::Namespaces {
+        return (request, env);
+    }
+    #[cfg(target_os = "linux")]
+    match enter_sandbox(&request) {
+        Ok(Some(command)) => (
+            Launch {
+                argv: command.argv,
+                ..request
+            },
+            Some(command.env),
+        ),
+        Ok(None) => (request, env),
+        Err(detail) => mode.fail(status.as_mut(), &detail),
+    }
+    // Never a supervisor of an unconfined command: the runner builds its
+    // sandbox from Linux namespaces only.
+    #[cfg(not(target_os = "linux"))]
+    mode.fail(
+        status.as_mut(),
+        "cordon's namespace runner needs Linux namespaces; this system has none",
+    )
+}
+
+/// The command's own SysV IPC and UTS namespaces, where asked
+/// (`--unshare-ipc`, the Landlock launcher as root).
+fn own_ipc(mode: Mode, status: &mut Option<File>, request: &Launch) {
+    #[cfg(target_os = "linux")]
+    if request.unshare_ipc
+        && let Err(err) = crate::ipc::unshare_ipc()
+    {
+        mode.fail(
+            status.as_mut(),
+            &format!("cannot give the command its own IPC namespace: {err}"),
+        );
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (mode, status, request);
+}
+
+/// What the supervisor runs beside the command, prepared before the fork
+/// (which must happen while the launcher is single-threaded; their
+/// threads start after it).
+#[derive(Default)]
+struct Helpers {
+    /// The init's proxy bridge: its port bound now, before the command
+    /// exists (so it never races it), and the host's proxy socket.
+    #[cfg(target_os = "linux")]
+    bridge: Option<(std::net::TcpListener, std::path::PathBuf)>,
+    /// The metadata supervisor (Landlock, a run that may write): its end
+    /// of the channel the command sends its filter's listener over, and
+    /// what it may change.
+    #[cfg(target_os = "linux")]
+    metadata: Option<(std::os::unix::net::UnixStream, notify::Allowed)>,
+    /// The command's end of that channel.
+    #[cfg(target_os = "linux")]
+    command_end: Option<std::os::unix::net::UnixStream>,
+}
+
+impl Helpers {
+    fn prepare(mode: Mode, status: &mut Option<File>, request: &Launch) -> Helpers {
+        #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
+        let mut helpers = Helpers::default();
+        #[cfg(target_os = "linux")]
+        if let Some(socket) = &request.proxy_socket {
+            match bridge::bind(PROXY_PORT) {
+                Ok(listener) => helpers.bridge = Some((listener, socket.clone())),
+                Err(err) => mode.fail(
+                    status.as_mut(),
+                    &format!("cannot bridge to the network proxy: {err}"),
+                ),
+            }
+        }
+        #[cfg(target_os = "linux")]
+        if mode == Mode::Landlock {
+            let allowed = notify::Allowed::of(&request.writable);
+            if !allowed.roots.is_empty() {
+                match std::os::unix::net::UnixStream::pair() {
+                    Ok((ours, theirs)) => {
+                        helpers.metadata = Some((ours, allowed));
+                        helpers.command_end = Some(theirs);
+                    }
+                    Err(err) => mode.fail(
+                        status.as_mut(),
+                        &format!("metadata supervisor: cannot make its channel: {err}"),
+                    ),
+                }
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (mode, status, request, PROXY_PORT);
+        helpers
+    }
+
+    /// What the supervisor starts after the fork, and the command's end of
+    /// the metadata supervisor's channel.
+    fn split(self) -> (impl FnOnce(), Option<std::os::unix::net::UnixStream>) {
+        #[cfg(target_os = "linux")]
+        {
+            let (bridge, metadata) = (self.bridge, self.metadata);
+            let alongside = move || {
+                if let Some((listener, socket)) = bridge {
+                    bridge::start(listener, socket);
+                }
+                if let Some((socket, allowed)) = metadata {
+                    notify::start(socket, allowed);
+                }
+            };
+            (alongside, self.command_end)
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = self;
+            (|| {}, None)
+        }
+    }
+}
+
+/// The `RLIMIT_*` the host asked for in the launcher's own environment
+/// (where no cgroup bounds the run).
+fn limits() -> Vec<Limit> {
+    [
+        (nix::libc::RLIMIT_NPROC, LIMIT_NPROC_VAR),
+        (nix::libc::RLIMIT_AS, LIMIT_AS_VAR),
+    ]
+    .into_iter()
+    .filter_map(|(resource, var)| {
+        let value = std::env::var(var).ok()?.parse::<u64>().ok()?;
+        Some((resource, var, value))
+    })
+    .collect()
+}
+
+/// In the forked child: confine this process step by step, then exec the
+/// command (never returns).
+fn confine_and_exec(
+    mode: Mode,
+    request: &Launch,
+    env: Environment,
+    limits: &[Limit],
+    command_end: Option<std::os::unix::net::UnixStream>,
+    mut status: Option<File>,
+) -> Infallible {
+    let step = |status: &mut Option<File>, done: Result<(), String>| {
+        if let Err(detail) = done {
+            mode.fail(status.as_mut(), &detail);
+        }
+    };
+    step(&mut status, restrict_files(mode, request, command_end));
+    step(&mut status, filter_calls(request));
+    step(&mut status, apply_limits(limits));
+    step(&mut status, drop_privileges(mode));
+    step(&mut status, check_confined(mode, request));
+    if let Some(status) = status.as_mut() {
+        let _ = writeln!(status, "exec");
+    }
+    let argv = &request.argv;
+    let mut command = std::process::Command::new(&argv[0]);
+    command.args(&argv[1..]);
+    if let Some(env) = env {
+        command.env_clear().envs(env);
+    }
+    let err = command.exec();
+    mode.fail(
+        status.as_mut(),
+        &format!("cannot execute {}: {err}", argv[0].to_string_lossy()),
+    )
+}
+
+/// Landlock's ruleset and the metadata filter (the Landlock launcher; the
+/// other modes' files are the mount tree's). The metadata supervisor takes
+/// `chmod` and `utimensat` where it has the listener; else they stay
+/// refused with the rest.
+fn restrict_files(
+    mode: Mode,
+    request: &Launch,
+    command_end: Option<std::os::unix::net::UnixStream>,
+) -> Result<(), String> {
+    if mode != Mode::Landlock {
+        return Ok(());
+    }
+    match landlock::restrict(
+        &request.read_only,
+        &request.listable,
+        &request.writable,
+        &request.roots,
+        request.connect_port,
+    )? {
+        landlock::Restricted::Fully => {}
+        landlock::Restricted::Partially => eprintln!("{PREFIX}{PARTIAL_NOTICE}"),
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let supervised = command_end.as_ref().is_some_and(|socket| {
+            notify::install().is_ok_and(|listener| notify::send(socket, &listener).is_ok())
+        });
+        drop(command_end);
+        metadata::refuse_metadata_changes(supervised)?;
+    }
+    #[cfg(not(target_os = "linux"))]
+    drop(command_end);
+    Ok(())
+}
+
+/// The socket filter (a closed or proxied network) and the hardening
+/// filter every rung gets: no setuid file, no device node, no keyring.
+fn filter_calls(request: &Launch) -> Result<(), String> {
+    #[cfg(target_os = "linux")]
+    {
+        if let Some(families) = &request.socket_families {
+            sockets::allow_only(families)?;
+        }
+        hardening::install()?;
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = request;
+    Ok(())
+}
+
+/// The `RLIMIT_*` of [`limits`].
+fn apply_limits(limits: &[Limit]) -> Result<(), String> {
+    for &(resource, var, value) in limits {
+        let limit = nix::libc::rlimit {
+            rlim_cur: value,
+            rlim_max: value,
+        };
+        // SAFETY: setrlimit reads one struct we own.
+        if unsafe { nix::libc::setrlimit(resource, &limit) } != 0 {
+            let err = std::io::Error::last_os_error();
+            return Err(format!("cannot apply {var}={value}: {err}"));
+        }
+    }
+    Ok(())
+}
+
+/// No capability for the command, even as root (bwrap's `--cap-drop ALL`;
+/// inside bwrap the init has none already), and no-new-privs for the
+/// namespace runner's (Landlock's restriction and bwrap set it).
+fn drop_privileges(mode: Mode) -> Result<(), String> {
+    #[cfg(target_os = "linux")]
+    {
+        if matches!(mode, Mode::Landlock | Mode::Namespaces) {
+            crate::privileges::drop_capabilities()?;
+        }
+        if mode == Mode::Namespaces {
+            crate::privileges::no_new_privileges()
+                .map_err(|err| format!("cannot set no-new-privs: {err}"))?;
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = mode;
+    Ok(())
+}
+
+/// The runner confined us as asked, or the command never runs. (Landlock
+/// checked its roots on the descriptors its rules were made from.)
+fn check_confined(mode: Mode, request: &Launch) -> Result<(), String> {
+    #[cfg(target_os = "linux")]
+    {
+        let bound: &[verify::Root] = match mode {
+            Mode::Landlock => &[],
+            Mode::Init | Mode::Namespaces => &request.roots,
+        };
+        verify::confined(&request.outside, bound)?;
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (mode, request);
+    Ok(())
+}
+
+/// The command a runner started ahead of it waits for on `fd`, once the
+/// sandbox `plan` built is checked to be still the view it was when built;
+/// then in its working directory.
+#[cfg(target_os = "linux")]
+fn awaited(fd: RawFd, plan: &namespaces::Plan) -> Result<namespaces::Command, String> {
+    let view = namespaces::View::of(plan)?;
+    let command = namespaces::Command::read(fd)?;
+    view.unchanged()?;
+    namespaces::enter_workdir(&command.workdir)?;
+    Ok(command)
+}
+
+/// The namespace runner's first half: enter the namespaces, fork pid 1
+/// and — in the launcher — relay signals to it until it ends (never
+/// returns); in pid 1, build the sandbox (and, for a runner that awaits
+/// its command, wait for it), to supervise the command as its init.
+#[cfg(target_os = "linux")]
+fn enter_sandbox(request: &Launch) -> Result<Option<namespaces::Command>, String> {
+    use nix::unistd::{ForkResult, fork};
+    use std::os::fd::OwnedFd;
+    let cwd = std::env::current_dir()
+        .map_err(|err| format!("cannot read the working directory: {err}"))?;
+    if let Some(parent) = request.parent {
+        supervise::die_with(parent, nix::libc::SIGKILL)?;
+    }
+    namespaces::enter(&request.plan)?;
+    let set = supervise::watched();
+    nix::sys::signal::sigprocmask(nix::sys::signal::SigmaskHow::SIG_BLOCK, Some(&set), None)
+        .map_err(|err| format!("cannot block signals: {err}"))?;
+    let (watch, alive): (OwnedFd, OwnedFd) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|err| format!("pipe: {err}"))?;
+    // SAFETY: the launcher is single-threaded: the child may allocate.
+    match unsafe { fork() } {
+        Err(err) => Err(format!("cannot fork the sandbox's first process: {err}")),
+        Ok(ForkResult::Parent { child }) => {
+            drop(watch);
+            namespaces::relay(child.as_raw(), &set, alive)
+        }
+        Ok(ForkResult::Child) => {
+            drop(alive);
+            if supervise::parent_death(nix::libc::SIGKILL).is_err()
+                || !namespaces::launcher_alive(&watch)
+            {
+                std::process::exit(FAILURE_EXIT);
+            }
+            drop(watch);
+            namespaces::build(&request.plan, &cwd)?;
+            request
+                .await_fd
+                .map(|fd| awaited(fd, &request.plan))
+                .transpose()
+        }
+    }
+}

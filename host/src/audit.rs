@@ -153,7 +153,7 @@ pub struct Record {
 
 /// How a run or task ended, as its record tells it.
 #[derive(Debug, Default)]
-pub struct Ended<'a> {
+pub struct RecordedEnd<'a> {
     /// The exit code.
     pub exit_code: Option<i32>,
     /// The signal that killed it.
@@ -202,7 +202,7 @@ impl Record {
             command,
             grant,
             backend,
-            Ended {
+            RecordedEnd {
                 exit_code: result.exit_code,
                 signal: result.signal,
                 timed_out: result.timed_out,
@@ -224,7 +224,7 @@ impl Record {
         command: &str,
         grant: Option<SandboxPolicy>,
         backend: Option<Backend>,
-        end: Ended<'_>,
+        end: RecordedEnd<'_>,
     ) -> Self {
         Record {
             time: now(),

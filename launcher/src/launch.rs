@@ -23,7 +23,7 @@ use std::os::fd::{FromRawFd, RawFd};
 use std::os::unix::process::CommandExt;
 
 use crate::{
-    FAILURE_EXIT, LIMIT_AS_VAR, LIMIT_NPROC_VAR, Launch, Mode, PARTIAL_NOTICE, PREFIX, PROXY_PORT,
+    FAILURE_EXIT, LIMIT_AS_VAR, LIMIT_NPROC_VAR, Mode, PARTIAL_NOTICE, PREFIX, PROXY_PORT, Request,
     environment, landlock, supervise,
 };
 #[cfg(target_os = "linux")]
@@ -44,14 +44,14 @@ type Limit = (Resource, &'static str, u64);
 
 /// Run `request` in `mode`: confine, supervise and exec the command, or
 /// fail (never returns).
-pub(crate) fn launch(mode: Mode, request: Launch) -> ! {
+pub(crate) fn launch(mode: Mode, request: Request) -> ! {
     let mut status = status_pipe(mode, request.status_fd);
     let env = command_environment(mode, &mut status, request.env_fd);
     let (request, env) = sandbox_namespaces(mode, &mut status, request, env);
     own_ipc(mode, &mut status, &request);
     let helpers = Helpers::prepare(mode, &mut status, &request);
     let limits = limits();
-    let supervision = supervise::Supervision {
+    let supervision = supervise::HostLink {
         // Pid 1 of the namespace runner is watched by its launcher.
         parent: request.parent.filter(|_| mode != Mode::Namespaces),
     };
@@ -98,16 +98,16 @@ fn command_environment(mode: Mode, status: &mut Option<File>, fd: Option<RawFd>)
 fn sandbox_namespaces(
     mode: Mode,
     status: &mut Option<File>,
-    request: Launch,
+    request: Request,
     env: Environment,
-) -> (Launch, Environment) {
+) -> (Request, Environment) {
     if mode != Mode::Namespaces {
         return (request, env);
     }
     #[cfg(target_os = "linux")]
     match enter_sandbox(&request) {
         Ok(Some(command)) => (
-            Launch {
+            Request {
                 argv: command.argv,
                 ..request
             },
@@ -127,7 +127,7 @@ fn sandbox_namespaces(
 
 /// The command's own SysV IPC and UTS namespaces, where asked
 /// (`--unshare-ipc`, the Landlock launcher as root).
-fn own_ipc(mode: Mode, status: &mut Option<File>, request: &Launch) {
+fn own_ipc(mode: Mode, status: &mut Option<File>, request: &Request) {
     #[cfg(target_os = "linux")]
     if request.unshare_ipc
         && let Err(err) = crate::ipc::unshare_ipc()
@@ -161,7 +161,7 @@ struct Helpers {
 }
 
 impl Helpers {
-    fn prepare(mode: Mode, status: &mut Option<File>, request: &Launch) -> Helpers {
+    fn prepare(mode: Mode, status: &mut Option<File>, request: &Request) -> Helpers {
         #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
         let mut helpers = Helpers::default();
         #[cfg(target_os = "linux")]
@@ -238,7 +238,7 @@ fn limits() -> Vec<Limit> {
 /// command (never returns).
 fn confine_and_exec(
     mode: Mode,
-    request: &Launch,
+    request: &Request,
     env: Environment,
     limits: &[Limit],
     command_end: Option<std::os::unix::net::UnixStream>,
@@ -255,7 +255,7 @@ fn confine_and_exec(
     step(&mut status, drop_privileges(mode));
     step(&mut status, check_confined(mode, request));
     if let Some(status) = status.as_mut() {
-        let _ = writeln!(status, "exec");
+        let _ = writeln!(status, "{}", crate::protocol::Status::Exec);
     }
     let argv = &request.argv;
     let mut command = std::process::Command::new(&argv[0]);
@@ -276,7 +276,7 @@ fn confine_and_exec(
 /// refused with the rest.
 fn restrict_files(
     mode: Mode,
-    request: &Launch,
+    request: &Request,
     command_end: Option<std::os::unix::net::UnixStream>,
 ) -> Result<(), String> {
     if mode != Mode::Landlock {
@@ -307,7 +307,7 @@ fn restrict_files(
 
 /// The socket filter (a closed or proxied network) and the hardening
 /// filter every rung gets: no setuid file, no device node, no keyring.
-fn filter_calls(request: &Launch) -> Result<(), String> {
+fn filter_calls(request: &Request) -> Result<(), String> {
     #[cfg(target_os = "linux")]
     {
         if let Some(families) = &request.socket_families {
@@ -357,7 +357,7 @@ fn drop_privileges(mode: Mode) -> Result<(), String> {
 
 /// The runner confined us as asked, or the command never runs. (Landlock
 /// checked its roots on the descriptors its rules were made from.)
-fn check_confined(mode: Mode, request: &Launch) -> Result<(), String> {
+fn check_confined(mode: Mode, request: &Request) -> Result<(), String> {
     #[cfg(target_os = "linux")]
     {
         let bound: &[verify::Root] = match mode {
@@ -388,7 +388,7 @@ fn awaited(fd: RawFd, plan: &namespaces::Plan) -> Result<namespaces::Command, St
 /// returns); in pid 1, build the sandbox (and, for a runner that awaits
 /// its command, wait for it), to supervise the command as its init.
 #[cfg(target_os = "linux")]
-fn enter_sandbox(request: &Launch) -> Result<Option<namespaces::Command>, String> {
+fn enter_sandbox(request: &Request) -> Result<Option<namespaces::Command>, String> {
     use nix::unistd::{ForkResult, fork};
     use std::os::fd::OwnedFd;
     let cwd = std::env::current_dir()

@@ -73,6 +73,7 @@ pub mod namespaces;
 mod notify;
 #[cfg(target_os = "linux")]
 mod privileges;
+pub mod protocol;
 #[cfg(target_os = "linux")]
 mod seccomp;
 // Host-side too (the bwrap wrap names the host's namespaces), on every
@@ -159,7 +160,7 @@ impl Mode {
     /// Write `detail` to the status fd and stderr, then exit 125.
     fn fail(self, status: Option<&mut File>, detail: &str) -> ! {
         if let Some(status) = status {
-            let _ = writeln!(status, "failed: {detail}");
+            let _ = writeln!(status, "{}", protocol::Status::Failed(detail.into()));
         }
         eprintln!("{}{detail}", self.prefix());
         std::process::exit(FAILURE_EXIT)
@@ -194,12 +195,12 @@ pub fn dispatches() -> bool {
 #[derive(Debug, PartialEq, Eq)]
 enum Invocation {
     Probe,
-    Launch(Box<Launch>),
+    Run(Box<Request>),
 }
 
 /// What to confine and run.
 #[derive(Debug, Default, PartialEq, Eq)]
-struct Launch {
+struct Request {
     status_fd: Option<RawFd>,
     /// Where the command's environment comes from (else: the launcher's own).
     env_fd: Option<RawFd>,
@@ -248,13 +249,13 @@ pub fn main(mode: Mode, args: Vec<OsString>) -> ! {
             println!("{INIT_PROBE}");
             std::process::exit(0)
         }
-        (Invocation::Launch(request), _) => launch::launch(mode, *request),
+        (Invocation::Run(request), _) => launch::launch(mode, *request),
     }
 }
 
 fn parse(mode: Mode, args: Vec<OsString>) -> Result<Invocation, String> {
     let mut args = args.into_iter();
-    let mut launch = Launch::default();
+    let mut launch = Request::default();
     let mut first = true;
     let landlock = mode == Mode::Landlock;
     let runner = mode == Mode::Namespaces;
@@ -338,7 +339,7 @@ fn parse(mode: Mode, args: Vec<OsString>) -> Result<Invocation, String> {
                 if runner {
                     launch.plan.check()?;
                 }
-                return Ok(Invocation::Launch(Box::new(launch)));
+                return Ok(Invocation::Run(Box::new(launch)));
             }
             #[cfg(target_os = "linux")]
             profile if runner && launch.plan.take(profile, &mut args)? => {}
@@ -355,7 +356,7 @@ fn parse(mode: Mode, args: Vec<OsString>) -> Result<Invocation, String> {
 /// arguments.
 #[cfg(feature = "fuzzing")]
 pub fn read_back(mode: Mode, args: Vec<OsString>) -> Result<(Vec<OsString>, Vec<PathBuf>), String> {
-    let Invocation::Launch(launch) = parse(mode, args)? else {
+    let Invocation::Run(launch) = parse(mode, args)? else {
         return Err("read a probe".into());
     };
     #[cfg(target_os = "linux")]
@@ -408,7 +409,7 @@ mod tests {
                     "--ro"
                 ])
             ),
-            Ok(Invocation::Launch(Box::new(Launch {
+            Ok(Invocation::Run(Box::new(Request {
                 status_fd: Some(3),
                 env_fd: None,
                 await_fd: None,
@@ -444,7 +445,7 @@ mod tests {
             Mode::Landlock,
             os(&["--unshare-ipc", "--ro", "/", "--", "x"]),
         ) {
-            Ok(Invocation::Launch(launch)) => assert!(launch.unshare_ipc),
+            Ok(Invocation::Run(launch)) => assert!(launch.unshare_ipc),
             other => panic!("{other:?}"),
         }
         assert!(parse(Mode::Landlock, os(&["--unshare-ipc", "--probe"])).is_err());
@@ -461,7 +462,7 @@ mod tests {
             ]
         );
         match parse(Mode::Landlock, os(&["--env-fd", "4", "--", "x"])) {
-            Ok(Invocation::Launch(launch)) => assert_eq!(launch.env_fd, Some(4)),
+            Ok(Invocation::Run(launch)) => assert_eq!(launch.env_fd, Some(4)),
             other => panic!("{other:?}"),
         }
         assert!(parse(Mode::Landlock, os(&["--env-fd", "2", "--", "x"])).is_err());

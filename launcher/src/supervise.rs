@@ -44,41 +44,11 @@ use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, killpg, sigprocmask};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork, getppid, setpgid};
 
-/// How the command's leader ended, as the supervisor reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ended {
-    /// It exited with this code.
-    Exited(i32),
-    /// It was killed by this signal.
-    Signaled(i32),
-}
-
-impl Ended {
-    /// The report line: `exit N` or `signal N`.
-    pub fn line(self) -> String {
-        match self {
-            Ended::Exited(code) => format!("exit {code}"),
-            Ended::Signaled(signal) => format!("signal {signal}"),
-        }
-    }
-
-    /// The last `exit N` / `signal N` line of a report, if any.
-    pub fn parse(report: &str) -> Option<Ended> {
-        report.lines().rev().find_map(|line| {
-            let (word, number) = line.split_once(' ')?;
-            let number = number.trim().parse().ok()?;
-            match word {
-                "exit" => Some(Ended::Exited(number)),
-                "signal" => Some(Ended::Signaled(number)),
-                _ => None,
-            }
-        })
-    }
-}
+pub use crate::protocol::Ended;
 
 /// What the supervisor was told.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Supervision {
+pub struct HostLink {
     /// The host's pid: the supervisor dies with it (parent-death signal),
     /// and refuses to start the command if it is already gone.
     pub parent: Option<i32>,
@@ -104,7 +74,7 @@ pub(super) fn watched() -> SigSet {
 /// runs in the supervisor right after the fork (it may start threads:
 /// the fork itself happens while this process has only one).
 pub fn run(
-    supervision: Supervision,
+    supervision: HostLink,
     mut status: Option<File>,
     fail: impl Fn(Option<&mut File>, &str) -> Infallible,
     alongside: impl FnOnce(),
@@ -165,7 +135,7 @@ pub fn run(
             alongside();
             let ended = supervise(child, &set);
             if let Some(status) = status.as_mut() {
-                let _ = writeln!(status, "{}", ended.line());
+                let _ = writeln!(status, "{}", crate::protocol::Status::Ended(ended));
             }
             drop(status);
             end_as(ended)

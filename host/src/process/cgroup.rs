@@ -147,7 +147,7 @@ impl Controller {
 
 /// Where runs' cgroups go.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Layout {
+pub enum Hierarchy {
     /// v1: per controller, the `cordon` directory runs are made in and the
     /// host's own cgroup directory (where a spawning thread moves back to).
     V1(Vec<V1Controller>),
@@ -175,7 +175,7 @@ pub struct V1Controller {
 /// The host's ability to give runs cgroups: found once per host.
 #[derive(Debug)]
 pub struct Cgroups {
-    layout: Layout,
+    layout: Hierarchy,
     /// v1: runs' cgroups made ahead, each with a spawner thread already
     /// inside (see [`Cgroups::create`]).
     staged: Arc<Staged>,
@@ -292,7 +292,7 @@ fn under(base: &Path, path: &str) -> PathBuf {
 /// controllers is mounted on its own, else v2 with controllers at
 /// `parent` (configured, or `<mount>/cordon` for a host in the root
 /// cgroup). Pure: nothing is created.
-pub fn layout(system: &System, v2_parent: Option<&Path>) -> Result<Layout, String> {
+pub fn layout(system: &System, v2_parent: Option<&Path>) -> Result<Hierarchy, String> {
     let mounts = cgroup_mounts(&system.mountinfo);
     // An operator's delegated v2 parent is used as named, even beside v1
     // controllers (a hybrid host).
@@ -301,7 +301,7 @@ pub fn layout(system: &System, v2_parent: Option<&Path>) -> Result<Layout, Strin
             .iter()
             .any(|(point, fstype, _)| fstype == "cgroup2" && parent.starts_with(point))
     {
-        return Ok(Layout::V2 {
+        return Ok(Hierarchy::V2 {
             parent: parent.to_path_buf(),
             controllers: vec![],
         });
@@ -327,7 +327,7 @@ pub fn layout(system: &System, v2_parent: Option<&Path>) -> Result<Layout, Strin
         .iter()
         .any(|c| matches!(c.controller, Controller::Pids | Controller::Memory))
     {
-        return Ok(Layout::V1(v1));
+        return Ok(Hierarchy::V1(v1));
     }
     let Some((point, _, _)) = mounts.iter().find(|(_, fstype, _)| fstype == "cgroup2") else {
         return Err("no cgroup hierarchy is mounted".into());
@@ -345,7 +345,7 @@ pub fn layout(system: &System, v2_parent: Option<&Path>) -> Result<Layout, Strin
             None => return Err("cgroup v2: the host's own cgroup is not listed".into()),
         },
     };
-    Ok(Layout::V2 {
+    Ok(Hierarchy::V2 {
         parent,
         controllers: vec![],
     })
@@ -372,7 +372,7 @@ impl Cgroups {
         }
         let mut layout = layout(&System::current(), v2_parent)?;
         match &mut layout {
-            Layout::V1(controllers) => {
+            Hierarchy::V1(controllers) => {
                 let mut made = vec![];
                 let mut why = vec![];
                 for controller in controllers.drain(..) {
@@ -393,7 +393,7 @@ impl Cgroups {
                 }
                 *controllers = made;
             }
-            Layout::V2 {
+            Hierarchy::V2 {
                 parent,
                 controllers,
             } => {
@@ -414,22 +414,22 @@ impl Cgroups {
     }
 
     /// The layout in use.
-    pub fn layout(&self) -> &Layout {
+    pub fn layout(&self) -> &Hierarchy {
         &self.layout
     }
 
     /// What enforces runs' limits.
     pub fn enforcer(&self) -> LimitEnforcer {
         match self.layout {
-            Layout::V1(_) => LimitEnforcer::CgroupV1,
-            Layout::V2 { .. } => LimitEnforcer::CgroupV2,
+            Hierarchy::V1(_) => LimitEnforcer::CgroupV1,
+            Hierarchy::V2 { .. } => LimitEnforcer::CgroupV2,
         }
     }
 
     /// One line for `cordon probe`: the hierarchy, where, which controllers.
     pub fn describe(&self) -> String {
         match &self.layout {
-            Layout::V1(controllers) => format!(
+            Hierarchy::V1(controllers) => format!(
                 "cgroup v1: {}",
                 controllers
                     .iter()
@@ -437,7 +437,7 @@ impl Cgroups {
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
-            Layout::V2 {
+            Hierarchy::V2 {
                 parent,
                 controllers,
             } => format!(
@@ -456,8 +456,8 @@ impl Cgroups {
     /// not there bounds nothing).
     pub fn in_force(&self, limits: &RunLimits) -> RunLimits {
         let has = |name: &str| match &self.layout {
-            Layout::V1(controllers) => controllers.iter().any(|c| c.controller.name() == name),
-            Layout::V2 { controllers, .. } => controllers.iter().any(|c| c == name),
+            Hierarchy::V1(controllers) => controllers.iter().any(|c| c.controller.name() == name),
+            Hierarchy::V2 { controllers, .. } => controllers.iter().any(|c| c == name),
         };
         RunLimits {
             pids: limits.pids.filter(|_| has("pids")),
@@ -518,7 +518,7 @@ impl Cgroups {
     /// Start a staging thread, unless one is at work or enough are staged:
     /// it makes the next run's v1 cgroups and a spawner inside them.
     fn stage(&self) {
-        if !matches!(self.layout, Layout::V1(_)) {
+        if !matches!(self.layout, Hierarchy::V1(_)) {
             return;
         }
         let enough = self
@@ -564,8 +564,8 @@ impl Cgroups {
     /// (its pid, the name's prefix, is not alive).
     pub fn sweep(&self) {
         let parents: Vec<&Path> = match &self.layout {
-            Layout::V1(controllers) => controllers.iter().map(|c| c.parent.as_path()).collect(),
-            Layout::V2 { parent, .. } => vec![parent.as_path()],
+            Hierarchy::V1(controllers) => controllers.iter().map(|c| c.parent.as_path()).collect(),
+            Hierarchy::V2 { parent, .. } => vec![parent.as_path()],
         };
         for parent in parents {
             let Ok(entries) = fs::read_dir(parent) else {
@@ -584,7 +584,7 @@ impl Cgroups {
                 }
                 let dir = entry.path();
                 let stale = match &self.layout {
-                    Layout::V1(_) => RunCgroup::V1 {
+                    Hierarchy::V1(_) => RunCgroup::V1 {
                         members: vec![Member {
                             controller: v1_controller_of(&dir, &self.layout),
                             dir,
@@ -592,7 +592,7 @@ impl Cgroups {
                         }],
                         spawner: Default::default(),
                     },
-                    Layout::V2 { .. } => RunCgroup::V2 { dir },
+                    Hierarchy::V2 { .. } => RunCgroup::V2 { dir },
                 };
                 drop(stale); // ends and removes it
             }
@@ -601,14 +601,14 @@ impl Cgroups {
 }
 
 /// Make a run's cgroup directories in `layout`, no limits written.
-fn make_in(layout: &Layout) -> io::Result<RunCgroup> {
+fn make_in(layout: &Hierarchy) -> io::Result<RunCgroup> {
     let name = format!(
         "{}-{}",
         std::process::id(),
         NEXT_RUN.fetch_add(1, Ordering::Relaxed)
     );
     let run = match layout {
-        Layout::V1(controllers) => RunCgroup::V1 {
+        Hierarchy::V1(controllers) => RunCgroup::V1 {
             members: controllers
                 .iter()
                 .map(|c| Member {
@@ -619,7 +619,7 @@ fn make_in(layout: &Layout) -> io::Result<RunCgroup> {
                 .collect(),
             spawner: Default::default(),
         },
-        Layout::V2 { parent, .. } => RunCgroup::V2 {
+        Hierarchy::V2 { parent, .. } => RunCgroup::V2 {
             dir: parent.join(&name),
         },
     };
@@ -630,13 +630,13 @@ fn make_in(layout: &Layout) -> io::Result<RunCgroup> {
 }
 
 /// Which v1 controller the directory `dir` belongs to.
-fn v1_controller_of(dir: &Path, layout: &Layout) -> Controller {
+fn v1_controller_of(dir: &Path, layout: &Hierarchy) -> Controller {
     match layout {
-        Layout::V1(controllers) => controllers
+        Hierarchy::V1(controllers) => controllers
             .iter()
             .find(|c| dir.starts_with(&c.parent))
             .map_or(Controller::Pids, |c| c.controller),
-        Layout::V2 { .. } => Controller::Pids,
+        Hierarchy::V2 { .. } => Controller::Pids,
     }
 }
 
@@ -1126,7 +1126,7 @@ mod tests {
 
     #[test]
     fn v1_runs_go_under_the_hosts_own_cgroup_per_controller() {
-        let Layout::V1(controllers) = layout(&v1(), None).unwrap() else {
+        let Hierarchy::V1(controllers) = layout(&v1(), None).unwrap() else {
             panic!("not v1");
         };
         let dirs: Vec<_> = controllers
@@ -1168,7 +1168,7 @@ mod tests {
         };
         assert_eq!(
             layout(&root, None).unwrap(),
-            Layout::V2 {
+            Hierarchy::V2 {
                 parent: "/sys/fs/cgroup/cordon".into(),
                 controllers: vec![]
             }
@@ -1183,7 +1183,7 @@ mod tests {
         let delegated = Path::new("/sys/fs/cgroup/system.slice/agent.service/runs");
         assert_eq!(
             layout(&service, Some(delegated)).unwrap(),
-            Layout::V2 {
+            Hierarchy::V2 {
                 parent: delegated.into(),
                 controllers: vec![]
             }
@@ -1194,12 +1194,12 @@ mod tests {
         let hybrid = Path::new("/sys/fs/cgroup/unified/runs");
         assert_eq!(
             layout(&v1(), Some(hybrid)).unwrap(),
-            Layout::V2 {
+            Hierarchy::V2 {
                 parent: hybrid.into(),
                 controllers: vec![]
             }
         );
-        assert!(matches!(layout(&v1(), None).unwrap(), Layout::V1(_)));
+        assert!(matches!(layout(&v1(), None).unwrap(), Hierarchy::V1(_)));
     }
 
     /// `FILE=VALUE` for each limit file of `cgroup`.

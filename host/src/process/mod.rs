@@ -119,19 +119,8 @@ pub enum Supervisor {
 /// the spawned group is `SIGKILL`ed.
 pub const SUPERVISOR_MARGIN: Duration = Duration::from_millis(1_000);
 
-/// The fd number a runner's status pipe has in the child.
-pub const STATUS_FD: i32 = 3;
-
-/// The fd number of the handover a runner reads (a sealed-in-practice
-/// memfd: written whole before the spawn, so no reader can stall the host).
-pub const HANDOVER_FD: i32 = 4;
-
-/// The fd number of the pipe a supervisor inside the runner reports on.
-pub const INIT_FD: i32 = 5;
-
-/// The fd number of the command's environment for the supervisor inside
-/// the runner.
-pub const INIT_ENV_FD: i32 = 6;
+/// The fd slots a runner is handed: the protocol's (`launcher/src/protocol.rs`).
+pub use crate::sandbox::launcher::protocol::{HANDOVER_FD, INIT_ENV_FD, INIT_FD, STATUS_FD};
 
 /// Why a launch could not start.
 #[derive(Debug)]
@@ -548,7 +537,7 @@ impl Process {
         };
         let group = self.guard.group.clone();
         let reported = self.status.as_ref().map(|(report, _)| report.clone());
-        let end = Ending {
+        let end = Escalation {
             group: group.clone(),
             reported: reported.as_ref(),
             grace,
@@ -611,13 +600,13 @@ fn check_workdir(dir: &Path) -> io::Result<()> {
 
 /// Ending a run from outside: its group, the runner's report so far (for
 /// a supervisor it names) and the grace.
-struct Ending<'a> {
+struct Escalation<'a> {
     group: Group,
     reported: Option<&'a Report>,
     grace: Duration,
 }
 
-impl Ending<'_> {
+impl Escalation<'_> {
     /// `SIGTERM`, then — once the grace has passed and any member is still
     /// alive (the leader may have exited already) — `SIGKILL`; with a
     /// supervisor, `SIGTERM` and `SIGHUP` go to it and `SIGKILL` follows

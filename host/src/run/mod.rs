@@ -20,13 +20,15 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::admission::Permit;
-use crate::audit::{AuditLog, Ended, Origin, Record};
+use crate::audit::{AuditLog, Origin, Record, RecordedEnd};
 use crate::error::RunError;
 use crate::model::{
     Decision, Deployment, ExecRequest, ExecResult, ExecSpec, GrantFacts, LaunchFacts, Network,
     Outcome, RunnerStatus, SandboxFacts, SandboxMode, SandboxPolicy, WrapFacts,
 };
-use crate::model::{LimitEnforcer, LimitFacts, LimitKind, RunLimits};
+use crate::model::{
+    LimitEnforcer, LimitFacts, LimitKind, RefusedConnection, RunLimits, StreamOutput,
+};
 use crate::policy::pool::{Panicked, PolicyPool};
 use crate::policy::{Phase, Policy};
 use crate::process::spill::{DEFAULT_SPILL_LIMIT, SpillDir};
@@ -34,7 +36,7 @@ use crate::process::{self, Cgroups, Finished, OutputSink, Process, RunCgroup, Sp
 use crate::proxy::{Proxy, ProxyAt};
 use crate::sandbox::grant::{self, Held, expand_home};
 use crate::sandbox::{Confine, StatusReport, Supervision};
-use crate::tasks::{Ending, TaskHandle, TaskStatus, Tasks};
+use crate::tasks::{TaskEnd, TaskHandle, TaskStatus, Tasks};
 
 /// Per-run options that are not part of the request.
 #[derive(Clone, Default)]
@@ -254,25 +256,7 @@ async fn attempt(
     };
     let process = match spawned {
         Ok(process) => process,
-        Err(err) => {
-            if matches!(err, SpawnError::Program(_)) && refuted(cx, &prepared).await {
-                drop((held, proxy));
-                return Ok(Attempt::Again(
-                    prepared.launch.stdin,
-                    prepared.spec.policy.mode,
-                ));
-            }
-            return Err(match settle_spawn_failure(cx, &prepared, &facts, &err) {
-                Some(RunnerMissing { detail, settled }) => {
-                    settled?;
-                    RunError::SandboxUnavailable {
-                        mode: prepared.spec.policy.mode,
-                        detail: Some(detail),
-                    }
-                }
-                None => spawn_error(&prepared, err),
-            });
-        }
+        Err(err) => return spawn_failed(cx, prepared, &facts, err).await,
     };
     let (stdout, stderr) = (process.stdout().clone(), process.stderr().clone());
     let abort = options.abort.unwrap_or_default();
@@ -300,6 +284,68 @@ async fn attempt(
     }
     let stderr = stderr.lock().expect("capture lock").stream_output();
     let stdout = stdout.lock().expect("capture lock").stream_output();
+    let ran = Ran {
+        facts,
+        finished,
+        stdout,
+        stderr,
+        limits,
+        refused: proxy.as_ref().map(Proxy::refused).unwrap_or_default(),
+    };
+    let result = finish(cx, prepared, ran).await?;
+    drop(held);
+    Ok(Attempt::Done(Box::new(result)))
+}
+
+/// A launch that could not be spawned: on another rung when its runner is
+/// refuted (nothing ran), else the error — `SANDBOX_UNAVAILABLE` when the
+/// runner itself is missing.
+async fn spawn_failed(
+    cx: &RunContext,
+    prepared: Prepared,
+    facts: &LaunchFacts,
+    err: SpawnError,
+) -> Result<Attempt, RunError> {
+    if matches!(err, SpawnError::Program(_)) && refuted(cx, &prepared).await {
+        return Ok(Attempt::Again(
+            prepared.launch.stdin,
+            prepared.spec.policy.mode,
+        ));
+    }
+    Err(match settle_spawn_failure(cx, &prepared, facts, &err) {
+        Some(RunnerMissing { detail, settled }) => {
+            settled?;
+            RunError::SandboxUnavailable {
+                mode: prepared.spec.policy.mode,
+                detail: Some(detail),
+            }
+        }
+        None => spawn_error(&prepared, err),
+    })
+}
+
+/// What a run that ran left to settle.
+struct Ran {
+    facts: LaunchFacts,
+    finished: Finished,
+    stdout: StreamOutput,
+    stderr: StreamOutput,
+    limits: InForce,
+    /// The connections the run's proxy refused.
+    refused: Vec<RefusedConnection>,
+}
+
+/// Classify a run that ran (the component's `settle`, off the async
+/// threads) and make its result; audited.
+async fn finish(cx: &RunContext, prepared: Prepared, ran: Ran) -> Result<ExecResult, RunError> {
+    let Ran {
+        facts,
+        finished,
+        stdout,
+        stderr,
+        limits,
+        refused,
+    } = ran;
     let (exit_code, signal) = prepared.supervision.command_end(&finished);
     let tail = stderr.text.clone();
     let (prepared, finished, sandbox) = cx
@@ -320,12 +366,12 @@ async fn attempt(
         sandbox,
         limits: Some(limits.reached(finished.exceeded)),
         grant: prepared.grant.clone().map(|mut grant| {
-            grant.refused = proxy.as_ref().map(Proxy::refused).unwrap_or_default();
+            grant.refused = refused;
             grant
         }),
     };
     audit_ran(cx, &prepared, &result);
-    Ok(Attempt::Done(Box::new(result)))
+    Ok(result)
 }
 
 /// Record a run that ran, when the operator keeps an audit log.
@@ -444,7 +490,7 @@ pub(crate) async fn start(
                 }
                 None => (None, err.to_string()),
             };
-            task.settle(Ending {
+            task.settle(TaskEnd {
                 status: TaskStatus::Killed,
                 exit_code: None,
                 signal: None,
@@ -499,7 +545,7 @@ async fn follow(
             };
             let runner_failed = sandbox.as_ref().is_some_and(|f| f.runner_failed);
             let exited = exit_code.is_some() && !aborted && !timed_out;
-            Ending {
+            TaskEnd {
                 status: if exited && !runner_failed {
                     TaskStatus::Completed
                 } else {
@@ -512,7 +558,7 @@ async fn follow(
                 notice,
             }
         }
-        Err(err) => Ending {
+        Err(err) => TaskEnd {
             status: TaskStatus::Killed,
             exit_code: None,
             signal: None,
@@ -522,7 +568,7 @@ async fn follow(
         },
     };
     if let Some((log, command, grant, backend)) = audited {
-        let end = Ended {
+        let end = RecordedEnd {
             exit_code: ending.exit_code,
             signal: ending.signal,
             timed_out: ending.timed_out,

@@ -203,7 +203,44 @@ pub fn lay_out(
         .into_iter()
         .map(Path::to_path_buf)
         .collect();
-    let inside_writable = |path: &Path| writable.iter().any(|root| path.starts_with(root));
+    let wanted = wanted_protected(policy, &writable, host_protected);
+    let protected = protected_paths(policy, &writable, wanted);
+    let (deny_read, hidden) = hidden_paths(policy, host_hidden);
+    let (network, narrowed) = closed_until_proxied(&policy.network);
+    let facts = GrantFacts {
+        writable_roots: writable.clone(),
+        protected: protected.iter().map(|p| p.path.clone()).collect(),
+        deny_read,
+        network,
+        sockets: policy.sockets.iter().map(|p| expand_home(p)).collect(),
+        unenforced: vec![],
+        partial: vec![],
+        narrowed,
+        refused: vec![],
+    };
+    let allow_list = match &policy.network {
+        Network::Allow(endpoints) => Some(endpoints.clone()),
+        Network::None | Network::Full => None,
+    };
+    Layout {
+        writable,
+        protected,
+        hidden,
+        facts,
+        allow_list,
+    }
+}
+
+/// Every path a run of `policy` must not write, with the writable root it
+/// lies in: the protected defaults (less the lifted ones) and the policy's
+/// relative names in each root, its absolute paths and the host's where a
+/// root holds them, and a worktree's gitdirs (its `.git` is a file naming
+/// them).
+fn wanted_protected(
+    policy: &SandboxPolicy,
+    writable: &[PathBuf],
+    host_protected: &[PathBuf],
+) -> Vec<(PathBuf, PathBuf)> {
     let mut wanted: Vec<(PathBuf, PathBuf)> = vec![];
     let names = PROTECTED_DEFAULTS
         .iter()
@@ -211,7 +248,7 @@ pub fn lay_out(
         .map(PathBuf::from)
         .chain(policy.protected.iter().filter(|p| p.is_relative()).cloned());
     for name in names {
-        for root in &writable {
+        for root in writable {
             wanted.push((root.clone(), root.join(&name)));
         }
     }
@@ -226,10 +263,9 @@ pub fn lay_out(
             wanted.push((root.clone(), path));
         }
     }
-    // A worktree's `.git` is a file naming its gitdir: protect that too.
     let lifted_git = policy.unprotected.iter().any(|n| n == ".git");
     if !lifted_git {
-        for root in &writable {
+        for root in writable {
             let dot_git = root.join(".git");
             if dot_git.is_file() {
                 for dir in gitdirs(&dot_git) {
@@ -240,15 +276,23 @@ pub fn lay_out(
             }
         }
     }
+    wanted
+}
+
+/// The protected paths a backend must hold, from the `wanted` ones: each
+/// where it exists, or where its first missing component would be made
+/// (`.git/hooks` needs no placeholder of its own when `.git` is absent);
+/// nothing beneath a symlink (the link is held and reported instead), and
+/// a protected symlink's target too where a run may write it. Shallowest
+/// first.
+fn protected_paths(
+    policy: &SandboxPolicy,
+    writable: &[PathBuf],
+    wanted: Vec<(PathBuf, PathBuf)>,
+) -> Vec<Protected> {
+    let inside_writable = |path: &Path| writable.iter().any(|root| path.starts_with(root));
     let mut protected: Vec<Protected> = vec![];
-    for (root, path) in wanted {
-        // An absent path is kept from being made where its first missing
-        // component would be: `.git/hooks` needs no placeholder of its own
-        // when `.git` is absent (the `.git` placeholder holds it).
-        let wanted = path;
-        // Beneath a symlink the path is the link's target's business: the
-        // link itself is protected (and reported), nothing is made or
-        // bound through it.
+    for (root, wanted) in wanted {
         if beneath_link(&root, &wanted) {
             continue;
         }
@@ -275,8 +319,6 @@ pub fn lay_out(
             });
         }
     }
-    // A protected symlink: its target is protected where a run may write
-    // it (the link itself cannot be mounted over, and is reported).
     let targets: Vec<PathBuf> = protected
         .iter()
         .filter(|p| p.link)
@@ -293,7 +335,13 @@ pub fn lay_out(
         }
     }
     protected.sort_by_key(|p| (p.path.components().count(), p.path.clone()));
+    protected
+}
 
+/// The policy's deny-read paths as written (`~` expanded), and every path
+/// to hide that exists — the policy's and the host's own — shallowest
+/// first.
+fn hidden_paths(policy: &SandboxPolicy, host_hidden: &[PathBuf]) -> (Vec<PathBuf>, Vec<Hidden>) {
     let deny_read: Vec<PathBuf> = policy
         .deny_read
         .iter()
@@ -314,9 +362,13 @@ pub fn lay_out(
         .collect();
     hidden.sort_by_key(|h| (h.path.components().count(), h.path.clone()));
     hidden.dedup();
+    (deny_read, hidden)
+}
 
-    // The allow-list's proxy is not built yet: such a run is closed.
-    let (network, narrowed) = match &policy.network {
+/// The network a layout grants before the allow-list's proxy is built
+/// (the backend's wrap builds it): an allow-list is closed, and says so.
+fn closed_until_proxied(network: &Network) -> (Network, Vec<String>) {
+    match network {
         Network::Full => (Network::Full, vec![]),
         Network::None => (Network::None, vec![]),
         Network::Allow(endpoints) => (
@@ -331,28 +383,6 @@ pub fn lay_out(
                     .join(", ")
             )],
         ),
-    };
-    let facts = GrantFacts {
-        writable_roots: writable.clone(),
-        protected: protected.iter().map(|p| p.path.clone()).collect(),
-        deny_read,
-        network,
-        sockets: policy.sockets.iter().map(|p| expand_home(p)).collect(),
-        unenforced: vec![],
-        partial: vec![],
-        narrowed,
-        refused: vec![],
-    };
-    let allow_list = match &policy.network {
-        Network::Allow(endpoints) => Some(endpoints.clone()),
-        Network::None | Network::Full => None,
-    };
-    Layout {
-        writable,
-        protected,
-        hidden,
-        facts,
-        allow_list,
     }
 }
 

@@ -517,24 +517,7 @@ fn decide(config: &SandboxConfig, look: Look, failed: &[(Backend, String)]) -> P
     let landlock_abi = cfg!(target_os = "linux").then(landlock::kernel_abi);
     let landlock_scopes = cfg!(target_os = "linux").then(landlock::kernel_scopes);
     if let Some(runner) = &config.runner {
-        let chosen = Chosen::Runner(runner.clone());
-        return Probe {
-            backend: Some(chosen.backend()),
-            enforcement: Some(chosen.enforcement()),
-            landlock_abi,
-            landlock_scopes,
-            rungs: vec![Rung {
-                backend: Backend::RunnerCommand,
-                usable: true,
-                enforcement: Some(chosen.enforcement()),
-                reason: format!(
-                    "runner command {} configured by the operator; not probed",
-                    runner.program()
-                ),
-            }],
-            chosen: Some(chosen),
-            trial: None,
-        };
+        return operators_runner(runner, landlock_abi, landlock_scopes);
     }
     let ladder = platform_ladder();
     let pinned = pinned(config.backend);
@@ -550,53 +533,12 @@ fn decide(config: &SandboxConfig, look: Look, failed: &[(Backend, String)]) -> P
             rungs.push(not_probed(backend, "an earlier backend is usable"));
             continue;
         }
-        let unusable = |reason: String| Rung {
-            backend,
-            usable: false,
-            enforcement: None,
-            reason,
-        };
-        if let Some((_, reason)) = failed.iter().find(|(b, _)| *b == backend) {
-            rungs.push(unusable(reason.clone()));
-            continue;
+        let (rung, usable) = look_at(backend, config, look, failed);
+        if let Some((runner, on_trial)) = usable {
+            chosen = Some(runner);
+            trial = on_trial.then_some(backend);
         }
-        let remembered = (look == Look::Trial)
-            .then(|| config.verdicts.as_ref().zip(identity(backend, config)))
-            .flatten()
-            .and_then(|(verdicts, rung)| verdicts.recall(&rung));
-        if let Some(reason) = remembered {
-            rungs.push(unusable(format!(
-                "{reason} (remembered from a probe earlier this boot; `cordon probe` checks again)"
-            )));
-            continue;
-        }
-        let probed = probe_rung(backend, config, look);
-        let on_trial = look == Look::Trial && takes_trial(backend, config);
-        rungs.push(match probed {
-            Ok(usable) => {
-                let rung = Rung {
-                    backend,
-                    usable: true,
-                    enforcement: Some(usable.runner.enforcement()),
-                    reason: usable.reason,
-                };
-                chosen = Some(usable.runner);
-                trial = on_trial.then_some(backend);
-                // A fresh probe that found it usable clears what was kept.
-                if look == Look::Probe {
-                    forget(config, backend);
-                }
-                rung
-            }
-            Err(reason) => {
-                // A probe's failure is remembered; a trial's is only the
-                // static check's (found, trusted), which costs nothing.
-                if !on_trial {
-                    remember(config, backend, &reason);
-                }
-                unusable(reason)
-            }
-        });
+        rungs.push(rung);
     }
     if let Some(pinned) = pinned
         && !ladder.contains(&pinned)
@@ -620,6 +562,89 @@ fn decide(config: &SandboxConfig, look: Look, failed: &[(Backend, String)]) -> P
         rungs,
         chosen,
         trial,
+    }
+}
+
+/// The verdict when the operator configured a runner command: it, unprobed.
+fn operators_runner(
+    runner: &RunnerCommand,
+    landlock_abi: Option<i64>,
+    landlock_scopes: Option<Vec<&'static str>>,
+) -> Probe {
+    let chosen = Chosen::Runner(runner.clone());
+    Probe {
+        backend: Some(chosen.backend()),
+        enforcement: Some(chosen.enforcement()),
+        landlock_abi,
+        landlock_scopes,
+        rungs: vec![Rung {
+            backend: Backend::RunnerCommand,
+            usable: true,
+            enforcement: Some(chosen.enforcement()),
+            reason: format!(
+                "runner command {} configured by the operator; not probed",
+                runner.program()
+            ),
+        }],
+        chosen: Some(chosen),
+        trial: None,
+    }
+}
+
+/// Look at one rung of the ladder: a failure this host saw already, a
+/// verdict remembered this boot (trials only), else its probe. The rung as
+/// `cordon probe` shows it, and — when usable — the runner and whether it
+/// is on trial. A probe's failure is remembered; a fresh probe that found
+/// the rung usable clears what was kept.
+fn look_at(
+    backend: Backend,
+    config: &SandboxConfig,
+    look: Look,
+    failed: &[(Backend, String)],
+) -> (Rung, Option<(Chosen, bool)>) {
+    let unusable = |reason: String| Rung {
+        backend,
+        usable: false,
+        enforcement: None,
+        reason,
+    };
+    if let Some((_, reason)) = failed.iter().find(|(b, _)| *b == backend) {
+        return (unusable(reason.clone()), None);
+    }
+    let remembered = (look == Look::Trial)
+        .then(|| config.verdicts.as_ref().zip(identity(backend, config)))
+        .flatten()
+        .and_then(|(verdicts, rung)| verdicts.recall(&rung));
+    if let Some(reason) = remembered {
+        return (
+            unusable(format!(
+                "{reason} (remembered from a probe earlier this boot; `cordon probe` checks again)"
+            )),
+            None,
+        );
+    }
+    let on_trial = look == Look::Trial && takes_trial(backend, config);
+    match probe_rung(backend, config, look) {
+        Ok(usable) => {
+            if look == Look::Probe {
+                forget(config, backend);
+            }
+            let rung = Rung {
+                backend,
+                usable: true,
+                enforcement: Some(usable.runner.enforcement()),
+                reason: usable.reason,
+            };
+            (rung, Some((usable.runner, on_trial)))
+        }
+        Err(reason) => {
+            // A trial's failure is only the static check's (found,
+            // trusted), which costs nothing to repeat.
+            if !on_trial {
+                remember(config, backend, &reason);
+            }
+            (unusable(reason), None)
+        }
     }
 }
 

@@ -49,6 +49,7 @@ use crate::model::{
 use crate::process::{self, Finished};
 
 pub use launcher::Ended;
+use launcher::protocol::Report;
 
 /// Why a policy cannot be confined here.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -116,22 +117,22 @@ impl StatusReport {
                         )
                     }),
             ),
-            StatusReport::Launcher => match text.lines().find_map(|l| l.strip_prefix("failed: ")) {
-                Some(detail) => RunnerStatus::Failed(detail.to_owned()),
+            StatusReport::Launcher => match Report::read(&text) {
+                Report {
+                    failed: Some(detail),
+                    ..
+                } => RunnerStatus::Failed(detail),
                 // The supervisor reports the command's end before it ends
                 // itself; killed before that, by a signal the host did not
                 // send, it failed as a runner (the command dies with it).
-                None if Ended::parse(&text).is_none()
-                    && !host_killed
-                    && let Some(signal) = signal =>
-                {
+                Report { ended: None, .. } if !host_killed && let Some(signal) = signal => {
                     RunnerStatus::Failed(format!(
                         "cordon's launcher was killed by signal {signal} before it reported \
                          the command's end"
                     ))
                 }
-                None if text.lines().any(|l| l == "exec") => RunnerStatus::Launched,
-                None => RunnerStatus::Unknown,
+                Report { exec: true, .. } => RunnerStatus::Launched,
+                Report { .. } => RunnerStatus::Unknown,
             },
         }
     }
@@ -174,11 +175,11 @@ impl StatusReport {
                 let Some(report) = finished.status_report.as_deref() else {
                     return false;
                 };
-                let text = String::from_utf8_lossy(report);
+                let report = Report::read(&String::from_utf8_lossy(report));
                 finished.exit_code == Some(launcher::FAILURE_EXIT)
-                    && text.lines().any(|l| l.starts_with("failed: "))
-                    && !text.lines().any(|l| l == "exec")
-                    && Ended::parse(&text).is_none()
+                    && report.failed.is_some()
+                    && !report.exec
+                    && report.ended.is_none()
             }
             StatusReport::None => false,
         }
@@ -244,9 +245,7 @@ impl Supervision {
         if self != Supervision::BwrapInit {
             return None;
         }
-        self.report(finished)?
-            .lines()
-            .find_map(|line| line.strip_prefix("failed: ").map(str::to_owned))
+        Report::read(&self.report(finished)?).failed
     }
 }
 

@@ -160,7 +160,7 @@ pub struct TaskSnapshot {
 
 /// How a task ended, as recorded by its follower.
 #[derive(Clone, Debug)]
-pub(crate) struct Ending {
+pub(crate) struct TaskEnd {
     pub status: TaskStatus,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
@@ -174,7 +174,7 @@ pub(crate) struct Ending {
 #[derive(Debug)]
 struct State {
     status: TaskStatus,
-    ending: Ending,
+    ending: TaskEnd,
     group: Option<process::Group>,
 }
 
@@ -337,7 +337,7 @@ impl TaskHandle {
     }
 
     /// Stamp how the task ended, then wake every waiter — in that order.
-    pub(crate) fn settle(&self, ending: Ending) {
+    pub(crate) fn settle(&self, ending: TaskEnd) {
         {
             let mut state = lock(&self.0.state);
             state.status = ending.status;
@@ -351,12 +351,12 @@ impl TaskHandle {
 /// The tasks of one session, oldest first.
 #[derive(Debug, Default)]
 pub struct Tasks {
-    tasks: Mutex<Vec<Held>>,
+    tasks: Mutex<Vec<Registered>>,
 }
 
 /// A task in its registry, with what it holds against the host's bounds.
 #[derive(Debug)]
-struct Held {
+struct Registered {
     handle: TaskHandle,
     /// The task's unit of `maxTasks` (released when it is removed).
     _slot: Option<Permit>,
@@ -386,7 +386,7 @@ impl Tasks {
             stderr,
             state: Mutex::new(State {
                 status: TaskStatus::Running,
-                ending: Ending {
+                ending: TaskEnd {
                     status: TaskStatus::Running,
                     exit_code: None,
                     signal: None,
@@ -399,7 +399,7 @@ impl Tasks {
             kill: CancellationToken::new(),
             done: watch::channel(false).0,
         }));
-        lock(&self.tasks).push(Held {
+        lock(&self.tasks).push(Registered {
             handle: handle.clone(),
             _slot: slot,
         });

@@ -1,0 +1,150 @@
+//! The host↔runner protocol, in one file (youki's `process/message.rs` is
+//! the model): the fd slots the host hands a runner, and the status lines a
+//! launcher writes on its status fd — one type with one [`Status::parse`]
+//! and one `Display`, used by the writers (this crate) and the readers (the
+//! host's `sandbox/mod.rs`) alike. The subcommands, the launcher's own
+//! variables and the probe's lines are the constants of the crate root.
+//!
+//! A report is the status fd's whole text: `exec` just before the
+//! command's exec, `failed: DETAIL` when the launcher failed first, and
+//! `exit N` or `signal N` once the command's leader ended.
+
+use std::fmt;
+
+/// The fd number a runner's status pipe has in the child.
+pub const STATUS_FD: i32 = 3;
+
+/// The fd number of the handover a runner reads (a sealed-in-practice
+/// memfd: written whole before the spawn, so no reader can stall the host).
+pub const HANDOVER_FD: i32 = 4;
+
+/// The fd number of the pipe a supervisor inside the runner reports on.
+pub const INIT_FD: i32 = 5;
+
+/// The fd number of the command's environment for the supervisor inside
+/// the runner.
+pub const INIT_ENV_FD: i32 = 6;
+
+/// How the command's leader ended, as the supervisor reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// It exited with this code.
+    Exited(i32),
+    /// It was killed by this signal.
+    Signaled(i32),
+}
+
+/// One line of a report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// `exec`: the command is about to be exec'd.
+    Exec,
+    /// `failed: DETAIL`: the launcher failed before the command ran.
+    Failed(String),
+    /// `exit N` / `signal N`: the command's leader ended so.
+    Ended(Ended),
+}
+
+impl Status {
+    /// The status a line says, if any.
+    pub fn parse(line: &str) -> Option<Status> {
+        if line == "exec" {
+            return Some(Status::Exec);
+        }
+        if let Some(detail) = line.strip_prefix("failed: ") {
+            return Some(Status::Failed(detail.to_owned()));
+        }
+        let (word, number) = line.split_once(' ')?;
+        let number = number.trim().parse().ok()?;
+        match word {
+            "exit" => Some(Status::Ended(Ended::Exited(number))),
+            "signal" => Some(Status::Ended(Ended::Signaled(number))),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Status::Exec => f.write_str("exec"),
+            Status::Failed(detail) => write!(f, "failed: {detail}"),
+            Status::Ended(Ended::Exited(code)) => write!(f, "exit {code}"),
+            Status::Ended(Ended::Signaled(signal)) => write!(f, "signal {signal}"),
+        }
+    }
+}
+
+/// What a whole report says.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    /// It wrote `exec`.
+    pub exec: bool,
+    /// Its first failure.
+    pub failed: Option<String>,
+    /// How the command's leader ended (the last such line).
+    pub ended: Option<Ended>,
+}
+
+impl Report {
+    /// Read a report's text.
+    pub fn read(text: &str) -> Report {
+        let mut report = Report::default();
+        for status in text.lines().filter_map(Status::parse) {
+            match status {
+                Status::Exec => report.exec = true,
+                Status::Failed(detail) => {
+                    report.failed.get_or_insert(detail);
+                }
+                Status::Ended(ended) => report.ended = Some(ended),
+            }
+        }
+        report
+    }
+}
+
+impl Ended {
+    /// The report line: `exit N` or `signal N`.
+    pub fn line(self) -> String {
+        Status::Ended(self).to_string()
+    }
+
+    /// The last `exit N` / `signal N` line of a report, if any.
+    pub fn parse(report: &str) -> Option<Ended> {
+        Report::read(report).ended
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_status_line_round_trips() {
+        for status in [
+            Status::Exec,
+            Status::Failed("cannot execute x: No such file".into()),
+            Status::Ended(Ended::Exited(3)),
+            Status::Ended(Ended::Signaled(9)),
+        ] {
+            assert_eq!(Status::parse(&status.to_string()), Some(status));
+        }
+        assert_eq!(Status::parse("exit soon"), None);
+        assert_eq!(Status::parse("bogus"), None);
+    }
+
+    #[test]
+    fn a_report_is_read_whole() {
+        assert_eq!(
+            Report::read("exec\nexit 3\nsignal 15\n"),
+            Report {
+                exec: true,
+                failed: None,
+                ended: Some(Ended::Signaled(15))
+            }
+        );
+        let failed = Report::read("failed: no\nfailed: later\n");
+        assert_eq!(failed.failed.as_deref(), Some("no"));
+        assert!(!failed.exec && failed.ended.is_none());
+    }
+}

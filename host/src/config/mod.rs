@@ -257,216 +257,34 @@ impl Config {
         Ok(config)
     }
 
-    /// Validate `text` (named `path` in errors).
+    /// Validate `text` (named `path` in errors): each table by a function
+    /// of its own, each refusal naming its key.
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
         let file: ConfigFile = toml::from_str(text).map_err(|err| ConfigError::Parse {
             path: path.to_path_buf(),
             message: err.to_string().trim().to_owned(),
         })?;
-        let invalid = |key, message: String| ConfigError::Invalid {
+        let invalid = |(key, message): Invalid| ConfigError::Invalid {
             path: path.to_path_buf(),
             key,
             message,
         };
-        let mode = |key, value: Option<String>| {
-            value
-                .map(|v| {
-                    v.parse::<SandboxMode>()
-                        .map_err(|e| invalid(key, e.to_string()))
-                })
-                .transpose()
-        };
-        let default_mode = mode("default_mode", file.default_mode)?;
-        let max_mode = mode("max_mode", file.max_mode)?;
-        if let (Some(default), Some(max)) = (default_mode, max_mode)
-            && default > max
-        {
-            return Err(invalid(
-                "default_mode",
-                format!("\"{default}\" is wider than max_mode \"{max}\""),
-            ));
-        }
-        let backend = file
-            .backend
-            .map(|b| {
-                b.parse::<BackendChoice>()
-                    .map_err(|e| invalid("backend", e))
-            })
-            .transpose()?
-            .unwrap_or_default();
-        let probe_timeout = match file.probe_timeout_ms {
-            Some(0) => {
-                return Err(invalid(
-                    "probe_timeout_ms",
-                    "must be positive (milliseconds)".into(),
-                ));
-            }
-            Some(ms) => Duration::from_millis(ms),
-            None => crate::sandbox::DEFAULT_PROBE_TIMEOUT,
-        };
-        let runner = match (file.runner_command, file.runner_failure_signatures) {
-            (None, None) => None,
-            (Some(argv), Some(signatures)) => Some(
-                RunnerCommand::new(argv, signatures).map_err(|e| invalid("runner_command", e))?,
-            ),
-            (Some(_), None) => {
-                return Err(invalid(
-                    "runner_failure_signatures",
-                    "runner_command needs runner_failure_signatures too (both or neither)".into(),
-                ));
-            }
-            (None, Some(_)) => {
-                return Err(invalid(
-                    "runner_command",
-                    "runner_failure_signatures needs runner_command too (both or neither)".into(),
-                ));
-            }
-        };
-        let env = match file.env {
-            None => EnvPolicy::default(),
-            Some(env) => {
-                let inherit = match env.inherit.as_deref() {
-                    None | Some("all") => Inherit::All,
-                    Some("core") => Inherit::Core,
-                    Some("none") => Inherit::None,
-                    Some(other) => {
-                        return Err(invalid(
-                            "env.inherit",
-                            format!("unknown value {other:?}; expected all, core or none"),
-                        ));
-                    }
-                };
-                let patterns = |key, list: Option<Vec<String>>| {
-                    let list = list.unwrap_or_default();
-                    match list
-                        .iter()
-                        .find(|p| p.is_empty() || p.contains(['=', '\0']))
-                    {
-                        Some(bad) => Err(invalid(
-                            key,
-                            format!("{bad:?} is not a variable name pattern"),
-                        )),
-                        None => Ok(list),
-                    }
-                };
-                EnvPolicy {
-                    inherit,
-                    include: patterns("env.include", env.include)?,
-                    exclude: patterns("env.exclude", env.exclude)?,
-                }
-            }
-        };
-        let limits_file = file.limits.unwrap_or_default();
-        let limit = |key, value: Option<LimitValue>, default: Option<u64>| match value {
-            None => Ok(default),
-            Some(LimitValue::Number(0)) => {
-                Err(invalid(key, "must be positive (or \"unlimited\")".into()))
-            }
-            Some(LimitValue::Number(n)) => Ok(Some(n)),
-            Some(LimitValue::Word(word)) if word == "unlimited" => Ok(None),
-            Some(LimitValue::Word(word)) => Err(invalid(
-                key,
-                format!("{word:?} is neither a number nor \"unlimited\""),
-            )),
-        };
-        let limits = RunLimits {
-            pids: limit("limits.pids", limits_file.pids, RunLimits::default().pids)?,
-            memory_bytes: limit("limits.memory_bytes", limits_file.memory_bytes, None)?,
-            cpu_weight: match limits_file.cpu_weight {
-                Some(w @ 1..=10_000) => Some(w),
-                Some(_) => {
-                    return Err(invalid("limits.cpu_weight", "must be 1..=10000".into()));
-                }
-                None => None,
-            },
-        };
-        let cgroups = match (limits_file.cgroup.as_deref(), limits_file.cgroup_parent) {
-            (Some("off"), Some(_)) => {
-                return Err(invalid(
-                    "limits.cgroup_parent",
-                    "names a parent for cgroups that limits.cgroup turns off".into(),
-                ));
-            }
-            (Some("off"), None) => CgroupChoice::Off,
-            (None | Some("auto"), Some(parent)) if parent.is_absolute() => {
-                CgroupChoice::Parent(parent)
-            }
-            (None | Some("auto"), Some(parent)) => {
-                return Err(invalid(
-                    "limits.cgroup_parent",
-                    format!("{} is not an absolute path", parent.display()),
-                ));
-            }
-            (None | Some("auto"), None) => CgroupChoice::Auto,
-            (Some(other), _) => {
-                return Err(invalid(
-                    "limits.cgroup",
-                    format!("unknown value {other:?}; expected auto or off"),
-                ));
-            }
-        };
+        let (default_mode, max_mode) = modes(file.default_mode, file.max_mode).map_err(invalid)?;
+        let backend = backend_choice(file.backend).map_err(invalid)?;
+        let probe_timeout = probe_timeout(file.probe_timeout_ms).map_err(invalid)?;
+        let runner =
+            runner(file.runner_command, file.runner_failure_signatures).map_err(invalid)?;
+        let env = file.env.map(env_policy).transpose().map_err(invalid)?;
+        let env = env.unwrap_or_default();
+        let (limits, cgroups) = run_limits(file.limits.unwrap_or_default()).map_err(invalid)?;
         let allowed_roots = file.allowed_roots.unwrap_or_default();
-        let paths = allowed_roots
-            .iter()
-            .map(|root| ("allowed_roots", root))
-            .chain(file.bwrap_path.iter().map(|path| ("bwrap_path", path)))
-            .chain(
-                file.landlock_launcher
-                    .iter()
-                    .map(|path| ("landlock_launcher", path)),
-            );
-        for (key, path) in paths {
-            if !path.is_absolute() {
-                return Err(invalid(
-                    key,
-                    format!("{} is not an absolute path", path.display()),
-                ));
-            }
-        }
-        let max_network = file
-            .max_network
-            .map(|value| network(&value).map_err(|e| invalid("max_network", e)))
-            .transpose()?;
-        let default_network = match file.default_network {
-            None => Network::None,
-            Some(value) => network(&value).map_err(|e| invalid("default_network", e))?,
-        };
-        if let Some(max) = &max_network
-            && !default_network.within(max)
-        {
-            return Err(invalid(
-                "default_network",
-                format!("{default_network} is wider than max_network {max}"),
-            ));
-        }
-        let exposable_sockets = file.exposable_sockets.unwrap_or_default();
-        if let Some(bad) = exposable_sockets
-            .iter()
-            .find(|p| !p.is_absolute() && !p.starts_with("~"))
-        {
-            return Err(invalid(
-                "exposable_sockets",
-                format!("{} is not an absolute path (or ~/…)", bad.display()),
-            ));
-        }
-        let liftable_protected = file.liftable_protected.unwrap_or_default();
-        if let Some(bad) = liftable_protected
-            .iter()
-            .find(|name| !PROTECTED_DEFAULTS.contains(&name.as_str()))
-        {
-            return Err(invalid(
-                "liftable_protected",
-                format!(
-                    "{bad:?} is not a protected default (those are {})",
-                    PROTECTED_DEFAULTS.join(", ")
-                ),
-            ));
-        }
-        let settings = match file.policy.and_then(|p| p.settings) {
-            None => "{}".to_owned(),
-            Some(table) => serde_json::to_string(&table)
-                .map_err(|e| invalid("policy.settings", e.to_string()))?,
-        };
+        absolute_paths(&allowed_roots, &file.bwrap_path, &file.landlock_launcher)
+            .map_err(invalid)?;
+        let (max_network, default_network) =
+            networks(file.max_network, file.default_network).map_err(invalid)?;
+        let exposable_sockets = exposable(file.exposable_sockets).map_err(invalid)?;
+        let liftable_protected = liftable(file.liftable_protected).map_err(invalid)?;
+        let settings = settings(file.policy).map_err(invalid)?;
         let serve = serve::parse(file.serve.unwrap_or_default()).map_err(|(key, message)| {
             ConfigError::InvalidKey {
                 path: path.to_path_buf(),
@@ -478,41 +296,18 @@ impl Config {
         if let Some(log) = &audit_log
             && !log.is_absolute()
         {
-            return Err(invalid(
+            return Err(invalid((
                 "audit_log",
                 format!("{} is not an absolute path", log.display()),
-            ));
+            )));
         }
-        let registry_file = file.registry.unwrap_or_default();
-        let public_key_path = registry_file.public_key;
-        let public_key = match &public_key_path {
-            None => None,
-            Some(key) if !key.is_absolute() => {
-                return Err(invalid(
-                    "registry.public_key",
-                    format!("{} is not an absolute path", key.display()),
-                ));
-            }
-            Some(key) => Some(
-                crate::registry::PublicKey::read(key)
-                    .map_err(|e| invalid("registry.public_key", e.to_string()))?,
-            ),
-        };
-        let insecure = registry_file.insecure.unwrap_or_default();
-        if let Some(bad) = insecure
-            .iter()
-            .find(|r| r.is_empty() || r.contains('/') || r.contains(char::is_whitespace))
-        {
-            return Err(invalid(
-                "registry.insecure",
-                format!("{bad:?} is not a registry HOST[:PORT]"),
-            ));
-        }
+        let (registry, public_key_path) =
+            registry(file.registry.unwrap_or_default()).map_err(invalid)?;
         if runner.is_some() && backend != BackendChoice::Auto {
-            return Err(invalid(
+            return Err(invalid((
                 "backend",
                 "a runner command replaces the ladder; remove backend or the runner keys".into(),
-            ));
+            )));
         }
         Ok(Config {
             default_mode,
@@ -540,10 +335,7 @@ impl Config {
             path: None,
             serve,
             audit_log,
-            registry: crate::registry::RegistryOptions {
-                public_key,
-                insecure,
-            },
+            registry,
             public_key_path,
         })
     }
@@ -654,6 +446,273 @@ pub fn network(value: &toml::Value) -> Result<Network, String> {
              [\"github.com:22\", \"*.npmjs.org:443\"]"
         )),
     }
+}
+
+/// A refused value: its key and why.
+type Invalid = (&'static str, String);
+
+/// `default_mode` and `max_mode`, the default no wider than the ceiling.
+fn modes(
+    default: Option<String>,
+    max: Option<String>,
+) -> Result<(Option<SandboxMode>, Option<SandboxMode>), Invalid> {
+    let mode = |key, value: Option<String>| {
+        value
+            .map(|v| v.parse::<SandboxMode>().map_err(|e| (key, e.to_string())))
+            .transpose()
+    };
+    let default_mode = mode("default_mode", default)?;
+    let max_mode = mode("max_mode", max)?;
+    if let (Some(default), Some(max)) = (default_mode, max_mode)
+        && default > max
+    {
+        return Err((
+            "default_mode",
+            format!("\"{default}\" is wider than max_mode \"{max}\""),
+        ));
+    }
+    Ok((default_mode, max_mode))
+}
+
+/// `backend`: a rung pinned, or the ladder.
+fn backend_choice(backend: Option<String>) -> Result<BackendChoice, Invalid> {
+    backend
+        .map(|b| b.parse::<BackendChoice>().map_err(|e| ("backend", e)))
+        .transpose()
+        .map(Option::unwrap_or_default)
+}
+
+/// `probe_timeout_ms`: positive.
+fn probe_timeout(ms: Option<u64>) -> Result<Duration, Invalid> {
+    match ms {
+        Some(0) => Err(("probe_timeout_ms", "must be positive (milliseconds)".into())),
+        Some(ms) => Ok(Duration::from_millis(ms)),
+        None => Ok(crate::sandbox::DEFAULT_PROBE_TIMEOUT),
+    }
+}
+
+/// `runner_command` with its `runner_failure_signatures`: both or neither.
+fn runner(
+    argv: Option<Vec<String>>,
+    signatures: Option<Vec<String>>,
+) -> Result<Option<RunnerCommand>, Invalid> {
+    match (argv, signatures) {
+        (None, None) => Ok(None),
+        (Some(argv), Some(signatures)) => RunnerCommand::new(argv, signatures)
+            .map(Some)
+            .map_err(|e| ("runner_command", e)),
+        (Some(_), None) => Err((
+            "runner_failure_signatures",
+            "runner_command needs runner_failure_signatures too (both or neither)".into(),
+        )),
+        (None, Some(_)) => Err((
+            "runner_command",
+            "runner_failure_signatures needs runner_command too (both or neither)".into(),
+        )),
+    }
+}
+
+/// `[env]`: what of the caller's environment reaches a command.
+fn env_policy(env: EnvFile) -> Result<EnvPolicy, Invalid> {
+    let inherit = match env.inherit.as_deref() {
+        None | Some("all") => Inherit::All,
+        Some("core") => Inherit::Core,
+        Some("none") => Inherit::None,
+        Some(other) => {
+            return Err((
+                "env.inherit",
+                format!("unknown value {other:?}; expected all, core or none"),
+            ));
+        }
+    };
+    let patterns = |key, list: Option<Vec<String>>| {
+        let list = list.unwrap_or_default();
+        match list
+            .iter()
+            .find(|p| p.is_empty() || p.contains(['=', '\0']))
+        {
+            Some(bad) => Err((key, format!("{bad:?} is not a variable name pattern"))),
+            None => Ok(list),
+        }
+    };
+    Ok(EnvPolicy {
+        inherit,
+        include: patterns("env.include", env.include)?,
+        exclude: patterns("env.exclude", env.exclude)?,
+    })
+}
+
+/// `[limits]`: the run limits, and where runs' cgroups go.
+fn run_limits(limits: LimitsFile) -> Result<(RunLimits, CgroupChoice), Invalid> {
+    let limit = |key, value: Option<LimitValue>, default: Option<u64>| match value {
+        None => Ok(default),
+        Some(LimitValue::Number(0)) => Err((key, "must be positive (or \"unlimited\")".into())),
+        Some(LimitValue::Number(n)) => Ok(Some(n)),
+        Some(LimitValue::Word(word)) if word == "unlimited" => Ok(None),
+        Some(LimitValue::Word(word)) => Err((
+            key,
+            format!("{word:?} is neither a number nor \"unlimited\""),
+        )),
+    };
+    let run_limits = RunLimits {
+        pids: limit("limits.pids", limits.pids, RunLimits::default().pids)?,
+        memory_bytes: limit("limits.memory_bytes", limits.memory_bytes, None)?,
+        cpu_weight: match limits.cpu_weight {
+            Some(w @ 1..=10_000) => Some(w),
+            Some(_) => return Err(("limits.cpu_weight", "must be 1..=10000".into())),
+            None => None,
+        },
+    };
+    let cgroups = match (limits.cgroup.as_deref(), limits.cgroup_parent) {
+        (Some("off"), Some(_)) => {
+            return Err((
+                "limits.cgroup_parent",
+                "names a parent for cgroups that limits.cgroup turns off".into(),
+            ));
+        }
+        (Some("off"), None) => CgroupChoice::Off,
+        (None | Some("auto"), Some(parent)) if parent.is_absolute() => CgroupChoice::Parent(parent),
+        (None | Some("auto"), Some(parent)) => {
+            return Err((
+                "limits.cgroup_parent",
+                format!("{} is not an absolute path", parent.display()),
+            ));
+        }
+        (None | Some("auto"), None) => CgroupChoice::Auto,
+        (Some(other), _) => {
+            return Err((
+                "limits.cgroup",
+                format!("unknown value {other:?}; expected auto or off"),
+            ));
+        }
+    };
+    Ok((run_limits, cgroups))
+}
+
+/// `allowed_roots`, `bwrap_path` and `landlock_launcher`: absolute paths.
+fn absolute_paths(
+    allowed_roots: &[PathBuf],
+    bwrap_path: &Option<PathBuf>,
+    landlock_launcher: &Option<PathBuf>,
+) -> Result<(), Invalid> {
+    let paths = allowed_roots
+        .iter()
+        .map(|root| ("allowed_roots", root))
+        .chain(bwrap_path.iter().map(|path| ("bwrap_path", path)))
+        .chain(
+            landlock_launcher
+                .iter()
+                .map(|path| ("landlock_launcher", path)),
+        );
+    for (key, path) in paths {
+        if !path.is_absolute() {
+            return Err((key, format!("{} is not an absolute path", path.display())));
+        }
+    }
+    Ok(())
+}
+
+/// `max_network` and `default_network`, the default within the ceiling.
+fn networks(
+    max: Option<toml::Value>,
+    default: Option<toml::Value>,
+) -> Result<(Option<Network>, Network), Invalid> {
+    let max_network = max
+        .map(|value| network(&value).map_err(|e| ("max_network", e)))
+        .transpose()?;
+    let default_network = match default {
+        None => Network::None,
+        Some(value) => network(&value).map_err(|e| ("default_network", e))?,
+    };
+    if let Some(max) = &max_network
+        && !default_network.within(max)
+    {
+        return Err((
+            "default_network",
+            format!("{default_network} is wider than max_network {max}"),
+        ));
+    }
+    Ok((max_network, default_network))
+}
+
+/// `exposable_sockets`: absolute paths (or `~/…`).
+fn exposable(sockets: Option<Vec<PathBuf>>) -> Result<Vec<PathBuf>, Invalid> {
+    let sockets = sockets.unwrap_or_default();
+    match sockets
+        .iter()
+        .find(|p| !p.is_absolute() && !p.starts_with("~"))
+    {
+        Some(bad) => Err((
+            "exposable_sockets",
+            format!("{} is not an absolute path (or ~/…)", bad.display()),
+        )),
+        None => Ok(sockets),
+    }
+}
+
+/// `liftable_protected`: protected defaults only.
+fn liftable(names: Option<Vec<String>>) -> Result<Vec<String>, Invalid> {
+    let names = names.unwrap_or_default();
+    match names
+        .iter()
+        .find(|name| !PROTECTED_DEFAULTS.contains(&name.as_str()))
+    {
+        Some(bad) => Err((
+            "liftable_protected",
+            format!(
+                "{bad:?} is not a protected default (those are {})",
+                PROTECTED_DEFAULTS.join(", ")
+            ),
+        )),
+        None => Ok(names),
+    }
+}
+
+/// `[policy.settings]`, as the JSON the component is handed.
+fn settings(policy: Option<PolicyFile>) -> Result<String, Invalid> {
+    match policy.and_then(|p| p.settings) {
+        None => Ok("{}".to_owned()),
+        Some(table) => {
+            serde_json::to_string(&table).map_err(|e| ("policy.settings", e.to_string()))
+        }
+    }
+}
+
+/// `[registry]`: the signing key (read now) and the plain-HTTP registries.
+fn registry(
+    registry: RegistryFile,
+) -> Result<(crate::registry::RegistryOptions, Option<PathBuf>), Invalid> {
+    let public_key_path = registry.public_key;
+    let public_key = match &public_key_path {
+        None => None,
+        Some(key) if !key.is_absolute() => {
+            return Err((
+                "registry.public_key",
+                format!("{} is not an absolute path", key.display()),
+            ));
+        }
+        Some(key) => Some(
+            crate::registry::PublicKey::read(key)
+                .map_err(|e| ("registry.public_key", e.to_string()))?,
+        ),
+    };
+    let insecure = registry.insecure.unwrap_or_default();
+    if let Some(bad) = insecure
+        .iter()
+        .find(|r| r.is_empty() || r.contains('/') || r.contains(char::is_whitespace))
+    {
+        return Err((
+            "registry.insecure",
+            format!("{bad:?} is not a registry HOST[:PORT]"),
+        ));
+    }
+    Ok((
+        crate::registry::RegistryOptions {
+            public_key,
+            insecure,
+        },
+        public_key_path,
+    ))
 }
 
 #[cfg(test)]

@@ -14,10 +14,10 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::config::Config;
-use crate::host::PolicySource;
+use crate::host::{Host, PolicySource};
 use crate::model::Backend;
 use crate::policy::cache::ComponentCache;
-use crate::sandbox::BackendChoice;
+use crate::sandbox::{BackendChoice, Probe, Rung};
 
 /// How a check came out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -83,9 +83,42 @@ pub fn diagnose(
     policy: PolicySource,
     cache: Option<&Path>,
 ) -> Diagnosis {
-    let mut checks = Vec::new();
-    let opened = cache.map(ComponentCache::open);
-    checks.push(match (&opened, cache) {
+    let mut checks = vec![component_cache(cache)];
+    checks.extend(config.audit_log.as_deref().map(audit_log));
+    let builder = |source: PolicySource| {
+        let mut builder = config.host_builder(cwd).policy(source);
+        // The audit log is checked above; a doctor's own runs are none.
+        builder = builder.without_audit_log();
+        if let Some(path) = cache
+            && let Ok(cache) = ComponentCache::open(path)
+        {
+            builder = builder.component_cache(cache);
+        }
+        builder
+    };
+    let (check, host) = match builder(policy).build() {
+        Ok(host) => (loaded_policy(&host), Some(host)),
+        Err(err) => (
+            Check::new("policy", Status::Fail, format!("{}: {err}", err.code()))
+                .fix("`cordon policy check FILE --settings F` shows why a component does not load; a registry reference needs the registry and, with [registry] public_key, a signature"),
+            builder(PolicySource::Embedded).build().ok(),
+        ),
+    };
+    checks.push(check);
+    let Some(host) = host else {
+        return Diagnosis { checks };
+    };
+    if let Some(probe) = host.probe() {
+        checks.extend(sandbox(config, cwd, &probe));
+    }
+    checks.extend(user_namespaces());
+    checks.extend(containment(&host));
+    Diagnosis { checks }
+}
+
+/// The component cache: private and usable, or why every start compiles.
+fn component_cache(cache: Option<&Path>) -> Check {
+    match (cache.map(ComponentCache::open), cache) {
         (Some(Ok(_)), Some(path)) => Check::new(
             "component cache",
             Status::Ok,
@@ -109,131 +142,122 @@ pub fn diagnose(
             "none: every start compiles the policy",
         )
         .fix("set XDG_CACHE_HOME or HOME, or pass --component-cache DIR"),
-    });
-    if let Some(log) = &config.audit_log {
-        checks.push(match crate::audit::AuditLog::open(log) {
-            Ok(_) => Check::new(
-                "audit log",
-                Status::Ok,
-                format!("{} (0600, appended)", log.display()),
-            ),
-            Err(err) => Check::new("audit log", Status::Fail, err.to_string())
-                .fix("fix the file's owner and mode (chmod 600), or point audit_log elsewhere"),
-        });
     }
-    let builder = |source: PolicySource| {
-        let mut builder = config.host_builder(cwd).policy(source);
-        // The audit log is checked above; a doctor's own runs are none.
-        builder = builder.without_audit_log();
-        if let Some(path) = cache
-            && let Ok(cache) = ComponentCache::open(path)
-        {
-            builder = builder.component_cache(cache);
-        }
-        builder
-    };
-    let host = match builder(policy).build() {
-        Ok(host) => {
-            let identity = host.policy_identity();
-            let mut detail = format!(
-                "{} {} ({}, {})",
-                identity.name, identity.version, identity.world, identity.digest
-            );
-            if let Some(reference) = &identity.reference {
-                detail.push_str(&format!(", pulled as {reference}"));
-            }
-            detail.push_str("; it accepts its settings");
-            checks.push(Check::new("policy", Status::Ok, detail));
-            Some(host)
-        }
-        Err(err) => {
-            checks.push(
-                Check::new("policy", Status::Fail, format!("{}: {err}", err.code()))
-                    .fix("`cordon policy check FILE --settings F` shows why a component does not load; a registry reference needs the registry and, with [registry] public_key, a signature"),
-            );
-            builder(PolicySource::Embedded).build().ok()
-        }
-    };
-    let Some(host) = host else {
-        return Diagnosis { checks };
-    };
-    if let Some(probe) = host.probe() {
-        checks.push(match (probe.backend, probe.enforcement) {
-            (Some(backend), Some(enforcement)) => Check::new(
-                "sandbox",
-                if enforcement == crate::model::Enforcement::Full {
-                    Status::Ok
-                } else {
-                    Status::Warn
-                },
-                format!("{} ({} enforcement)", name(backend), name(enforcement)),
-            ),
-            _ => Check::new(
-                "sandbox",
-                Status::Fail,
-                "no usable backend: every confined run fails closed with SANDBOX_UNAVAILABLE",
-            )
-            .fix("install bubblewrap (apt-get install bubblewrap), or run a kernel with Landlock enabled; see each rung below"),
-        });
-        for rung in &probe.rungs {
-            // The ladder stops at the first usable rung; the doctor looks at
-            // every one, so an operator knows what a run would fall back to.
-            let rung = match pinned(rung.backend) {
-                Some(choice)
-                    if rung.reason.starts_with("not probed") && config.sandbox.runner.is_none() =>
-                {
-                    let mut sandbox = config.sandbox.clone();
-                    sandbox.backend = choice;
-                    config
-                        .host_builder(cwd)
-                        .sandbox(sandbox)
-                        .without_audit_log()
-                        .build()
-                        .ok()
-                        .and_then(|host| host.probe())
-                        .and_then(|probe| {
-                            probe.rungs.into_iter().find(|r| r.backend == rung.backend)
-                        })
-                        .unwrap_or_else(|| rung.clone())
-                }
-                _ => rung.clone(),
-            };
-            let status = if rung.usable {
+}
+
+/// The operator's audit log, opened as a run would open it.
+fn audit_log(log: &Path) -> Check {
+    match crate::audit::AuditLog::open(log) {
+        Ok(_) => Check::new(
+            "audit log",
+            Status::Ok,
+            format!("{} (0600, appended)", log.display()),
+        ),
+        Err(err) => Check::new("audit log", Status::Fail, err.to_string())
+            .fix("fix the file's owner and mode (chmod 600), or point audit_log elsewhere"),
+    }
+}
+
+/// The policy component a host loaded.
+fn loaded_policy(host: &Host) -> Check {
+    let identity = host.policy_identity();
+    let mut detail = format!(
+        "{} {} ({}, {})",
+        identity.name, identity.version, identity.world, identity.digest
+    );
+    if let Some(reference) = &identity.reference {
+        detail.push_str(&format!(", pulled as {reference}"));
+    }
+    detail.push_str("; it accepts its settings");
+    Check::new("policy", Status::Ok, detail)
+}
+
+/// The sandbox: the chosen backend, every rung (each probed by pinning it,
+/// so an operator knows what a run would fall back to), and Landlock's ABI.
+fn sandbox(config: &Config, cwd: &Path, probe: &Probe) -> Vec<Check> {
+    let mut checks = vec![match (probe.backend, probe.enforcement) {
+        (Some(backend), Some(enforcement)) => Check::new(
+            "sandbox",
+            if enforcement == crate::model::Enforcement::Full {
                 Status::Ok
             } else {
                 Status::Warn
-            };
-            let mut check = Check::new(
-                format!("rung {}", name(rung.backend)),
-                status,
-                rung.reason.clone(),
-            );
-            if !rung.usable {
-                check = check.fix(rung_fix(rung.backend));
-            }
-            checks.push(check);
+            },
+            format!("{} ({} enforcement)", name(backend), name(enforcement)),
+        ),
+        _ => Check::new(
+            "sandbox",
+            Status::Fail,
+            "no usable backend: every confined run fails closed with SANDBOX_UNAVAILABLE",
+        )
+        .fix("install bubblewrap (apt-get install bubblewrap), or run a kernel with Landlock enabled; see each rung below"),
+    }];
+    for rung in &probe.rungs {
+        let rung = looked_at(config, cwd, rung);
+        let status = if rung.usable {
+            Status::Ok
+        } else {
+            Status::Warn
+        };
+        let mut check = Check::new(
+            format!("rung {}", name(rung.backend)),
+            status,
+            rung.reason.clone(),
+        );
+        if !rung.usable {
+            check = check.fix(rung_fix(rung.backend));
         }
-        if let Some(abi) = probe.landlock_abi {
-            let scopes = probe.landlock_scopes.clone().unwrap_or_default();
-            let detail = format!(
-                "ABI {abi}, scopes: {}",
-                if scopes.is_empty() {
-                    "none".to_owned()
-                } else {
-                    scopes.join(", ")
-                }
-            );
-            checks.push(if abi >= 5 {
-                Check::new("landlock", Status::Ok, detail)
-            } else {
-                Check::new("landlock", Status::Warn, detail)
-                    .fix("a kernel with Landlock ABI 5 or later (6.10+) enforces every right a mode needs")
-            });
-        }
+        checks.push(check);
     }
-    checks.extend(user_namespaces());
+    if let Some(abi) = probe.landlock_abi {
+        let scopes = probe.landlock_scopes.clone().unwrap_or_default();
+        let detail = format!(
+            "ABI {abi}, scopes: {}",
+            if scopes.is_empty() {
+                "none".to_owned()
+            } else {
+                scopes.join(", ")
+            }
+        );
+        checks.push(if abi >= 5 {
+            Check::new("landlock", Status::Ok, detail)
+        } else {
+            Check::new("landlock", Status::Warn, detail).fix(
+                "a kernel with Landlock ABI 5 or later (6.10+) enforces every right a mode needs",
+            )
+        });
+    }
+    checks
+}
+
+/// `rung` as a probe pinned to it sees it: the ladder stops at the first
+/// usable rung, the doctor looks at every one.
+fn looked_at(config: &Config, cwd: &Path, rung: &Rung) -> Rung {
+    match pinned(rung.backend) {
+        Some(choice)
+            if rung.reason.starts_with("not probed") && config.sandbox.runner.is_none() =>
+        {
+            let mut sandbox = config.sandbox.clone();
+            sandbox.backend = choice;
+            config
+                .host_builder(cwd)
+                .sandbox(sandbox)
+                .without_audit_log()
+                .build()
+                .ok()
+                .and_then(|host| host.probe())
+                .and_then(|probe| probe.rungs.into_iter().find(|r| r.backend == rung.backend))
+                .unwrap_or_else(|| rung.clone())
+        }
+        _ => rung.clone(),
+    }
+}
+
+/// How runs are contained (a cgroup each, or the supervisor and rlimits),
+/// and their limits.
+fn containment(host: &Host) -> Vec<Check> {
     let containment = host.containment();
-    checks.push(if containment.mechanism == "supervisor" {
+    let mechanism = if containment.mechanism == "supervisor" {
         Check::new(
             "containment",
             Status::Warn,
@@ -246,10 +270,10 @@ pub fn diagnose(
             Status::Ok,
             format!("{}: {}", containment.mechanism, containment.detail),
         )
-    });
+    };
     let limits = &containment.limits.limits;
     let or_unlimited = |value: Option<u64>| value.map_or("unlimited".into(), |v| v.to_string());
-    checks.push(Check::new(
+    let limits = Check::new(
         "limits",
         Status::Ok,
         format!(
@@ -260,8 +284,8 @@ pub fn diagnose(
                 .cpu_weight
                 .map_or("the kernel's default".into(), |v| v.to_string()),
         ),
-    ));
-    Diagnosis { checks }
+    );
+    vec![mechanism, limits]
 }
 
 /// The choice that pins `backend`.

@@ -487,30 +487,11 @@ impl HostBuilder {
         let confiner = match self.confiner {
             Some(confiner) => confiner,
             None => {
-                let mut config = self.sandbox.unwrap_or_default();
-                config.hidden.extend(hide_spills);
-                config.hidden.extend(self.hidden);
-                // The host's own state is no run's business, wherever it
-                // lies in a writable root: a command that could write the
-                // component cache (its MAC key is there) would have the
-                // next host run native code of its choosing, and one that
-                // could write a verdict would move runs down the ladder.
-                if let Some(cache) = &self.cache {
-                    config.hidden.push(cache.path().to_path_buf());
-                }
-                if let Some(verdicts) = &config.verdicts {
-                    // Made now, so that no run can make it first.
-                    if verdicts.prepare().is_ok() {
-                        config.hidden.push(verdicts.path().to_path_buf());
-                    } else {
-                        config.verdicts = None;
-                    }
-                }
-                config
-                    .protected
-                    .extend(deployment.protected.iter().cloned());
-                config.protected.extend(policy_file);
-                Arc::new(Sandbox::with_config(config))
+                let mut hidden: Vec<PathBuf> = hide_spills.into_iter().collect();
+                hidden.extend(self.hidden);
+                hidden.extend(self.cache.as_ref().map(|c| c.path().to_path_buf()));
+                let protected = deployment.protected.iter().cloned().chain(policy_file);
+                host_sandbox(self.sandbox.unwrap_or_default(), hidden, protected)
             }
         };
         if self.probe_early {
@@ -525,11 +506,10 @@ impl HostBuilder {
         // staged by a background thread meanwhile.
         let cgroups = match &self.cgroups {
             CgroupChoice::Off => Err("turned off by the operator".to_owned()),
-            CgroupChoice::Auto => Cgroups::detect(None, self.one_run).map(Arc::new),
-            CgroupChoice::Parent(parent) => {
-                Cgroups::detect(Some(parent), self.one_run).map(Arc::new)
-            }
-        };
+            CgroupChoice::Auto => Cgroups::detect(None, self.one_run),
+            CgroupChoice::Parent(parent) => Cgroups::detect(Some(parent), self.one_run),
+        }
+        .map(Arc::new);
         // Its sandbox is built meanwhile, on the other CPU.
         let ahead = match (&self.expecting, self.one_run) {
             (Some(request), true) => crate::run::ahead::Ahead::start(
@@ -855,6 +835,32 @@ impl Host {
     pub async fn shutdown(&self) {
         self.session.shutdown().await;
     }
+}
+
+/// The sandbox ladder of a host built from the operator's `config`: the
+/// host's own state (`hidden`: the spill root, the component cache, the
+/// verdicts) is no run's business, wherever it lies in a writable root — a
+/// command that could write the component cache (its MAC key is there)
+/// would have the next host run native code of its choosing, and one that
+/// could write a verdict would move runs down the ladder — and the
+/// deployment's `protected` paths (the deployed component too) are
+/// protected wherever a run may write.
+fn host_sandbox(
+    mut config: SandboxConfig,
+    hidden: Vec<PathBuf>,
+    protected: impl IntoIterator<Item = PathBuf>,
+) -> Arc<dyn Confine> {
+    config.hidden.extend(hidden);
+    if let Some(verdicts) = &config.verdicts {
+        // Made now, so that no run can make it first.
+        if verdicts.prepare().is_ok() {
+            config.hidden.push(verdicts.path().to_path_buf());
+        } else {
+            config.verdicts = None;
+        }
+    }
+    config.protected.extend(protected);
+    Arc::new(Sandbox::with_config(config))
 }
 
 impl BuildError {

@@ -180,21 +180,41 @@ pub(super) fn parse(file: ServeFile) -> Result<ServeConfig, (String, String)> {
             )),
         })
         .transpose()?;
-    let socket_group = file
-        .socket_group
-        .map(|group| match group {
-            toml::Value::Integer(gid) => {
-                u32::try_from(gid).map_err(|_| invalid("socket_group", format!("{gid} is no gid")))
-            }
-            toml::Value::String(name) => group_id(&name).map_err(|e| invalid("socket_group", e)),
-            other => Err(invalid(
-                "socket_group",
-                format!("{other} is neither a group name nor a gid"),
-            )),
-        })
-        .transpose()?;
+    let socket_group = file.socket_group.map(socket_group).transpose()?;
+    let ceilings = ceilings(file.uid.unwrap_or_default())?;
+    Ok(ServeConfig {
+        session_limits,
+        policy_threads,
+        options,
+        reload,
+        allowed_uids: file.allowed_uids,
+        allowed_gids: file.allowed_gids.unwrap_or_default(),
+        socket_group,
+        ceilings,
+    })
+}
+
+/// `[serve] socket_group`: a group name or a gid.
+fn socket_group(group: toml::Value) -> Result<u32, (String, String)> {
+    let invalid = |message: String| ("serve.socket_group".to_owned(), message);
+    match group {
+        toml::Value::Integer(gid) => {
+            u32::try_from(gid).map_err(|_| invalid(format!("{gid} is no gid")))
+        }
+        toml::Value::String(name) => group_id(&name).map_err(invalid),
+        other => Err(invalid(format!(
+            "{other} is neither a group name nor a gid"
+        ))),
+    }
+}
+
+/// `[serve.uid.N]`: each uid's ceiling.
+fn ceilings(
+    uids: BTreeMap<String, CeilingFile>,
+) -> Result<BTreeMap<u32, Ceiling>, (String, String)> {
+    let invalid = |key: &str, message: String| (format!("serve.{key}"), message);
     let mut ceilings = BTreeMap::new();
-    for (uid, ceiling) in file.uid.unwrap_or_default() {
+    for (uid, ceiling) in uids {
         let key = format!("uid.{uid}");
         let number: u32 = uid
             .parse()
@@ -229,16 +249,7 @@ pub(super) fn parse(file: ServeFile) -> Result<ServeConfig, (String, String)> {
             },
         );
     }
-    Ok(ServeConfig {
-        session_limits,
-        policy_threads,
-        options,
-        reload,
-        allowed_uids: file.allowed_uids,
-        allowed_gids: file.allowed_gids.unwrap_or_default(),
-        socket_group,
-        ceilings,
-    })
+    Ok(ceilings)
 }
 
 /// A group's id by name (or a number written as text).

@@ -278,6 +278,47 @@ impl Server {
             .await
     }
 
+    /// The end of a connection's session (the module docs say how): its
+    /// runs cancelled when the server stops, its tasks parked when it
+    /// detached, else killed; the replies in flight answered (bounded when
+    /// stopping); then the session closed.
+    async fn end_session(
+        &self,
+        connection: &Arc<Connection>,
+        mut handlers: JoinSet<()>,
+        stopping: bool,
+    ) {
+        if stopping {
+            connection.runs.cancel();
+        }
+        // A detached connection's tasks wait for their client to come back
+        // (unless the whole server is stopping).
+        let token = connection
+            .detached
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let (Some(token), Some(ttl), false) = (token, self.options.detach_ttl, stopping) {
+            let uid = connection.peer.as_ref().map(|peer| peer.uid);
+            self.parking
+                .park(token, connection.session.detach_tasks(), uid, ttl);
+        }
+        // Kill the session's tasks first: a `wait` in flight returns once
+        // they settle.
+        connection.session.shutdown().await;
+        let answered = async { while handlers.join_next().await.is_some() {} };
+        if stopping {
+            if tokio::time::timeout(FLUSH_BOUND, answered).await.is_err() {
+                handlers.abort_all();
+            }
+        } else {
+            answered.await;
+        }
+        // And any task a `start` in flight began meanwhile; then forget
+        // them all, with their spill files and the retained results'.
+        connection.session.close().await;
+    }
+
     /// Serve one connection: requests from `input`, responses to `output`,
     /// in `session`, until EOF, `shutdown` or the stopper; then end the
     /// session as the module docs say. `peer` is who is on the other end,
@@ -368,35 +409,7 @@ impl Server {
             while handlers.try_join_next().is_some() {}
         }
         let stopping = self.stop.is_cancelled();
-        if stopping {
-            connection.runs.cancel();
-        }
-        // A detached connection's tasks wait for their client to come back
-        // (unless the whole server is stopping).
-        let token = connection
-            .detached
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let (Some(token), Some(ttl), false) = (token, self.options.detach_ttl, stopping) {
-            let uid = connection.peer.as_ref().map(|peer| peer.uid);
-            self.parking
-                .park(token, connection.session.detach_tasks(), uid, ttl);
-        }
-        // Kill the session's tasks first: a `wait` in flight returns once
-        // they settle.
-        connection.session.shutdown().await;
-        let answered = async { while handlers.join_next().await.is_some() {} };
-        if stopping {
-            if tokio::time::timeout(FLUSH_BOUND, answered).await.is_err() {
-                handlers.abort_all();
-            }
-        } else {
-            answered.await;
-        }
-        // And any task a `start` in flight began meanwhile; then forget
-        // them all, with their spill files and the retained results'.
-        connection.session.close().await;
+        self.end_session(&connection, handlers, stopping).await;
         // Awaited, so the sweeper's hold on the host is gone before this
         // returns (a host dropped late leaves its staged cgroups behind).
         sweeper.abort();
@@ -531,17 +544,7 @@ impl Connection {
 
     async fn dispatch(&self, method: &str, raw: Option<Value>) -> Result<Value, RpcError> {
         match method {
-            "run" => {
-                let request = params::<RunParams>(raw)?.into();
-                let options = RunOptions {
-                    sink: None,
-                    abort: Some(self.runs.child_token()),
-                };
-                let result = self.session.run_with(request, options).await?;
-                let rendered = to_value(&result)?;
-                self.session.retain_spills(result);
-                Ok(rendered)
-            }
+            "run" => self.run(raw).await,
             "start" => {
                 let request = params::<RunParams>(raw)?.into();
                 let handle = self.session.start(request).await?;
@@ -582,86 +585,10 @@ impl Connection {
                     false => Err(RpcError::unknown_spill(&path)),
                 }
             }
-            "detach" => {
-                params::<NoParams>(raw)?;
-                let Some(ttl) = self.options.detach_ttl else {
-                    return Err(RpcError::forbidden(
-                        "detached tasks are off on this server; the operator sets [serve] \
-                         detach_ttl_secs",
-                    ));
-                };
-                let mut detached = self.detached.lock().unwrap_or_else(|p| p.into_inner());
-                let token = detached.get_or_insert_with(parking::token).clone();
-                to_value(&DetachResult {
-                    attach_token: token,
-                    ttl_secs: ttl.as_secs(),
-                })
-            }
-            "attach" => {
-                let token = params::<AttachParams>(raw)?.attach_token;
-                let uid = self.peer.as_ref().map(|peer| peer.uid);
-                let tasks = self
-                    .parking
-                    .claim(&token, uid)
-                    .ok_or_else(RpcError::unknown_attach_token)?;
-                self.session.adopt(&tasks);
-                to_value(&AttachResult {
-                    tasks: self.session.tasks(),
-                })
-            }
-            "probe" => {
-                params::<NoParams>(raw)?;
-                let host = self.host.clone();
-                // The first probe runs bounded child processes: off the reactor.
-                let probe = tokio::task::spawn_blocking(move || host.probe())
-                    .await
-                    .map_err(RpcError::internal)?;
-                to_value(&ProbeResult {
-                    probe,
-                    server: self.status(),
-                })
-            }
-            "reload" => {
-                let source = match params::<ReloadParams>(raw)? {
-                    ReloadParams {
-                        path: Some(path),
-                        reference: None,
-                    } => {
-                        self.options.reload.admits(&path)?;
-                        PolicySource::File(path)
-                    }
-                    ReloadParams {
-                        path: None,
-                        reference: Some(reference),
-                    } => {
-                        self.options.reload.admits_reference()?;
-                        PolicySource::Registry(
-                            PolicyRef::parse(&reference)
-                                .map_err(|err| RpcError::invalid_params("reference", err))?,
-                        )
-                    }
-                    _ => {
-                        return Err(RpcError::invalid_params(
-                            "path",
-                            "give exactly one of path (a component file) or reference (oci://…)",
-                        ));
-                    }
-                };
-                let host = self.host.clone();
-                // Compiling (or pulling) a component takes a while: off the reactor.
-                let (info, identity) = tokio::task::spawn_blocking(move || {
-                    let info = host.reload(source)?;
-                    Ok::<_, crate::host::BuildError>((info, host.policy_identity()))
-                })
-                .await
-                .map_err(RpcError::internal)??;
-                to_value(&ReloadResult {
-                    info,
-                    world: identity.world,
-                    digest: identity.digest,
-                    reference: identity.reference,
-                })
-            }
+            "detach" => self.detach(raw),
+            "attach" => self.attach(raw),
+            "probe" => self.probe(raw).await,
+            "reload" => self.reload(raw).await,
             "shutdown" => {
                 params::<NoParams>(raw)?;
                 self.drain.cancel();
@@ -669,6 +596,108 @@ impl Connection {
             }
             other => Err(RpcError::method_not_found(other)),
         }
+    }
+
+    /// `run`: a foreground run, its result rendered and its spills kept.
+    async fn run(&self, raw: Option<Value>) -> Result<Value, RpcError> {
+        let request = params::<RunParams>(raw)?.into();
+        let options = RunOptions {
+            sink: None,
+            abort: Some(self.runs.child_token()),
+        };
+        let result = self.session.run_with(request, options).await?;
+        let rendered = to_value(&result)?;
+        self.session.retain_spills(result);
+        Ok(rendered)
+    }
+
+    /// `detach`: a token that lets a later connection take this session's
+    /// tasks (where the operator allows detaching).
+    fn detach(&self, raw: Option<Value>) -> Result<Value, RpcError> {
+        params::<NoParams>(raw)?;
+        let Some(ttl) = self.options.detach_ttl else {
+            return Err(RpcError::forbidden(
+                "detached tasks are off on this server; the operator sets [serve] \
+                 detach_ttl_secs",
+            ));
+        };
+        let mut detached = self.detached.lock().unwrap_or_else(|p| p.into_inner());
+        let token = detached.get_or_insert_with(parking::token).clone();
+        to_value(&DetachResult {
+            attach_token: token,
+            ttl_secs: ttl.as_secs(),
+        })
+    }
+
+    /// `attach`: take the tasks a detached session parked under a token.
+    fn attach(&self, raw: Option<Value>) -> Result<Value, RpcError> {
+        let token = params::<AttachParams>(raw)?.attach_token;
+        let uid = self.peer.as_ref().map(|peer| peer.uid);
+        let tasks = self
+            .parking
+            .claim(&token, uid)
+            .ok_or_else(RpcError::unknown_attach_token)?;
+        self.session.adopt(&tasks);
+        to_value(&AttachResult {
+            tasks: self.session.tasks(),
+        })
+    }
+
+    /// `probe`: the sandbox verdict, off the reactor.
+    async fn probe(&self, raw: Option<Value>) -> Result<Value, RpcError> {
+        params::<NoParams>(raw)?;
+        let host = self.host.clone();
+        // The first probe runs bounded child processes: off the reactor.
+        let probe = tokio::task::spawn_blocking(move || host.probe())
+            .await
+            .map_err(RpcError::internal)?;
+        to_value(&ProbeResult {
+            probe,
+            server: self.status(),
+        })
+    }
+
+    /// `reload`: replace the policy component from a file or a registry.
+    async fn reload(&self, raw: Option<Value>) -> Result<Value, RpcError> {
+        let source = match params::<ReloadParams>(raw)? {
+            ReloadParams {
+                path: Some(path),
+                reference: None,
+            } => {
+                self.options.reload.admits(&path)?;
+                PolicySource::File(path)
+            }
+            ReloadParams {
+                path: None,
+                reference: Some(reference),
+            } => {
+                self.options.reload.admits_reference()?;
+                PolicySource::Registry(
+                    PolicyRef::parse(&reference)
+                        .map_err(|err| RpcError::invalid_params("reference", err))?,
+                )
+            }
+            _ => {
+                return Err(RpcError::invalid_params(
+                    "path",
+                    "give exactly one of path (a component file) or reference (oci://…)",
+                ));
+            }
+        };
+        let host = self.host.clone();
+        // Compiling (or pulling) a component takes a while: off the reactor.
+        let (info, identity) = tokio::task::spawn_blocking(move || {
+            let info = host.reload(source)?;
+            Ok::<_, crate::host::BuildError>((info, host.policy_identity()))
+        })
+        .await
+        .map_err(RpcError::internal)??;
+        to_value(&ReloadResult {
+            info,
+            world: identity.world,
+            digest: identity.digest,
+            reference: identity.reference,
+        })
     }
 
     fn task(&self, id: crate::tasks::TaskId) -> Result<TaskHandle, RpcError> {

@@ -1,10 +1,6 @@
 //! The command's environment, which comes over its own fd (`--env-fd`):
 //! `NAME=VALUE` entries, each ended by a NUL. It reaches the command only,
 //! never the launcher, which runs before confinement.
-#![allow(
-    unsafe_code,
-    reason = "taking ownership of the fd the host handed over"
-)]
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -12,6 +8,10 @@ use std::os::fd::{FromRawFd, RawFd};
 
 /// The command's environment from `fd`: `NAME=VALUE` entries, each ended
 /// by a NUL. The fd is closed.
+#[allow(
+    unsafe_code,
+    reason = "taking ownership of the fd the host handed over; each block says why it is sound"
+)]
 pub(crate) fn read_env(fd: RawFd) -> std::io::Result<Vec<(OsString, OsString)>> {
     use std::io::Read;
     use std::os::unix::ffi::OsStringExt;

@@ -26,11 +26,6 @@
 //! (seccompiler's architecture check); on x86_64 the x32 numbers of the
 //! filtered calls are filtered alike.
 
-#![allow(
-    unsafe_code,
-    reason = "its test forks a child that installs the filter; each block says why it is sound"
-)]
-
 use std::collections::BTreeMap;
 
 use nix::libc;
@@ -142,6 +137,10 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(
+        unsafe_code,
+        reason = "its test forks a child that installs the filter; each block says why it is sound"
+    )]
     fn a_hardened_process_makes_no_setuid_file_no_device_and_no_key_but_chmods_plus_x() {
         let dir = tempfile::tempdir().unwrap();
         let path =

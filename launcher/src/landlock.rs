@@ -10,11 +10,6 @@
 //! is *partially* enforced, which the launcher reports (informational,
 //! never a failure).
 
-#![allow(
-    unsafe_code,
-    reason = "the Landlock ABI query is a raw system call; each block says why it is sound"
-)]
-
 use std::path::PathBuf;
 
 use ::landlock::{
@@ -72,6 +67,10 @@ pub(super) enum Restricted {
 }
 
 /// The kernel's Landlock ABI version (0 when unsupported).
+#[allow(
+    unsafe_code,
+    reason = "the Landlock ABI query is a raw system call; each block says why it is sound"
+)]
 pub fn kernel_abi() -> i64 {
     const LANDLOCK_CREATE_RULESET_VERSION: nix::libc::c_uint = 1;
     // SAFETY: the version query takes no attribute pointer and size 0.

@@ -10,10 +10,6 @@
 //! [`confine_and_exec`]: Landlock and the metadata filter, the socket and
 //! hardening filters, the limits, the capabilities and no-new-privs, the
 //! check that it is confined, then the exec.
-#![allow(
-    unsafe_code,
-    reason = "the status fd the host handed over, fork and setrlimit; each block says why it is sound"
-)]
 
 use std::convert::Infallible;
 use std::ffi::OsString;
@@ -67,6 +63,10 @@ pub(crate) fn launch(mode: Mode, request: Request) -> ! {
 
 /// The status pipe (`--status-fd`), made close-on-exec: the command never
 /// inherits it.
+#[allow(
+    unsafe_code,
+    reason = "the status fd the host handed over, fork and setrlimit; each block says why it is sound"
+)]
 fn status_pipe(mode: Mode, fd: Option<RawFd>) -> Option<File> {
     let fd = fd?;
     // SAFETY: fcntl on an fd the host handed us for our exclusive use.
@@ -321,6 +321,10 @@ fn filter_calls(request: &Request) -> Result<(), String> {
 }
 
 /// The `RLIMIT_*` of [`limits`].
+#[allow(
+    unsafe_code,
+    reason = "the status fd the host handed over, fork and setrlimit; each block says why it is sound"
+)]
 fn apply_limits(limits: &[Limit]) -> Result<(), String> {
     for &(resource, var, value) in limits {
         let limit = nix::libc::rlimit {
@@ -388,6 +392,10 @@ fn awaited(fd: RawFd, plan: &namespaces::Plan) -> Result<namespaces::Command, St
 /// returns); in pid 1, build the sandbox (and, for a runner that awaits
 /// its command, wait for it), to supervise the command as its init.
 #[cfg(target_os = "linux")]
+#[allow(
+    unsafe_code,
+    reason = "the status fd the host handed over, fork and setrlimit; each block says why it is sound"
+)]
 fn enter_sandbox(request: &Request) -> Result<Option<namespaces::Command>, String> {
     use nix::unistd::{ForkResult, fork};
     use std::os::fd::OwnedFd;

@@ -35,11 +35,6 @@
 //! with a trace action and its return instructions rewritten (see
 //! [`super::seccomp::compile_notifying`]).
 
-#![allow(
-    unsafe_code,
-    reason = "seccomp user notification (ioctls, pidfd_getfd, /proc/PID/mem) is raw system calls; each block says why it is sound"
-)]
-
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -69,6 +64,10 @@ pub(super) fn supervised() -> Vec<i64> {
 
 /// Install the notifying filter on this process (inherited by what it
 /// execs); the listener comes back close-on-exec. Needs no-new-privs.
+#[allow(
+    unsafe_code,
+    reason = "seccomp user notification (ioctls, pidfd_getfd, /proc/PID/mem) is raw system calls; each block says why it is sound"
+)]
 pub(super) fn install() -> Result<OwnedFd, String> {
     let program = compile_notifying(&supervised(), "metadata supervisor")?;
     let fprog = libc::sock_fprog {
@@ -114,6 +113,10 @@ pub(super) fn send(socket: &UnixStream, listener: &OwnedFd) -> Result<(), String
 }
 
 /// The listener the command sent over `socket`; none when it sent none.
+#[allow(
+    unsafe_code,
+    reason = "seccomp user notification (ioctls, pidfd_getfd, /proc/PID/mem) is raw system calls; each block says why it is sound"
+)]
 fn receive(socket: &UnixStream) -> Option<OwnedFd> {
     use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
     let mut byte = [0u8];
@@ -186,6 +189,10 @@ pub(super) fn start(socket: UnixStream, allowed: Allowed) {
 }
 
 /// Answer notifications on `listener` until it fails for good.
+#[allow(
+    unsafe_code,
+    reason = "seccomp user notification (ioctls, pidfd_getfd, /proc/PID/mem) is raw system calls; each block says why it is sound"
+)]
 fn serve(listener: BorrowedFd<'_>, allowed: &Allowed) {
     loop {
         // SAFETY: an all-zero seccomp_notif is a valid value (plain
@@ -312,6 +319,10 @@ impl Caller<'_> {
     /// `Ok` while the notification is still pending: anything opened by
     /// pid before this check belongs to the waiting caller, not to a
     /// process that reused its pid.
+    #[allow(
+        unsafe_code,
+        reason = "seccomp user notification (ioctls, pidfd_getfd, /proc/PID/mem) is raw system calls; each block says why it is sound"
+    )]
     fn still_waiting(&self) -> Result<(), i32> {
         // SAFETY: the ioctl reads one u64 we own.
         let valid = unsafe {
@@ -329,6 +340,10 @@ impl Caller<'_> {
     }
 
     /// A duplicate of the caller's `fd`.
+    #[allow(
+        unsafe_code,
+        reason = "seccomp user notification (ioctls, pidfd_getfd, /proc/PID/mem) is raw system calls; each block says why it is sound"
+    )]
     fn fd(&self, fd: RawFd) -> Result<OwnedFd, i32> {
         // SAFETY: pidfd_open takes two integers and returns a new fd or -1.
         let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, self.pid, 0) };
@@ -352,6 +367,10 @@ impl Caller<'_> {
 
     /// `len` bytes of the caller's memory at `at`, read once (fewer where
     /// its mapping ends).
+    #[allow(
+        unsafe_code,
+        reason = "seccomp user notification (ioctls, pidfd_getfd, /proc/PID/mem) is raw system calls; each block says why it is sound"
+    )]
     fn memory(&self, at: u64, len: usize) -> Result<Vec<u8>, i32> {
         let mem = open_at(None, format!("/proc/{}/mem", self.pid), libc::O_RDONLY)?;
         self.still_waiting()?;
@@ -373,6 +392,10 @@ impl Caller<'_> {
     }
 
     /// The two `timespec`s at `at` in the caller's memory.
+    #[allow(
+        unsafe_code,
+        reason = "seccomp user notification (ioctls, pidfd_getfd, /proc/PID/mem) is raw system calls; each block says why it is sound"
+    )]
     fn timespecs(&self, at: u64) -> Result<[libc::timespec; 2], i32> {
         let size = std::mem::size_of::<[libc::timespec; 2]>();
         let bytes = self.memory(at, size)?;
@@ -424,6 +447,10 @@ impl Caller<'_> {
 
 /// `path` opened close-on-exec with `flags`, from `dir` (else the working
 /// directory, for an absolute path).
+#[allow(
+    unsafe_code,
+    reason = "seccomp user notification (ioctls, pidfd_getfd, /proc/PID/mem) is raw system calls; each block says why it is sound"
+)]
 fn open_at(
     dir: Option<BorrowedFd<'_>>,
     path: impl Into<Vec<u8>>,
@@ -437,6 +464,10 @@ fn open_at(
 }
 
 /// A system call's returned fd, owned; else its errno.
+#[allow(
+    unsafe_code,
+    reason = "seccomp user notification (ioctls, pidfd_getfd, /proc/PID/mem) is raw system calls; each block says why it is sound"
+)]
 fn owned(fd: i64) -> Result<OwnedFd, i32> {
     if fd < 0 {
         return Err(errno());
@@ -453,6 +484,10 @@ fn errno() -> i32 {
 
 /// Carry out the call of `notif` if `allowed` admits its file; else the
 /// errno to answer.
+#[allow(
+    unsafe_code,
+    reason = "seccomp user notification (ioctls, pidfd_getfd, /proc/PID/mem) is raw system calls; each block says why it is sound"
+)]
 fn answer(
     listener: BorrowedFd<'_>,
     notif: &libc::seccomp_notif,

@@ -2,14 +2,14 @@
 //! capability (even as root: Landlock confines files, not what
 //! `CAP_SYS_BOOT`, `CAP_SYS_MODULE` or `CAP_NET_ADMIN` reach), and
 //! no-new-privs (nothing it execs gains any, and a seccomp filter needs it).
-#![allow(
-    unsafe_code,
-    reason = "prctl and capset are raw system calls; each block says why it is sound"
-)]
 
 /// Set no-new-privs: nothing this process execs gains privileges (no
 /// setuid, no file capabilities); a seccomp filter needs it too.
 #[cfg(target_os = "linux")]
+#[allow(
+    unsafe_code,
+    reason = "prctl and capset are raw system calls; each block says why it is sound"
+)]
 pub(crate) fn no_new_privileges() -> std::io::Result<()> {
     // SAFETY: prctl with constant arguments affects this process only.
     match unsafe { nix::libc::prctl(nix::libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } {
@@ -28,6 +28,10 @@ pub(crate) fn no_new_privileges() -> std::io::Result<()> {
 /// does matter, that no capability is held, is checked before the exec
 /// (`verify::confined`).
 #[cfg(target_os = "linux")]
+#[allow(
+    unsafe_code,
+    reason = "prctl and capset are raw system calls; each block says why it is sound"
+)]
 pub(crate) fn drop_capabilities() -> Result<(), String> {
     use nix::libc;
     for cap in 0..64 {

@@ -17,11 +17,6 @@
 //! path connects without the connect hook Landlock's TCP rules sit on, so
 //! under Landlock it would reach any host and port past the proxy.
 
-#![allow(
-    unsafe_code,
-    reason = "its tests fork children that install the filter; each block says why it is sound"
-)]
-
 use std::collections::BTreeMap;
 
 use nix::libc;
@@ -219,6 +214,10 @@ mod tests {
     }
 
     #[test]
+    #[allow(
+        unsafe_code,
+        reason = "its tests fork children that install the filter; each block says why it is sound"
+    )]
     fn a_filtered_process_makes_only_the_sockets_it_may() {
         // Compiled here: the forked child of a threaded test process must
         // not allocate.

@@ -28,11 +28,6 @@
 //! signals anything but its own descendants (it never uses `kill(-1)`:
 //! outside a PID namespace, as root, that would be the whole machine).
 
-#![allow(
-    unsafe_code,
-    reason = "fork, prctl, sigtimedwait and raising a signal are raw system calls; each block says why it is sound"
-)]
-
 use std::convert::Infallible;
 use std::fs::File;
 use std::io::Write;
@@ -73,6 +68,10 @@ pub(super) fn watched() -> SigSet {
 /// a failure of the supervisor before the command started. `alongside`
 /// runs in the supervisor right after the fork (it may start threads:
 /// the fork itself happens while this process has only one).
+#[allow(
+    unsafe_code,
+    reason = "fork, prctl, sigtimedwait and raising a signal are raw system calls; each block says why it is sound"
+)]
 pub fn run(
     supervision: HostLink,
     mut status: Option<File>,
@@ -199,6 +198,10 @@ fn reap(leader: Pid, ended: &mut Option<Ended>) -> Reaped {
 
 /// Have the kernel send `signal` to this process when its parent dies.
 #[cfg(target_os = "linux")]
+#[allow(
+    unsafe_code,
+    reason = "fork, prctl, sigtimedwait and raising a signal are raw system calls; each block says why it is sound"
+)]
 pub(super) fn parent_death(signal: i32) -> std::io::Result<()> {
     // SAFETY: prctl with integer arguments affects this process only.
     match unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, signal, 0, 0, 0) } {
@@ -221,6 +224,10 @@ pub(super) fn die_with(parent: i32, signal: i32) -> Result<(), String> {
 /// Wait for one of the watched signals, for at most a short while (so a
 /// missed `SIGCHLD` costs a poll, never a hang).
 #[cfg(target_os = "linux")]
+#[allow(
+    unsafe_code,
+    reason = "fork, prctl, sigtimedwait and raising a signal are raw system calls; each block says why it is sound"
+)]
 pub(super) fn wait_signal(set: &SigSet) -> Option<i32> {
     let timeout = libc::timespec {
         tv_sec: 0,
@@ -300,6 +307,10 @@ pub fn parent_of(stat: &str) -> Option<i32> {
 
 /// End this process as the leader ended: its exit code, or its signal
 /// raised on ourselves (without a core dump).
+#[allow(
+    unsafe_code,
+    reason = "fork, prctl, sigtimedwait and raising a signal are raw system calls; each block says why it is sound"
+)]
 pub(super) fn end_as(ended: Ended) -> ! {
     match ended {
         Ended::Exited(code) => std::process::exit(code),

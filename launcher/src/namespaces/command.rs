@@ -1,9 +1,5 @@
 //! The command a runner started ahead of it reads from its fd: working
 //! directory, argv and environment, encoded as NUL-ended fields.
-#![allow(
-    unsafe_code,
-    reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
-)]
 
 use std::fs::File;
 use std::os::fd::{FromRawFd, RawFd};
@@ -63,6 +59,10 @@ pub fn message(workdir: &Path, argv: &[&[u8]], env: &[u8]) -> Vec<u8> {
 
 impl Command {
     /// Read a message from `fd` to its end (the fd is closed).
+    #[allow(
+        unsafe_code,
+        reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
+    )]
     pub fn read(fd: RawFd) -> Result<Command, String> {
         use std::io::Read;
         // SAFETY: the host handed us this fd for our exclusive use.

@@ -2,10 +2,6 @@
 //! from the host's view before anything is covered, the root built with the
 //! new mount API and pivoted into, and the view a runner started ahead
 //! checks before it takes its command.
-#![allow(
-    unsafe_code,
-    reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
-)]
 
 use std::ffi::CString;
 use std::fs::File;
@@ -21,6 +17,10 @@ use super::profile::{Plan, Step};
 /// user namespace mapping this user to itself when not root, then new
 /// mount, PID, IPC and UTS namespaces, and a network namespace when the
 /// plan closes the network.
+#[allow(
+    unsafe_code,
+    reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
+)]
 pub fn enter(plan: &Plan) -> Result<(), String> {
     // SAFETY: geteuid/getegid cannot fail.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
@@ -221,6 +221,10 @@ impl View {
 }
 
 /// The id of the mount `path` reaches (through no symlink).
+#[allow(
+    unsafe_code,
+    reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
+)]
 fn mount_id(path: &Path) -> Result<u64, String> {
     let at = reach(path)?;
     // SAFETY: statx is plain data; zeroed is a valid value.
@@ -289,6 +293,10 @@ fn os_error(what: String) -> String {
 
 /// A detached clone of the mount tree at `path` (`recursive`: with what
 /// is mounted below it); none when `path` does not exist.
+#[allow(
+    unsafe_code,
+    reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
+)]
 fn clone_tree(path: &Path, recursive: bool) -> Result<Option<Detached>, String> {
     let c = c_path(path)?;
     let mut flags = libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC;
@@ -315,6 +323,10 @@ fn clone_tree(path: &Path, recursive: bool) -> Result<Option<Detached>, String> 
 /// symlink at all (`openat2` with `RESOLVE_NO_SYMLINKS`): a directory an
 /// earlier (or concurrent) run swapped for a link cannot move a mount or
 /// a cover somewhere else.
+#[allow(
+    unsafe_code,
+    reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
+)]
 fn reach(path: &Path) -> Result<Detached, String> {
     let to = c_path(path)?;
     // SAFETY: open_how is plain data; zeroed is a valid value.
@@ -343,6 +355,10 @@ fn reach(path: &Path) -> Result<Detached, String> {
 
 /// Set `attributes` on the mount `tree` refers to (`recursive`: and on
 /// every mount below it).
+#[allow(
+    unsafe_code,
+    reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
+)]
 fn set_attributes(
     tree: &Detached,
     attributes: u64,
@@ -380,6 +396,10 @@ fn set_attributes(
 
 /// A fresh filesystem of `kind` with `options`, as a detached mount with
 /// `attributes`.
+#[allow(
+    unsafe_code,
+    reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
+)]
 fn fresh(kind: &str, options: &[(&str, &str)], attributes: u64) -> Result<Detached, String> {
     let name = CString::new(kind).expect("a filesystem name has no NUL");
     // SAFETY: fsopen reads a NUL-terminated name we own.
@@ -430,6 +450,10 @@ fn fresh(kind: &str, options: &[(&str, &str)], attributes: u64) -> Result<Detach
 /// Attach `tree` at `dest` in the sandbox's view, making the mountpoint
 /// (a directory, or a file for a file's bind) where it is missing — which
 /// only a fresh tmpfs allows.
+#[allow(
+    unsafe_code,
+    reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
+)]
 fn attach(tree: Detached, dest: &Path, dir: bool) -> Result<(), String> {
     match std::fs::symlink_metadata(dest) {
         Ok(meta) if meta.file_type().is_symlink() => {
@@ -473,6 +497,10 @@ fn attach(tree: Detached, dest: &Path, dir: bool) -> Result<(), String> {
     Ok(())
 }
 
+#[allow(
+    unsafe_code,
+    reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
+)]
 fn mount_propagation_slave() -> Result<(), String> {
     // SAFETY: mount with a NUL-terminated path and no data.
     let done = unsafe {
@@ -493,6 +521,10 @@ fn mount_propagation_slave() -> Result<(), String> {
 /// Make `root` the root of this mount namespace: attach it over a
 /// directory of the host's view, pivot into it, and detach the host's
 /// tree (the sources are clones already, so nothing is lost).
+#[allow(
+    unsafe_code,
+    reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
+)]
 fn pivot_into(root: Detached) -> Result<(), String> {
     let base = ["/tmp", "/mnt", "/run", "/var/tmp"]
         .into_iter()
@@ -557,6 +589,10 @@ fn build_dev(dest: &Path, devices: Vec<(&'static str, Detached)>) -> Result<(), 
 
 /// Bring the new network namespace's loopback up (the kernel gives it
 /// 127.0.0.1 and ::1).
+#[allow(
+    unsafe_code,
+    reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
+)]
 fn loopback_up() -> Result<(), String> {
     // SAFETY: socket with constant arguments.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };

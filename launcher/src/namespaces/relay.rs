@@ -1,9 +1,5 @@
 //! The launcher outside the namespaces: it relays the host's signals to
 //! the sandbox's pid 1 and ends as it ended; pid 1 watches that it lives.
-#![allow(
-    unsafe_code,
-    reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
-)]
 
 use std::os::fd::{AsRawFd, OwnedFd};
 
@@ -41,6 +37,10 @@ pub fn relay(pid1: i32, set: &nix::sys::signal::SigSet, alive: OwnedFd) -> ! {
 
 /// Pid 1's check that the launcher is still there, once its parent-death
 /// signal is set: the launcher's end of `alive` is open until it dies.
+#[allow(
+    unsafe_code,
+    reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
+)]
 pub fn launcher_alive(alive: &OwnedFd) -> bool {
     let mut poll = libc::pollfd {
         fd: alive.as_raw_fd(),

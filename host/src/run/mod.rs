@@ -237,23 +237,9 @@ async fn attempt(
     {
         return Err(RunError::Aborted);
     }
-    // The runner started ahead of the plan, when this launch fits it: its
-    // cgroup is the run's (now with the run's limits).
+    // The runner started ahead of the plan, when this launch fits it.
     let ahead = ahead::take(&cx.ahead, cx.cgroups.as_deref(), &prepared);
-    let (cgroup, limits) = match (&ahead, &cx.cgroups) {
-        (Some(_), Some(cgroups)) => (None, in_force_in(cgroups, &prepared)),
-        _ => contain(cx, &prepared)?,
-    };
-    let held = hold(&prepared)?;
-    let proxy = start_proxy(cx, &prepared)?;
-    let spawned = match ahead {
-        Some((waiting, message)) => {
-            waiting.adopt_unchecked(message, &prepared.launch, Some(&cx.spill_dir), options.sink)
-        }
-        None => {
-            process::spawn_unchecked(&prepared.launch, cgroup, Some(&cx.spill_dir), options.sink)
-        }
-    };
+    let (spawned, limits, (held, proxy)) = launch(cx, &prepared, ahead, options.sink)?;
     let process = match spawned {
         Ok(process) => process,
         Err(err) => return spawn_failed(cx, prepared, &facts, err).await,
@@ -295,6 +281,34 @@ async fn attempt(
     let result = finish(cx, prepared, ran).await?;
     drop(held);
     Ok(Attempt::Done(Box::new(result)))
+}
+
+/// What a launch holds while its command runs: its placeholders and its
+/// proxy (released when dropped).
+type Holds = (Held, Option<Proxy>);
+
+/// The one launch path of foreground runs and background tasks: the run's
+/// cgroup and limits (a runner started `ahead` brings its own cgroup, now
+/// given the run's limits), its placeholders held, its proxy started, then
+/// the spawn — whose failure is the caller's to settle.
+fn launch(
+    cx: &RunContext,
+    prepared: &Prepared,
+    ahead: Option<(process::Waiting, Vec<u8>)>,
+    sink: Option<Arc<dyn OutputSink>>,
+) -> Result<(Result<Process, SpawnError>, InForce, Holds), RunError> {
+    let (cgroup, limits) = match (&ahead, &cx.cgroups) {
+        (Some(_), Some(cgroups)) => (None, in_force_in(cgroups, prepared)),
+        _ => contain(cx, prepared)?,
+    };
+    let holds = (hold(prepared)?, start_proxy(cx, prepared)?);
+    let spawned = match ahead {
+        Some((waiting, message)) => {
+            waiting.adopt_unchecked(message, &prepared.launch, Some(&cx.spill_dir), sink)
+        }
+        None => process::spawn_unchecked(&prepared.launch, cgroup, Some(&cx.spill_dir), sink),
+    };
+    Ok((spawned, limits, holds))
 }
 
 /// A launch that could not be spawned: on another rung when its runner is
@@ -437,9 +451,8 @@ pub(crate) async fn start(
         }
     };
     let facts = prepared.facts(true);
-    let (cgroup, _limits) = contain(cx, &prepared)?;
-    let held = (hold(&prepared)?, start_proxy(cx, &prepared)?);
-    match process::spawn_unchecked(&prepared.launch, cgroup, Some(&cx.spill_dir), None) {
+    let (spawned, _limits, held) = launch(cx, &prepared, None, None)?;
+    match spawned {
         Ok(process) => {
             let task = tasks.register(
                 prepared.spec.command.clone(),
@@ -514,7 +527,7 @@ async fn follow(
     deadline: Option<Duration>,
     // Released (and removed when last) once the task has ended; the proxy
     // stops then too, and the task's unit of the run bound is given back.
-    held: ((Held, Option<Proxy>), Permit),
+    held: (Holds, Permit),
 ) {
     let stderr = process.stderr().clone();
     let kill = task.kill_token().clone();

@@ -33,7 +33,12 @@ impl Listeners {
     fn start(dir: &Path, tag: &str) -> Listeners {
         let unix_path = dir.join(format!("{tag}.sock"));
         let unix = UnixListener::bind(&unix_path).unwrap();
-        let abstract_name = format!("cordon-e2e-net-{}-{tag}", std::process::id());
+        // Unique per call: a child another test thread forked holds this
+        // process's sockets until it execs, so a name reused at once can
+        // still be bound (EADDRINUSE).
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let abstract_name = format!("cordon-e2e-net-{}-{tag}-{call}", std::process::id());
         let address = SocketAddr::from_abstract_name(&abstract_name).unwrap();
         let abstract_socket = UnixListener::bind_addr(&address).unwrap();
         let tcp = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -92,48 +92,11 @@ use std::path::PathBuf;
 
 pub use supervise::Ended;
 
-/// The hidden subcommand of the `cordon` binary that is the Landlock launcher.
-pub const SUBCOMMAND: &str = "__landlock";
-/// The hidden subcommand that is cordon's init inside bubblewrap.
-pub const INIT_SUBCOMMAND: &str = "__init";
-/// The hidden subcommand that is cordon's namespace runner.
-pub const NS_SUBCOMMAND: &str = "__ns";
-/// The prefix of every line the namespace runner writes about itself.
-pub const NS_PREFIX: &str = "cordon-ns: ";
-/// The prefix of every line the launcher writes about itself.
-pub const PREFIX: &str = "cordon-landlock: ";
-/// The prefix of every line the init writes about itself.
-pub const INIT_PREFIX: &str = "cordon-init: ";
-/// The launcher's exit code for any failure of its own.
-pub const FAILURE_EXIT: i32 = 125;
-/// The informational notice on a kernel with an older ABI.
-pub const PARTIAL_NOTICE: &str = "partially enforced (older ABI)";
-/// Probe output for a fully enforcing kernel.
-pub const PROBE_FULL: &str = "landlock: fully enforced";
-/// Probe output for a partially enforcing kernel.
-pub const PROBE_PARTIAL: &str = "landlock: partially enforced (older ABI)";
-/// The probe's line when the launcher can give runs their own SysV IPC
-/// and UTS namespaces (it needs `CAP_SYS_ADMIN`: root).
-pub const PROBE_IPC_ISOLATED: &str = "ipc: isolated";
-/// The probe's line when it cannot (IPC stays the host's: partial).
-pub const PROBE_IPC_SHARED: &str = "ipc: shared (unsharing needs CAP_SYS_ADMIN)";
-/// The probe's line prefix listing the Landlock scopes in force.
-pub const PROBE_SCOPES: &str = "scopes: ";
-/// The probe's line prefix saying how `chmod` and `utimensat` fare: carried
-/// out by the metadata supervisor inside the writable roots, or refused.
-pub const PROBE_METADATA: &str = "metadata: ";
-/// What `cordon __init --probe` prints: the binary has the init mode.
-pub const INIT_PROBE: &str = "cordon-init: ready";
-/// In the launcher's own environment (never the command's): the
-/// `RLIMIT_NPROC` to set for the command, where no cgroup bounds the run.
-pub const LIMIT_NPROC_VAR: &str = "CORDON_LIMIT_NPROC";
-/// Likewise, the `RLIMIT_AS` (bytes of address space per process).
-pub const LIMIT_AS_VAR: &str = "CORDON_LIMIT_AS";
-
-/// The loopback port inside a bwrap sandbox where cordon's init bridges
-/// the command's proxy clients (HTTP and SOCKS5 alike) to the host's
-/// allow-list proxy.
-pub const PROXY_PORT: u16 = 3128;
+pub use protocol::{
+    FAILURE_EXIT, INIT_PREFIX, INIT_PROBE, INIT_SUBCOMMAND, LIMIT_AS_VAR, LIMIT_NPROC_VAR,
+    NS_PREFIX, NS_SUBCOMMAND, PARTIAL_NOTICE, PREFIX, PROBE_FULL, PROBE_IPC_ISOLATED,
+    PROBE_IPC_SHARED, PROBE_METADATA, PROBE_PARTIAL, PROBE_SCOPES, PROXY_PORT, SUBCOMMAND,
+};
 
 /// Which of the launcher's modes the binary was started in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -38,7 +38,6 @@
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
@@ -503,16 +502,15 @@ fn answer(
         Call::Chmod { target, .. } | Call::Times { target, .. } => target,
     };
     let file = caller.open(target)?;
-    let proc_path =
-        CString::new(format!("/proc/self/fd/{}", file.as_raw_fd())).map_err(|_| libc::EINVAL)?;
+    let link = format!("/proc/self/fd/{}", file.as_raw_fd());
+    let proc_path = CString::new(link.as_str()).map_err(|_| libc::EINVAL)?;
     // SAFETY: an all-zero stat is a valid value; fstat fills it.
     let mut stat: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fstat writes one stat we own.
     if unsafe { libc::fstat(file.as_raw_fd(), &mut stat) } != 0 {
         return Err(errno());
     }
-    let named = std::fs::read_link(Path::new(std::ffi::OsStr::from_bytes(proc_path.as_bytes())))
-        .map_err(|_| libc::EPERM)?;
+    let named = std::fs::read_link(&link).map_err(|_| libc::EPERM)?;
     if !allowed.admits(&named, stat.st_mode, stat.st_uid) {
         return Err(libc::EPERM);
     }

@@ -70,30 +70,31 @@ impl Unprivileged {
         self.dir.path().join(sub)
     }
 
-    /// The cordon binary, to be run as `nobody`.
+    /// The cordon binary, to be run as `nobody` with `nobody`'s own
+    /// environment (its home, caches and runtime directory here).
     fn cordon(&self) -> Command {
         let mut command = Command::new("/usr/bin/setpriv");
+        let home = self.path("home");
         command
             .args([
                 &format!("--reuid={NOBODY}"),
                 &format!("--regid={NOBODY}"),
                 "--clear-groups",
             ])
-            .arg(&self.cordon);
+            .arg(&self.cordon)
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", &home)
+            .env("XDG_CACHE_HOME", home.join(".cache"))
+            .env("XDG_RUNTIME_DIR", self.path("run"));
         command
     }
 
     /// `cordon run --json ARGS -- COMMAND` as `nobody`, in the workspace.
     fn run(&self, args: &[&str], command: &str) -> (Option<i32>, Value) {
-        let home = self.path("home");
         let output = self
             .cordon()
             .current_dir(self.path("ws"))
-            .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", &home)
-            .env("XDG_CACHE_HOME", home.join(".cache"))
-            .env("XDG_RUNTIME_DIR", self.path("run"))
             .args(["run", "--json"])
             .args(args)
             .arg("--")
@@ -117,11 +118,6 @@ impl Unprivileged {
     fn usable(&self, backend: &str) -> bool {
         let output = self
             .cordon()
-            .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", self.path("home"))
-            .env("XDG_CACHE_HOME", self.path("home").join(".cache"))
-            .env("XDG_RUNTIME_DIR", self.path("run"))
             .args(["probe", "--json", "--backend", backend])
             .output()
             .unwrap();
@@ -644,11 +640,6 @@ impl Unprivileged {
         let server = Server(
             self.cordon()
                 .current_dir(self.path("ws"))
-                .env_clear()
-                .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-                .env("HOME", self.path("home"))
-                .env("XDG_CACHE_HOME", self.path("home").join(".cache"))
-                .env("XDG_RUNTIME_DIR", self.path("run"))
                 .args(["serve", "--listen", &format!("unix:{}", socket.display())])
                 .args(["--backend", backend])
                 .stdin(std::process::Stdio::null())

@@ -64,7 +64,7 @@ const DRAIN_BOUND: Duration = Duration::from_millis(500);
 
 /// What to run.
 #[derive(Clone, Debug)]
-pub struct Launch {
+pub struct SpawnRequest {
     /// Program and arguments.
     pub argv: Vec<String>,
     /// The complete environment (nothing else is inherited).
@@ -94,6 +94,10 @@ pub struct Launch {
     /// Whether a cordon supervisor runs the command, and where.
     pub supervisor: Supervisor,
 }
+
+/// The old name of [`SpawnRequest`], kept so embedders' paths still resolve.
+#[deprecated(note = "renamed `SpawnRequest`: `policy::Launch` is what a component plans")]
+pub type Launch = SpawnRequest;
 
 /// Whether a cordon supervisor ([`crate::sandbox::launcher::supervise`])
 /// runs the command, and where it is: that decides who gets the
@@ -235,7 +239,7 @@ pub struct Process {
 /// *Unchecked*: the argv runs exactly as given, confined or not. Only
 /// [`crate::run`] calls this, with a launch its host checks accepted.
 pub(crate) fn spawn_unchecked(
-    launch: &Launch,
+    launch: &SpawnRequest,
     cgroup: Option<RunCgroup>,
     spill_dir: Option<&Arc<SpillDir>>,
     sink: Option<Arc<dyn OutputSink>>,
@@ -265,7 +269,7 @@ pub(crate) struct Waiting {
 /// from a confinement the sandbox issued; a run adopts it only when its
 /// own checked launch has the very same runner argv.
 pub(crate) fn start_waiting_unchecked(
-    launch: &Launch,
+    launch: &SpawnRequest,
     cgroup: Option<RunCgroup>,
 ) -> Result<Waiting, SpawnError> {
     let (started, cgroup) = start(launch, cgroup, true)?;
@@ -312,7 +316,7 @@ impl Waiting {
     pub(crate) fn adopt_unchecked(
         mut self,
         message: Vec<u8>,
-        launch: &Launch,
+        launch: &SpawnRequest,
         spill_dir: Option<&Arc<SpillDir>>,
         sink: Option<Arc<dyn OutputSink>>,
     ) -> Result<Process, SpawnError> {
@@ -343,7 +347,7 @@ impl Waiting {
 /// instruction, when given); `handover_later`: with a handover pipe
 /// instead of the launch's handover bytes.
 fn start(
-    launch: &Launch,
+    launch: &SpawnRequest,
     cgroup: Option<RunCgroup>,
     handover_later: bool,
 ) -> Result<(spawn::Started, Option<Arc<RunCgroup>>), SpawnError> {
@@ -373,7 +377,7 @@ fn running(
     started: spawn::Started,
     exit: ExitWatch,
     cgroup: Option<Arc<RunCgroup>>,
-    launch: &Launch,
+    launch: &SpawnRequest,
     spill_dir: Option<&Arc<SpillDir>>,
     sink: Option<Arc<dyn OutputSink>>,
 ) -> Result<Process, SpawnError> {
@@ -440,7 +444,7 @@ fn running(
 /// What `spawn::start` gets for `launch`, started inside the cgroup v2
 /// directory `cgroup` when given (`handover_later`: with a handover pipe).
 fn spec_of(
-    launch: &Launch,
+    launch: &SpawnRequest,
     cgroup: Option<std::os::fd::RawFd>,
     handover_later: bool,
 ) -> spawn::Spec<'_> {

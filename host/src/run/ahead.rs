@@ -120,7 +120,7 @@ fn start(
     }
     let (argv, _) = sandbox::namespaces::awaiting(wrap.argv())?;
     let (env, _, _) = wrap.handover().split(vec![], &[]);
-    let launch = process::Launch {
+    let launch = process::SpawnRequest {
         argv,
         env,
         workdir: "/".into(),
@@ -168,7 +168,7 @@ pub(super) fn take(
 /// The runner's message handing it `command` with `launch`'s working
 /// directory and environment.
 #[cfg(target_os = "linux")]
-fn message(launch: &process::Launch, command: &[String]) -> Option<Vec<u8>> {
+fn message(launch: &process::SpawnRequest, command: &[String]) -> Option<Vec<u8>> {
     let argv: Vec<&[u8]> = command.iter().map(|arg| arg.as_bytes()).collect();
     Some(sandbox::launcher::namespaces::message(
         &launch.workdir,
@@ -179,6 +179,6 @@ fn message(launch: &process::Launch, command: &[String]) -> Option<Vec<u8>> {
 
 /// No runner waits off Linux.
 #[cfg(not(target_os = "linux"))]
-fn message(_launch: &process::Launch, _command: &[String]) -> Option<Vec<u8>> {
+fn message(_launch: &process::SpawnRequest, _command: &[String]) -> Option<Vec<u8>> {
     None
 }

@@ -118,7 +118,7 @@ impl RunContext {
 /// A request resolved, planned and checked: ready to spawn.
 struct Prepared {
     spec: ExecSpec,
-    launch: process::Launch,
+    launch: process::SpawnRequest,
     wrap: Option<WrapFacts>,
     /// The grant the wrap enforces (confined runs only).
     grant: Option<GrantFacts>,
@@ -663,7 +663,7 @@ fn prepare(cx: &RunContext, request: ExecRequest, verify: bool) -> Result<Prepar
         }
     }
     let (env, handover, init_env) = accepted.handover.split(env, &launcher_vars);
-    let launch = process::Launch {
+    let launch = process::SpawnRequest {
         argv: accepted.argv,
         env,
         workdir: spec.workdir.clone(),

@@ -1,6 +1,5 @@
 //! Where runs' cgroups go: the host's cgroup mounts read from
-//! `/proc/self/mountinfo`, the layout on either hierarchy, and v2's
-//! controllers enabled for the children.
+//! `/proc/self/mountinfo`, and which hierarchy runs' cgroups go on.
 
 #[allow(unused_imports, reason = "the parent module's names, as one scope")]
 use super::*;
@@ -77,49 +76,10 @@ pub fn layout(system: &System, v2_parent: Option<&Path>) -> Result<Hierarchy, St
             controllers: vec![],
         });
     }
-    let mut v1 = vec![];
-    for controller in Controller::ALL {
-        let Some((point, _, _)) = mounts.iter().find(|(_, fstype, options)| {
-            fstype == "cgroup" && options.split(',').any(|o| o == controller.name())
-        }) else {
-            continue;
-        };
-        let Some(own) = own_path(&system.cgroup, Some(controller.name())) else {
-            continue;
-        };
-        let home = under(point, &own);
-        v1.push(V1Controller {
-            controller,
-            parent: home.join(CORDON_DIR),
-            home,
-        });
+    match v1::find(&mounts, system) {
+        Some(v1) => Ok(v1),
+        None => v2::find(&mounts, system, v2_parent),
     }
-    if v1
-        .iter()
-        .any(|c| matches!(c.controller, Controller::Pids | Controller::Memory))
-    {
-        return Ok(Hierarchy::V1(v1));
-    }
-    let Some((point, _, _)) = mounts.iter().find(|(_, fstype, _)| fstype == "cgroup2") else {
-        return Err("no cgroup hierarchy is mounted".into());
-    };
-    let parent = match v2_parent {
-        Some(parent) => parent.to_path_buf(),
-        None => match own_path(&system.cgroup, None).as_deref() {
-            Some("/") => point.join(CORDON_DIR),
-            Some(own) => {
-                return Err(format!(
-                    "cgroup v2: the host runs in {own}, not the root cgroup, and no \
-                     cgroup_parent names a delegated cgroup it may make runs in"
-                ));
-            }
-            None => return Err("cgroup v2: the host's own cgroup is not listed".into()),
-        },
-    };
-    Ok(Hierarchy::V2 {
-        parent,
-        controllers: vec![],
-    })
 }
 
 /// Make `dir` (and its parents) unless it exists, and check that this
@@ -130,19 +90,4 @@ pub(super) fn make_writable(dir: &Path) -> io::Result<()> {
     use nix::unistd::{AccessFlags, access};
     fs::create_dir_all(dir)?;
     access(dir, AccessFlags::W_OK | AccessFlags::X_OK).map_err(io::Error::from)
-}
-
-/// Enable pids, memory and cpu for `parent`'s children where the parent's
-/// own `cgroup.controllers` offers them; the ones now enabled.
-pub(super) fn enable_v2_controllers(parent: &Path) -> Vec<String> {
-    let offered = fs::read_to_string(parent.join("cgroup.controllers")).unwrap_or_default();
-    let mut enabled = vec![];
-    for name in ["pids", "memory", "cpu"] {
-        if offered.split_whitespace().any(|c| c == name)
-            && fs::write(parent.join("cgroup.subtree_control"), format!("+{name}")).is_ok()
-        {
-            enabled.push(name.to_owned());
-        }
-    }
-    enabled
 }

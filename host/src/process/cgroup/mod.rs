@@ -8,7 +8,8 @@
 //! every member, thaw on v1, where a frozen set cannot fork away from the
 //! kill).
 //!
-//! Both hierarchies:
+//! Both hierarchies (the shared part is here and in `run.rs`, `layout.rs`
+//! and `sweep.rs`; each hierarchy's own in `v1.rs` and `v2.rs`):
 //!
 //! * **v1** (one mount per controller, `/sys/fs/cgroup/<controller>`):
 //!   a run gets `<controller mount>/<the host's own cgroup>/cordon/<run>`
@@ -51,9 +52,10 @@ mod layout;
 mod run;
 mod spawner;
 mod sweep;
+mod v1;
+mod v2;
 
 pub use layout::layout;
-use layout::{enable_v2_controllers, make_writable};
 pub use run::{Member, RunCgroup};
 use spawner::holds_host_thread;
 pub use spawner::{Spawner, Staging};
@@ -256,35 +258,11 @@ impl Cgroups {
         }
         let mut layout = layout(&System::current(), v2_parent)?;
         match &mut layout {
-            Hierarchy::V1(controllers) => {
-                let mut made = vec![];
-                let mut why = vec![];
-                for controller in controllers.drain(..) {
-                    match make_writable(&controller.parent) {
-                        Ok(()) => made.push(controller),
-                        Err(err) => why.push(format!("{}: {err}", controller.parent.display())),
-                    }
-                }
-                if !made
-                    .iter()
-                    .any(|c| matches!(c.controller, Controller::Pids | Controller::Memory))
-                {
-                    return Err(format!(
-                        "cgroup v1: cannot make cordon's cgroups ({}); run as root or \
-                         delegate the pids and memory hierarchies",
-                        why.join("; ")
-                    ));
-                }
-                *controllers = made;
-            }
+            Hierarchy::V1(controllers) => v1::prepare(controllers)?,
             Hierarchy::V2 {
                 parent,
                 controllers,
-            } => {
-                make_writable(parent)
-                    .map_err(|err| format!("cgroup v2: cannot make {}: {err}", parent.display()))?;
-                *controllers = enable_v2_controllers(parent);
-            }
+            } => *controllers = v2::prepare(parent)?,
         }
         let cgroups = Cgroups {
             layout,

@@ -44,56 +44,17 @@ impl RunCgroup {
 
     pub(super) fn member(&self, controller: Controller) -> Option<&Path> {
         match self {
-            RunCgroup::V1 { members, .. } => members
-                .iter()
-                .find(|m| m.controller == controller)
-                .map(|m| m.dir.as_path()),
+            RunCgroup::V1 { members, .. } => v1::member(members, controller),
             RunCgroup::V2 { .. } => None,
         }
     }
 
     /// The files and values `limits` are written as, for this hierarchy.
     pub fn limit_files(&self, limits: &RunLimits) -> Vec<(PathBuf, String)> {
-        let mut files = vec![];
         match self {
-            RunCgroup::V1 { .. } => {
-                if let (Some(pids), Some(dir)) = (limits.pids, self.member(Controller::Pids)) {
-                    files.push((dir.join("pids.max"), pids.to_string()));
-                }
-                if let (Some(bytes), Some(dir)) =
-                    (limits.memory_bytes, self.member(Controller::Memory))
-                {
-                    files.push((dir.join("memory.limit_in_bytes"), bytes.to_string()));
-                    // With swap accounting, swap counts too (written after
-                    // the memory limit, which it may not be below).
-                    let swap = dir.join("memory.memsw.limit_in_bytes");
-                    if swap.exists() {
-                        files.push((swap, bytes.to_string()));
-                    }
-                }
-                if let (Some(weight), Some(dir)) = (limits.cpu_weight, self.member(Controller::Cpu))
-                {
-                    // cpu.shares 1024 is the default weight 100.
-                    files.push((
-                        dir.join("cpu.shares"),
-                        (weight * 1024 / 100).max(2).to_string(),
-                    ));
-                }
-            }
-            RunCgroup::V2 { dir } => {
-                if let Some(pids) = limits.pids {
-                    files.push((dir.join("pids.max"), pids.to_string()));
-                }
-                if let Some(bytes) = limits.memory_bytes {
-                    files.push((dir.join("memory.max"), bytes.to_string()));
-                    files.push((dir.join("memory.swap.max"), "0".into()));
-                }
-                if let Some(weight) = limits.cpu_weight {
-                    files.push((dir.join("cpu.weight"), weight.to_string()));
-                }
-            }
+            RunCgroup::V1 { members, .. } => v1::limit_files(members, limits),
+            RunCgroup::V2 { dir } => v2::limit_files(dir, limits),
         }
-        files
     }
 
     pub(super) fn write_limits(&self, limits: &RunLimits) -> io::Result<()> {
@@ -123,40 +84,8 @@ impl RunCgroup {
         spawn: impl FnOnce(Option<std::os::fd::RawFd>) -> io::Result<T> + Send + 'static,
     ) -> io::Result<T> {
         match self {
-            // A staged spawner is used once; it stays (parked) with the run.
-            RunCgroup::V1 { spawner, .. }
-                if let Some(staged) = spawner
-                    .lock()
-                    .ok()
-                    .and_then(|mut slot| slot.as_mut().and_then(Staging::take)) =>
-            {
-                let result = staged.run(move || spawn(None));
-                if let Ok(mut slot) = spawner.lock() {
-                    *slot = Some(Staging::Used(staged));
-                }
-                result?
-            }
-            RunCgroup::V1 { members, .. } => {
-                for member in members {
-                    fs::write(member.dir.join("tasks"), MOVE_THIS_THREAD)?;
-                }
-                let spawned = spawn(None);
-                for member in members {
-                    // Back home; a thread left inside would be frozen and
-                    // killed with the run.
-                    let _ = fs::write(member.home.join("tasks"), MOVE_THIS_THREAD);
-                }
-                spawned
-            }
-            RunCgroup::V2 { dir } => {
-                use std::os::fd::AsRawFd;
-                use std::os::unix::fs::OpenOptionsExt;
-                let directory = fs::OpenOptions::new()
-                    .read(true)
-                    .custom_flags(nix::libc::O_DIRECTORY)
-                    .open(dir)?;
-                spawn(Some(directory.as_raw_fd()))
-            }
+            RunCgroup::V1 { members, spawner } => v1::spawn_inside(members, spawner, spawn),
+            RunCgroup::V2 { dir } => v2::spawn_inside(dir, spawn),
         }
     }
 
@@ -198,79 +127,23 @@ impl RunCgroup {
     /// `cgroup.kill`; v1 freezes the set, kills each member and thaws.
     /// Never signals the host itself.
     pub fn kill(&self) {
-        let me = std::process::id() as i32;
         match self {
-            RunCgroup::V2 { dir } => {
-                if fs::write(dir.join("cgroup.kill"), "1").is_err() {
-                    kill_each(&self.members(), me);
-                }
-            }
-            RunCgroup::V1 { spawner, .. } => {
-                // The parked spawner goes first (a frozen host thread would
-                // stall the host); its exit also ends a runner still alive.
-                if let Ok(mut slot) = spawner.lock() {
-                    drop(slot.take());
-                }
-                // Nothing left (the supervisor swept its tree): nothing can
-                // fork into an empty cgroup, so there is nothing to freeze.
-                // Freezing is not free on v1: the first frozen cgroup turns
-                // a kernel static key on and the thaw turns it off, each
-                // patching kernel text on every CPU.
-                if self.members().is_empty() {
-                    return;
-                }
-                let freezer = self
-                    .member(Controller::Freezer)
-                    .filter(|dir| !holds_host_thread(dir));
-                if let Some(dir) = freezer {
-                    let state = dir.join("freezer.state");
-                    if fs::write(&state, "FROZEN").is_ok() {
-                        let until = Instant::now() + Duration::from_millis(500);
-                        while fs::read_to_string(&state).is_ok_and(|s| s.trim() != "FROZEN")
-                            && Instant::now() < until
-                        {
-                            std::thread::sleep(Duration::from_millis(1));
-                        }
-                    }
-                    kill_each(&self.members(), me);
-                    let _ = fs::write(&state, "THAWED");
-                } else {
-                    kill_each(&self.members(), me);
-                }
-            }
+            RunCgroup::V2 { dir } => v2::kill(self, dir),
+            RunCgroup::V1 { spawner, .. } => v1::kill(self, spawner),
         }
     }
 
     /// The limits the run reached, from the kernel's counters.
     pub fn exceeded(&self) -> Vec<LimitKind> {
+        let [pids, memory] = match self {
+            RunCgroup::V1 { members, .. } => v1::counters(members),
+            RunCgroup::V2 { dir } => v2::counters(dir),
+        };
         let mut hit = vec![];
-        let count = |file: PathBuf, key: &str| -> u64 {
-            fs::read_to_string(file)
-                .ok()
-                .and_then(|text| {
-                    text.lines().find_map(|line| {
-                        let (name, value) = line.split_once(' ')?;
-                        (name == key).then(|| value.trim().parse().ok())?
-                    })
-                })
-                .unwrap_or(0)
-        };
-        let (pids, memory) = match self {
-            RunCgroup::V1 { .. } => (
-                self.member(Controller::Pids)
-                    .map_or(0, |d| count(d.join("pids.events"), "max")),
-                self.member(Controller::Memory)
-                    .map_or(0, |d| count(d.join("memory.oom_control"), "oom_kill")),
-            ),
-            RunCgroup::V2 { dir } => (
-                count(dir.join("pids.events"), "max"),
-                count(dir.join("memory.events"), "oom_kill"),
-            ),
-        };
-        if pids > 0 {
+        if pids.is_some_and(|(file, key)| count(&file, key) > 0) {
             hit.push(LimitKind::Pids);
         }
-        if memory > 0 {
+        if memory.is_some_and(|(file, key)| count(&file, key) > 0) {
             hit.push(LimitKind::Memory);
         }
         hit
@@ -304,6 +177,19 @@ impl Drop for RunCgroup {
         }
         self.remove();
     }
+}
+
+/// The value of `key` in the kernel's counter file `file` (0 when absent).
+fn count(file: &Path, key: &str) -> u64 {
+    fs::read_to_string(file)
+        .ok()
+        .and_then(|text| {
+            text.lines().find_map(|line| {
+                let (name, value) = line.split_once(' ')?;
+                (name == key).then(|| value.trim().parse().ok())?
+            })
+        })
+        .unwrap_or(0)
 }
 
 /// `SIGKILL` each of `pids` but `me`.

@@ -295,6 +295,26 @@ fn a_grant_wider_than_the_operators_ceilings_is_refused_naming_the_field() {
             None,
             "contains the writable root",
         ),
+        // Hiding what every confined command needs (the shell, its loader,
+        // cordon's own binary) is the request's fault, not a missing
+        // sandbox: it is refused before any runner starts.
+        (
+            String::new(),
+            with("denyRead", json!(["/usr"])),
+            None,
+            "policy.denyRead: /usr contains",
+        ),
+        (
+            String::new(),
+            with(
+                "denyRead",
+                json!([std::path::Path::new(env!("CARGO_BIN_EXE_cordon"))
+                    .parent()
+                    .unwrap()]),
+            ),
+            None,
+            "cordon's own binary",
+        ),
     ] {
         let (code, result) = with_config(ws.path(), &config, &policy, &touch);
         assert_eq!(code, 64, "{policy}: {result}");

@@ -401,6 +401,33 @@ pub(super) fn grant(policy: &SandboxPolicy, deployment: &Deployment) -> Result<(
             )));
         }
     }
+    deny_read(policy)?;
+    if !policy.network.within(&deployment.max_network) {
+        return Err(RunError::GrantAboveCeiling {
+            field: "policy.network",
+            granted: policy.network.to_string(),
+            ceiling: format!("max_network: {}", deployment.max_network),
+        });
+    }
+    let exposable: Vec<PathBuf> = deployment.sockets.iter().map(|s| expand_home(s)).collect();
+    for socket in &policy.sockets {
+        if !exposable.contains(&expand_home(socket)) {
+            return Err(RunError::GrantAboveCeiling {
+                field: "policy.sockets",
+                granted: format!("the socket {}", socket.display()),
+                ceiling: format!(
+                    "sockets: {}",
+                    list(exposable.iter().map(|s| s.display().to_string()).collect())
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Every `denyRead` path is absolute, not `/`, `/proc` or `/dev`, holds no
+/// writable root and hides nothing every confined command needs.
+fn deny_read(policy: &SandboxPolicy) -> Result<(), RunError> {
     for path in &policy.deny_read {
         let path = expand_home(path);
         if !path.is_absolute() {
@@ -426,25 +453,14 @@ pub(super) fn grant(policy: &SandboxPolicy, deployment: &Deployment) -> Result<(
                 root.display()
             )));
         }
-    }
-    if !policy.network.within(&deployment.max_network) {
-        return Err(RunError::GrantAboveCeiling {
-            field: "policy.network",
-            granted: policy.network.to_string(),
-            ceiling: format!("max_network: {}", deployment.max_network),
-        });
-    }
-    let exposable: Vec<PathBuf> = deployment.sockets.iter().map(|s| expand_home(s)).collect();
-    for socket in &policy.sockets {
-        if !exposable.contains(&expand_home(socket)) {
-            return Err(RunError::GrantAboveCeiling {
-                field: "policy.sockets",
-                granted: format!("the socket {}", socket.display()),
-                ceiling: format!(
-                    "sockets: {}",
-                    list(exposable.iter().map(|s| s.display().to_string()).collect())
-                ),
-            });
+        if let Some(essential) = super::essentials::hidden_by(&path) {
+            return Err(RunError::InvalidRequest(format!(
+                "policy.denyRead: {} contains {}, {}, which every confined command needs; \
+                 hide something inside it",
+                path.display(),
+                essential.path.display(),
+                essential.what
+            )));
         }
     }
     Ok(())

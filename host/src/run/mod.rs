@@ -10,6 +10,7 @@
 
 pub(crate) mod ahead;
 mod checks;
+mod essentials;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 

@@ -45,6 +45,12 @@ fi
 if [ "$(uname -s)" = Linux ] && ! command -v docker-registry >/dev/null 2>&1; then
     missing+=(docker-registry)
 fi
+# The restricted-pod profile's seccomp helper (tests/profiles/restricted-pod.py)
+# runs on the system's python3 with libseccomp's binding.
+if [ "$(uname -s)" = Linux ] && [ -x /usr/bin/python3 ] &&
+    ! /usr/bin/python3 -c 'import seccomp' >/dev/null 2>&1; then
+    missing+=(python3-seccomp)
+fi
 if [ "${#missing[@]}" -gt 0 ]; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -56,4 +62,11 @@ fi
 if ! python3 -c 'import mcp' >/dev/null 2>&1; then
     python3 -m pip install --quiet --disable-pip-version-check "mcp==2.3.0" 2>/dev/null ||
         python3 -m pip install --quiet --disable-pip-version-check --break-system-packages "mcp==2.3.0"
+fi
+# The profiles' users (scripts/profiles.sh) cannot reach a python3 under
+# root's home: the system's python3 gets the SDK too.
+if [ "$(uname -s)" = Linux ] && [ "$(id -u)" -eq 0 ] && [ -x /usr/bin/python3 ] &&
+    ! /usr/bin/python3 -c 'import mcp' >/dev/null 2>&1; then
+    /usr/bin/python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+        --break-system-packages "mcp==2.3.0"
 fi

@@ -21,6 +21,10 @@ cargo fmt --all --check
 components/js-policy/build.sh
 export CORDON_JS_POLICY="$PWD/target/components/js-policy.wasm"
 cargo test --workspace
+# The same e2e suites where agents really run: as a non-root user, and in a
+# simulated restricted Kubernetes pod (root only: it drops to a user of its
+# own; skipped loudly elsewhere).
+scripts/profiles.sh
 cargo clippy --workspace --all-targets -- -D warnings
 # macOS is compiled, not assumed: the host type-checks for aarch64-apple-darwin.
 if [ "$(uname -s)" = Linux ]; then

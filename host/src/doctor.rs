@@ -205,7 +205,7 @@ fn sandbox(config: &Config, cwd: &Path, probe: &Probe) -> Vec<Check> {
             rung.reason.clone(),
         );
         if !rung.usable {
-            check = check.fix(rung_fix(rung.backend));
+            check = check.fix(rung_fix(rung.backend, &rung.reason));
         }
         checks.push(check);
     }
@@ -299,13 +299,14 @@ fn pinned(backend: Backend) -> Option<BackendChoice> {
     }
 }
 
-/// What to do about an unusable rung.
-fn rung_fix(backend: Backend) -> &'static str {
+/// What to do about an unusable rung, by what its probe said: a runner
+/// that is there but cannot make namespaces needs them allowed, not
+/// installed.
+fn rung_fix(backend: Backend, reason: &str) -> &'static str {
+    let namespaces = reason.contains("namespace");
     match backend {
-        Backend::Namespaces => {
-            "allow user namespaces (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0, \
-             kernel.apparmor_restrict_unprivileged_userns=0) or run as root; in a container, one that permits unshare"
-        }
+        Backend::Namespaces => USER_NAMESPACES_FIX,
+        Backend::Bwrap if namespaces => USER_NAMESPACES_FIX,
         Backend::Bwrap => {
             "install bubblewrap in /usr/bin (owned by root, writable by no one else) or set bwrap_path"
         }
@@ -314,8 +315,10 @@ fn rung_fix(backend: Backend) -> &'static str {
     }
 }
 
-/// The kernel settings that decide whether an unprivileged user may make
-/// a user namespace (what the namespace runner needs when not root).
+/// Whether this user may make a user namespace (what the namespace runner
+/// and bwrap need when not root) — tried, not read off the sysctls: a
+/// container's seccomp profile or an LSM refuses it with every sysctl
+/// allowing it. The sysctls that forbid it are named beside the result.
 fn user_namespaces() -> Vec<Check> {
     if !cfg!(target_os = "linux") {
         return vec![];
@@ -335,31 +338,70 @@ fn user_namespaces() -> Vec<Check> {
     if read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
         problems.push("kernel.apparmor_restrict_unprivileged_userns = 1");
     }
+    let why = match problems.is_empty() {
+        true => "the kernel's settings allow it, so a seccomp filter (a container runtime's \
+                 default profile) or an LSM refused it"
+            .to_owned(),
+        false => problems.join(", "),
+    };
     let root = nix::unistd::geteuid().is_root();
-    vec![match (problems.is_empty(), root) {
-        (true, _) => Check::new(
+    vec![match (try_user_namespace(), root) {
+        (Ok(()), true) => Check::new("user namespaces", Status::Ok, "root made one (tried)"),
+        (Ok(()), false) => Check::new("user namespaces", Status::Ok, "this user made one (tried)"),
+        (Err(err), true) => Check::new(
             "user namespaces",
             Status::Ok,
-            "an unprivileged user may make one",
+            format!("making one failed ({err}; {why}); cordon runs as root and needs none"),
         ),
-        (false, true) => Check::new(
-            "user namespaces",
-            Status::Ok,
-            format!(
-                "{} (cordon runs as root and needs none)",
-                problems.join(", ")
-            ),
-        ),
-        (false, false) => Check::new(
+        (Err(err), false) => Check::new(
             "user namespaces",
             Status::Warn,
             format!(
-                "{}: the namespace runner cannot start as this user",
-                problems.join(", ")
+                "this user cannot make one ({err}; {why}): the namespace runner and bwrap \
+                 cannot start as this user"
             ),
         )
-        .fix("set those sysctls, or let bubblewrap (the next rung) confine runs"),
+        .fix(USER_NAMESPACES_FIX),
     }]
+}
+
+/// How an operator lets a non-root user make user namespaces.
+const USER_NAMESPACES_FIX: &str = "allow user namespaces (sysctl \
+     kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0, \
+     kernel.apparmor_restrict_unprivileged_userns=0); in a container, a seccomp profile that \
+     permits unshare and clone with CLONE_NEWUSER (docs/containers.md); or run as root";
+
+/// Make a user namespace in a child that then execs `true`: the spawn
+/// fails with the `unshare` error when this user may not.
+#[cfg(not(target_os = "linux"))]
+fn try_user_namespace() -> std::io::Result<()> {
+    Err(std::io::ErrorKind::Unsupported.into())
+}
+
+/// Make a user namespace in a child that then execs `true`: the spawn
+/// fails with the `unshare` error when this user may not.
+#[cfg(target_os = "linux")]
+fn try_user_namespace() -> std::io::Result<()> {
+    use std::os::unix::process::CommandExt;
+    let mut command = std::process::Command::new("true");
+    command
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: the closure runs in the forked child before exec and makes
+    // one system call (unshare), which is async-signal-safe; it allocates
+    // nothing.
+    unsafe {
+        command.pre_exec(|| match nix::libc::unshare(nix::libc::CLONE_NEWUSER) {
+            0 => Ok(()),
+            _ => Err(std::io::Error::last_os_error()),
+        });
+    }
+    let status = command.status()?;
+    match status.success() {
+        true => Ok(()),
+        false => Err(std::io::Error::other(format!("true exited {status}"))),
+    }
 }
 
 fn name(value: impl Serialize) -> String {

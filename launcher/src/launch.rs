@@ -250,7 +250,7 @@ fn confine_and_exec(
         }
     };
     step(&mut status, restrict_files(mode, request, command_end));
-    step(&mut status, filter_calls(request));
+    step(&mut status, filter_calls(mode, request));
     step(&mut status, apply_limits(limits));
     step(&mut status, drop_privileges(mode));
     step(&mut status, check_confined(mode, request));
@@ -307,16 +307,20 @@ fn restrict_files(
 
 /// The socket filter (a closed or proxied network) and the hardening
 /// filter every rung gets: no setuid file, no device node, no keyring.
-fn filter_calls(request: &Request) -> Result<(), String> {
+fn filter_calls(mode: Mode, request: &Request) -> Result<(), String> {
     #[cfg(target_os = "linux")]
     {
         if let Some(families) = &request.socket_families {
             sockets::allow_only(families)?;
         }
         hardening::install()?;
+        // The Landlock launcher that could not unshare IPC: no IPC at all.
+        if mode == Mode::Landlock && !request.unshare_ipc {
+            crate::ipc::refuse_host_ipc()?;
+        }
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = request;
+    let _ = (mode, request);
     Ok(())
 }
 

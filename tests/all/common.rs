@@ -15,17 +15,32 @@ pub fn cordon() -> Command {
     Command::new(env!("CARGO_BIN_EXE_cordon"))
 }
 
+/// Where the suites make their scratch directories: `CORDON_E2E_TMPDIR`
+/// when set (`scripts/profiles.sh` gives each profile's user one of its
+/// own), else cargo's temp dir under the target dir.
+pub fn scratch() -> PathBuf {
+    std::env::var_os("CORDON_E2E_TMPDIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")))
+}
+
+/// The profile the suites run in (`scripts/profiles.sh`): `root`,
+/// `unprivileged` or `restricted-pod`; `root` when unset.
+pub fn profile() -> String {
+    std::env::var("CORDON_E2E_PROFILE").unwrap_or_else(|_| "root".into())
+}
+
 /// A fresh directory outside `/tmp` (bwrap's `workspace-write` replaces
-/// `/tmp` with an empty tmpfs), removed on drop: under the target dir, or
-/// under `/var/tmp` when the checkout itself lives in `/tmp`.
+/// `/tmp` with an empty tmpfs), removed on drop: under [`scratch`], or
+/// under `/var/tmp` when that lives in `/tmp`.
 pub fn workspace() -> tempfile::TempDir {
-    let target_tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let target_tmp = scratch();
     let parent = if target_tmp.starts_with("/tmp") {
         let parent = Path::new("/var/tmp/cordon-e2e");
         std::fs::create_dir_all(parent).expect("create /var/tmp/cordon-e2e");
         parent
     } else {
-        target_tmp
+        &target_tmp
     };
     tempfile::Builder::new()
         .prefix("cordon-e2e-")
@@ -352,7 +367,7 @@ pub fn js_policy(test: &str) -> Option<PathBuf> {
 /// A compiled-component cache shared by the e2e suites, so a large
 /// component (the JavaScript one) is compiled once per test run.
 pub fn shared_component_cache() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache")
+    scratch().join("component-cache")
 }
 
 /// A stand-in bwrap running `script`, in `dir/bin` (0755, so it passes the
@@ -574,7 +589,7 @@ pub fn eventually(bound: std::time::Duration, what: &str, mut done: impl FnMut()
 /// `CORDON_TEST_CONFINED`, and the fixture components `CORDON_STRICT_POLICY`,
 /// `CORDON_RULES_POLICY` with `CORDON_RULES_SETTINGS`, `CORDON_RENDER_POLICY`.
 pub fn python_suite(test: &str, dir: &str, module: &str, tests: usize) {
-    let confined = bwrap_usable(&format!("{test} (confined checks)"));
+    let confined = ladder_confines(&format!("{test} (confined checks)"));
     let scratch = workspace();
     let output = Command::new("python3")
         .args(["-m", "unittest", "-v", module])
@@ -593,6 +608,30 @@ pub fn python_suite(test: &str, dir: &str, module: &str, tests: usize) {
     eprintln!("{report}");
     assert!(output.status.success(), "{module} failed:\n{report}");
     assert!(report.contains(&format!("Ran {tests} tests")), "{report}");
+}
+
+/// Whether cordon's default ladder confines runs here (`cordon probe`
+/// names a backend: whichever rung this profile has — Landlock alone in a
+/// restricted pod). When not, say so loudly; where CI requires any rung
+/// (`CORDON_E2E_REQUIRE_{NAMESPACES,BWRAP,LANDLOCK}=1`) that fails.
+pub fn ladder_confines(test: &str) -> bool {
+    let output = cordon()
+        .args(["probe", "--json"])
+        .output()
+        .expect("run cordon probe");
+    let probe: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+    if probe["backend"].is_string() {
+        return true;
+    }
+    let required = ["NAMESPACES", "BWRAP", "LANDLOCK"].iter().any(|rung| {
+        std::env::var_os(format!("CORDON_E2E_REQUIRE_{rung}")).is_some_and(|v| v == "1")
+    });
+    assert!(
+        !required,
+        "{test}: a rung is required here but none confines: {probe}"
+    );
+    eprintln!("SKIPPED {test}: no sandbox backend confines runs here: {probe}");
+    false
 }
 
 /// `child`'s exit status, if it exits within `bound`.

@@ -128,3 +128,51 @@ fn each_problem_is_a_finding_with_a_fix_and_none_hides_the_others() {
         "{text}"
     );
 }
+
+/// In the restricted-pod profile (`scripts/profiles.sh`: non-root, the
+/// runtime-default seccomp rules) `doctor` says what a run there does:
+/// Landlock confines, user namespaces were tried and refused (with the fix
+/// a pod can take), and neither namespace rung is told to install
+/// bubblewrap; a real run is confined as it says.
+#[test]
+fn in_a_restricted_pod_doctor_says_what_a_run_does() {
+    if crate::common::profile() != "restricted-pod" {
+        eprintln!(
+            "SKIPPED in_a_restricted_pod_doctor_says_what_a_run_does: only in the \
+             restricted-pod profile (scripts/profiles.sh)"
+        );
+        return;
+    }
+    let ws = workspace();
+    let (_, report) = doctor(ws.path(), &[]);
+    let sandbox = check(&report, "sandbox");
+    assert!(
+        sandbox["detail"].as_str().unwrap().starts_with("landlock"),
+        "{sandbox}"
+    );
+    let userns = check(&report, "user namespaces");
+    assert_eq!(userns["status"], "warn", "{userns}");
+    assert!(
+        userns["detail"]
+            .as_str()
+            .unwrap()
+            .contains("this user cannot make one"),
+        "{userns}"
+    );
+    for rung in ["rung namespaces", "rung bwrap", "user namespaces"] {
+        let fix = check(&report, rung)["fix"].as_str().unwrap().to_owned();
+        assert!(
+            fix.contains("a seccomp profile that permits unshare"),
+            "{rung}: {fix}"
+        );
+        assert!(!fix.contains("install bubblewrap"), "{rung}: {fix}");
+    }
+    assert_eq!(check(&report, "rung landlock")["status"], "ok");
+    // What it says is what a run does: confined by Landlock, nothing written.
+    let marker = ws.path().join("written");
+    let (code, result) =
+        crate::common::run_json(ws.path(), &[], &format!("touch {}", marker.display()));
+    assert_ne!(code, 0, "{result}");
+    assert_eq!(result["sandbox"]["denied"], true, "{result}");
+    assert!(!marker.exists(), "a read-only run wrote the workspace");
+}

@@ -3,7 +3,7 @@ cordon did not write.
 
 Run by tests/all/mcp.rs, which sets CORDON_BIN (the binary under test),
 CORDON_TEST_DIR (a scratch directory outside /tmp), CORDON_TEST_CONFINED
-("1" when bwrap confines runs here), CORDON_RULES_POLICY and
+("1" when a sandbox backend confines runs here), CORDON_RULES_POLICY and
 CORDON_RULES_SETTINGS (rules-policy and its rule file), CORDON_RENDER_POLICY
 (a component with its own `render` texts).
 """

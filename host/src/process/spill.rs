@@ -222,16 +222,22 @@ impl SpillWriter {
 /// exclusive create is what makes a name safe to use).
 /// The directory a host's sessions make their spill directories in, when
 /// the embedder names none: `cordon-spill-<uid>` in `/run` (root) or
-/// `$XDG_RUNTIME_DIR`, else in the temp dir — outside `/tmp` where it can
-/// be, since a workspace-write run may write there under Landlock. Made
-/// 0700 if absent; one that is not a directory of ours, private, is refused
-/// (someone else made it first).
+/// `$XDG_RUNTIME_DIR`, else in cordon's cache directory (a user without a
+/// login session: a CI job, a Kubernetes pod), else in the temp dir —
+/// outside `/tmp` where it can be, since a workspace-write run may write
+/// there under Landlock. Made 0700 if absent; one that is not a directory
+/// of ours, private, is refused (someone else made it first).
 pub fn default_root() -> io::Result<PathBuf> {
     let uid = nix::unistd::geteuid().as_raw();
+    let cache = || {
+        let dir = crate::places::cache_dir()?;
+        std::fs::create_dir_all(&dir).ok()?;
+        Some(dir)
+    };
     let base = match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
         _ if uid == 0 && Path::new("/run").is_dir() => PathBuf::from("/run"),
         Some(dir) if dir.is_absolute() && dir.is_dir() => dir,
-        _ => std::env::temp_dir(),
+        _ => cache().unwrap_or_else(std::env::temp_dir),
     };
     let root = base.join(format!("cordon-spill-{uid}"));
     match std::fs::DirBuilder::new().mode(0o700).create(&root) {

@@ -123,13 +123,17 @@ fn is_placeholder(path: &Path) -> bool {
     }) && std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_none())
 }
 
-/// The first component of `path` below `root` that does not exist, when
-/// `path` lies inside `root`; `path` itself when it exists.
+/// The first component of `path` below `root` that does not exist (or is
+/// a placeholder), when `path` lies inside `root`; `path` itself when it
+/// exists.
 fn first_missing(root: &Path, path: &Path) -> PathBuf {
     let mut at = root.to_path_buf();
     for component in path.strip_prefix(root).unwrap_or(path).components() {
         at.push(component);
-        if !exists(&at) {
+        // A placeholder counts as absent: one a SIGKILLed host left (mode
+        // 0500) is joined as the path to hold, not made a parent that a
+        // user without privilege could not make the deeper one in.
+        if !exists(&at) || (at != path && is_placeholder(&at)) {
             return at;
         }
     }
@@ -633,6 +637,25 @@ mod tests {
         let home = PathBuf::from(std::env::var_os("HOME").unwrap());
         assert_eq!(expand_home(Path::new("~/.ssh")), home.join(".ssh"));
         assert_eq!(expand_home(Path::new("/x/~")), PathBuf::from("/x/~"));
+    }
+
+    #[test]
+    fn a_leftover_placeholder_is_the_path_held_not_a_parent() {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        let ws = tempfile::tempdir().unwrap();
+        let git = ws.path().join(".git");
+        std::fs::DirBuilder::new()
+            .mode(PLACEHOLDER_MODE)
+            .create(&git)
+            .unwrap();
+        assert_eq!(first_missing(ws.path(), &git.join("hooks")), git);
+        assert_eq!(first_missing(ws.path(), &git), git);
+        std::fs::set_permissions(&git, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(
+            first_missing(ws.path(), &git.join("hooks")),
+            git.join("hooks"),
+            "a user's own empty .git is a parent"
+        );
     }
 
     #[test]

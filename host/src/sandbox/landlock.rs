@@ -118,8 +118,8 @@ pub fn exposed_host_state(layout: &Layout) -> Option<String> {
         format!(
             "the host's own state cannot be hidden from this run under Landlock ({}): move it \
              out of the writable roots (the component cache with --component-cache DIR, it and \
-             the verdicts with XDG_CACHE_HOME, the spill root with XDG_RUNTIME_DIR) or \
-             confine this run with bwrap",
+             the verdicts and, without XDG_RUNTIME_DIR, the spill root with XDG_CACHE_HOME; \
+             the spill root with XDG_RUNTIME_DIR) or confine this run with bwrap",
             exposed.join("; ")
         )
     })
@@ -293,8 +293,8 @@ pub(super) fn launcher_path(config: &SandboxConfig) -> Result<(PathBuf, String),
 
 /// Ask the launcher (`config.launcher`, else this executable) to probe the
 /// kernel, within the probe timeout. Enforcement is `partial` when the
-/// kernel lacks a file right or scope cordon asks for, or when runs cannot
-/// get their own IPC namespace (the launcher needs `CAP_SYS_ADMIN`).
+/// kernel lacks a file right or scope cordon asks for. Runs that cannot get
+/// their own IPC namespace (the launcher needs `CAP_SYS_ADMIN`) get no IPC.
 pub(super) fn probe(config: &SandboxConfig) -> Probed<Landlock> {
     let (launcher, trust) = launcher_path(config)?;
     let argv = vec![
@@ -310,11 +310,9 @@ pub(super) fn probe(config: &SandboxConfig) -> Probed<Landlock> {
             out.first_line()
         ));
     };
-    let enforcement = if report.ipc_isolated {
-        report.enforcement
-    } else {
-        Enforcement::Partial
-    };
+    // Without an IPC namespace of its own a run gets no IPC at all (the
+    // launcher's IPC filter), so either way nothing of the host's is shared.
+    let enforcement = report.enforcement;
     confined_run(&launcher, report.ipc_isolated, config)?;
     Ok(Usable {
         reason: format!(
@@ -329,7 +327,8 @@ pub(super) fn probe(config: &SandboxConfig) -> Probed<Landlock> {
             if report.ipc_isolated {
                 "own namespace per run"
             } else {
-                "the host's (unsharing needs CAP_SYS_ADMIN)"
+                "none (SysV IPC and message queues refused: an own namespace needs \
+                 CAP_SYS_ADMIN)"
             },
             out.stdout
                 .lines()

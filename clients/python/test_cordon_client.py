@@ -3,7 +3,7 @@
 Run by tests/all/python.rs (so `cargo test` and CI run it), which sets:
   CORDON_BIN            the cordon binary under test
   CORDON_TEST_DIR       a scratch directory outside /tmp (bwrap replaces /tmp)
-  CORDON_TEST_CONFINED  "1" when bwrap confines runs here, else "0"
+  CORDON_TEST_CONFINED  "1" when a sandbox backend confines runs here, else "0"
   CORDON_STRICT_POLICY  a second policy component to reload
   CORDON_RULES_POLICY   rules-policy, with CORDON_RULES_SETTINGS its rule file
 

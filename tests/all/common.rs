@@ -544,6 +544,11 @@ pub fn assert_runner_failure(output: Output, needle: &str) {
             .contains(needle),
         "{result}"
     );
+    // What a model or an operator reads never suggests turning the sandbox
+    // off (issue 33): the fix is the operator's, named in the message.
+    let message = result["error"]["message"].as_str().unwrap_or_default();
+    assert!(!message.contains("danger-full-access"), "{result}");
+    assert!(message.contains("cordon doctor"), "{result}");
 }
 
 /// A file in `dir` with the execute bit that the kernel cannot run

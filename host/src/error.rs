@@ -243,17 +243,25 @@ impl RunError {
 /// it names the operator's fixes and never suggests running unconfined —
 /// through `cordon mcp` this sentence reaches a model).
 pub fn sandbox_unavailable_message(mode: SandboxMode, detail: Option<&str>) -> String {
+    // The cause first (a missing runner, or the host's own state in reach of
+    // this run), then the operator's fixes: "no backend is usable" would be
+    // false where a rung is usable but cannot confine this one run.
     let mut message = format!(
-        "sandbox mode \"{mode}\" is requested but no sandbox backend is usable on this host; \
-         refusing to run the command unconfined. The operator can make one usable: install \
-         bubblewrap, allow unprivileged user namespaces, or run a Landlock-enforcing kernel \
-         (Linux); ensure sandbox-exec is usable (macOS). `cordon doctor` says what this host \
-         lacks."
+        "sandbox mode \"{mode}\" is requested but no sandbox backend could confine this run \
+         here; refusing to run the command unconfined."
     );
     if let Some(detail) = detail {
         message.push_str(" Runner failure: ");
         message.push_str(detail);
+        if !detail.ends_with('.') {
+            message.push('.');
+        }
     }
+    message.push_str(
+        " The operator can make one usable: install bubblewrap, allow unprivileged user \
+         namespaces, or run a Landlock-enforcing kernel (Linux); ensure sandbox-exec is usable \
+         (macOS). `cordon doctor` says what this host lacks.",
+    );
     message
 }
 
@@ -329,20 +337,21 @@ mod tests {
 
     #[test]
     fn sandbox_unavailable_message_is_the_contract_text() {
-        let expected = "sandbox mode \"read-only\" is requested but no sandbox backend is usable \
-            on this host; refusing to run the command unconfined. The operator can make one \
-            usable: install bubblewrap, allow unprivileged user namespaces, or run a \
-            Landlock-enforcing kernel (Linux); ensure sandbox-exec is usable (macOS). `cordon \
-            doctor` says what this host lacks.";
-        // Never a suggestion to give the sandbox up.
-        assert!(!expected.contains("danger-full-access"));
+        let lead = "sandbox mode \"read-only\" is requested but no sandbox backend could confine \
+            this run here; refusing to run the command unconfined.";
+        let fixes = " The operator can make one usable: install bubblewrap, allow unprivileged \
+            user namespaces, or run a Landlock-enforcing kernel (Linux); ensure sandbox-exec is \
+            usable (macOS). `cordon doctor` says what this host lacks.";
         assert_eq!(
             sandbox_unavailable_message(SandboxMode::ReadOnly, None),
-            expected
+            format!("{lead}{fixes}")
         );
+        let with_cause = sandbox_unavailable_message(SandboxMode::ReadOnly, Some("bwrap: no"));
         assert_eq!(
-            sandbox_unavailable_message(SandboxMode::ReadOnly, Some("bwrap: no")),
-            format!("{expected} Runner failure: bwrap: no")
+            with_cause,
+            format!("{lead} Runner failure: bwrap: no.{fixes}")
         );
+        // Never a suggestion to give the sandbox up.
+        assert!(!with_cause.contains("danger-full-access"));
     }
 }

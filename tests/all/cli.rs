@@ -100,7 +100,7 @@ fn no_runner_fails_closed_and_nothing_runs() {
         } else {
             let stderr = String::from_utf8_lossy(&output.stderr);
             assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
-            assert!(stderr.starts_with("cordon: SANDBOX_UNAVAILABLE: sandbox mode \"workspace-write\" is requested but no sandbox backend is usable on this host; refusing to run the command unconfined."), "{stderr}");
+            assert!(stderr.starts_with("cordon: SANDBOX_UNAVAILABLE: sandbox mode \"workspace-write\" is requested but no sandbox backend could confine this run here; refusing to run the command unconfined."), "{stderr}");
         }
         assert!(!marker.exists(), "the command ran without a sandbox");
     }

@@ -88,8 +88,21 @@ run_profile() {
     esac
     chown -R "$user:$user" "$base"
     echo "== profile $profile: ${suites[*]} as $user" >&2
+    # Uncaptured, so every skip's reason is in the log; the log is shown
+    # whole when a test fails, else its result and each skip once.
+    local log status=0
+    log=$(mktemp)
     (cd "$base/home" && "${as_user[@]}" env -i "${env[@]}" "${wrap[@]}" \
-        "$tests" --test-threads=2 ${CORDON_PROFILE_NOCAPTURE:+--nocapture} "${suites[@]}")
+        "$tests" --test-threads=2 --nocapture "${suites[@]}") >"$log" 2>&1 || status=$?
+    if [ "$status" -ne 0 ]; then
+        cat "$log" >&2
+        echo "profiles: the $profile profile FAILED (exit $status)" >&2
+        rm -f "$log"
+        exit 1
+    fi
+    grep -E '^test result' "$log" >&2
+    grep -E '^SKIPPED' "$log" | cut -c1-300 | sort -u >&2 || true
+    rm -f "$log"
     rm -rf "$base"
 }
 

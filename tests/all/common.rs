@@ -102,7 +102,9 @@ pub fn bwrap_usable(test: &str) -> bool {
     if std::env::var_os("CORDON_E2E_REQUIRE_BWRAP").is_some_and(|v| v == "1") {
         panic!("{test}: CORDON_E2E_REQUIRE_BWRAP=1 but {why}");
     }
-    eprintln!("SKIPPED {test}: {why} (install bubblewrap to run this suite)");
+    eprintln!(
+        "SKIPPED {test}: {why} (this suite needs bubblewrap installed and able to make namespaces)"
+    );
     false
 }
 

@@ -19,8 +19,8 @@ use std::os::fd::{FromRawFd, RawFd};
 use std::os::unix::process::CommandExt;
 
 use crate::{
-    FAILURE_EXIT, LIMIT_AS_VAR, LIMIT_NPROC_VAR, Mode, PARTIAL_NOTICE, PREFIX, PROXY_PORT, Request,
-    environment, landlock, supervise,
+    COMMAND_NOT_FOUND, COMMAND_NOT_RUNNABLE, FAILURE_EXIT, LIMIT_AS_VAR, LIMIT_NPROC_VAR, Mode,
+    PARTIAL_NOTICE, PREFIX, PROXY_PORT, Request, environment, landlock, supervise,
 };
 #[cfg(target_os = "linux")]
 use crate::{bridge, hardening, metadata, namespaces, notify, sockets, verify};
@@ -264,10 +264,29 @@ fn confine_and_exec(
         command.env_clear().envs(env);
     }
     let err = command.exec();
-    mode.fail(
-        status.as_mut(),
-        &format!("cannot execute {}: {err}", argv[0].to_string_lossy()),
-    )
+    cannot_execute(mode, &argv[0], &err)
+}
+
+/// The command could not be executed in a sandbox that is fully built
+/// (`exec` is already reported): the command's own end, not the
+/// launcher's failure — exit 127 when it is not there, 126 when it cannot
+/// be run (as `env`, `nice` and `timeout` do), with a line saying why. A
+/// missing program is not a missing sandbox.
+fn cannot_execute(mode: Mode, program: &std::ffi::OsStr, err: &std::io::Error) -> Infallible {
+    eprintln!(
+        "{}cannot execute {}: {err}",
+        mode.prefix(),
+        program.to_string_lossy()
+    );
+    let not_found = matches!(
+        err.raw_os_error(),
+        Some(nix::libc::ENOENT) | Some(nix::libc::ENOTDIR)
+    );
+    std::process::exit(if not_found {
+        COMMAND_NOT_FOUND
+    } else {
+        COMMAND_NOT_RUNNABLE
+    })
 }
 
 /// Landlock's ruleset and the metadata filter (the Landlock launcher; the

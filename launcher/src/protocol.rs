@@ -26,6 +26,12 @@ pub const PREFIX: &str = "cordon-landlock: ";
 pub const INIT_PREFIX: &str = "cordon-init: ";
 /// The launcher's exit code for any failure of its own.
 pub const FAILURE_EXIT: i32 = 125;
+/// The exit code of a command the launcher could not find to execute
+/// (after its sandbox was built), as `env`'s.
+pub const COMMAND_NOT_FOUND: i32 = 127;
+/// The exit code of a command the launcher found but could not execute
+/// (after its sandbox was built), as `env`'s.
+pub const COMMAND_NOT_RUNNABLE: i32 = 126;
 /// The informational notice on a kernel with an older ABI.
 pub const PARTIAL_NOTICE: &str = "partially enforced (older ABI)";
 /// Probe output for a fully enforcing kernel.

@@ -89,6 +89,38 @@ fn pwsh_sandbox_runs_a_real_pwsh_confined() {
     assert!(!std::path::Path::new("/etc/cordon-pwsh").exists());
 }
 
+/// A shell the host lacks (pwsh-sandbox without `pwsh`) is the command's
+/// own failure, exit 127 with the reason, on every rung: the sandbox was
+/// built, so it is not `SANDBOX_UNAVAILABLE` (whose fixes are about
+/// sandboxes) and no rung is demoted for it.
+#[test]
+fn a_shell_the_host_lacks_exits_127_and_is_no_missing_sandbox() {
+    if which("pwsh").is_some() {
+        eprintln!(
+            "SKIPPED a_shell_the_host_lacks_exits_127_and_is_no_missing_sandbox: pwsh is \
+             installed here"
+        );
+        return;
+    }
+    let ws = workspace();
+    let policy = component("pwsh-sandbox.wasm");
+    for (backend, _) in crate::common::confined_backends("a_shell_the_host_lacks_exits_127") {
+        let mut args = backend.to_vec();
+        args.extend(["--policy", policy.to_str().unwrap()]);
+        let (code, result) = run_json(ws.path(), &args, "Write-Output hi");
+        assert_eq!(code, 127, "{backend:?}: {result}");
+        assert!(result.get("error").is_none(), "{backend:?}: {result}");
+        assert_eq!(result["exitCode"], 127, "{backend:?}: {result}");
+        assert!(
+            result["stderr"]["text"]
+                .as_str()
+                .unwrap()
+                .contains("cannot execute pwsh"),
+            "{backend:?}: {result}"
+        );
+    }
+}
+
 #[test]
 fn the_javascript_policy_runs_under_the_unchanged_binary() {
     let Some(wasm) = js_policy("the_javascript_policy_runs_under_the_unchanged_binary") else {

@@ -38,6 +38,13 @@ fn runner_config(dir: &Path, runner: &Path, signature: &str) -> PathBuf {
     path
 }
 
+/// A config in `dir` whose `bwrap_path` names no bwrap.
+fn no_bwrap(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("no-bwrap.toml");
+    std::fs::write(&path, "bwrap_path = \"/nonexistent/cordon-test/bwrap\"\n").unwrap();
+    path
+}
+
 /// `cordon run` with `args`, touching `marker` if the command ever runs.
 fn run_touching(dir: &Path, args: &[&str], marker: &Path) -> Output {
     cordon()
@@ -89,11 +96,14 @@ async fn background_runner_failed(config: &Path, dir: &Path, marker: &Path) {
 fn path_1_no_usable_runner() {
     let ws = workspace();
     let marker = ws.path().join("ran");
-    // bwrap pinned and absent from PATH.
+    // bwrap pinned and not installed where the config says it is. (A
+    // PATH without bash is no missing runner: the sandbox is built and the
+    // command is what is not found, exit 127 — executors.rs.)
     let output = cordon()
         .current_dir(ws.path())
-        .env("PATH", "/nonexistent-cordon-test")
-        .args(["run", "--backend", "bwrap", "--"])
+        .args(["run", "--config"])
+        .arg(no_bwrap(ws.path()))
+        .args(["--backend", "bwrap", "--"])
         .arg(format!("/usr/bin/touch {}", marker.display()))
         .output()
         .unwrap();
@@ -182,15 +192,9 @@ async fn path_5_an_escalation_to_a_confined_mode_still_fails_closed() {
     let marker = ws.path().join("ran");
     let output = cordon()
         .current_dir(ws.path())
-        .env("PATH", "/nonexistent-cordon-test")
-        .args([
-            "run",
-            "--backend",
-            "bwrap",
-            "--mode",
-            "workspace-write",
-            "--",
-        ])
+        .args(["run", "--config"])
+        .arg(no_bwrap(ws.path()))
+        .args(["--backend", "bwrap", "--mode", "workspace-write", "--"])
         .arg(format!("/usr/bin/touch {}", marker.display()))
         .output()
         .unwrap();

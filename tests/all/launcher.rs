@@ -88,11 +88,15 @@ fn an_unopenable_grant_path_fails_before_the_command_runs() {
 }
 
 #[test]
-fn a_missing_program_is_a_launcher_failure() {
-    if !landlock_usable("a_missing_program_is_a_launcher_failure") {
+fn a_missing_program_is_the_commands_127_and_an_unrunnable_one_126() {
+    if !landlock_usable("a_missing_program_is_the_commands_127_and_an_unrunnable_one_126") {
         return;
     }
+    // The sandbox was built; the command is what could not run (as `env`).
     let output = launcher(&["--ro", "/", "--", "/nonexistent/program"]);
-    assert_eq!(output.status.code(), Some(125));
+    assert_eq!(output.status.code(), Some(127));
     assert!(stderr(&output).starts_with("cordon-landlock: cannot execute /nonexistent/program"));
+    let output = launcher(&["--ro", "/", "--", "/etc"]);
+    assert_eq!(output.status.code(), Some(126), "{}", stderr(&output));
+    assert!(stderr(&output).starts_with("cordon-landlock: cannot execute /etc:"));
 }

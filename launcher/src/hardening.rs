@@ -98,13 +98,8 @@ fn refused() -> Result<Vec<(i64, Vec<SeccompRule>)>, String> {
             (libc::SYS_mkdir, mode_rules(1, false)?),
             (libc::SYS_mknod, mode_rules(1, true)?),
         ]);
-        let x32: Vec<(i64, Vec<SeccompRule>)> = calls
-            .iter()
-            .map(|(nr, rules)| (nr | super::seccomp::X32_SYSCALL_BIT, rules.clone()))
-            .collect();
-        calls.extend(x32);
     }
-    Ok(calls)
+    Ok(super::seccomp::with_x32(calls))
 }
 
 /// The two compiled programs: the refusals (`EPERM`), and `openat2`

@@ -17,12 +17,12 @@ pub(crate) fn unshare_ipc() -> std::io::Result<()> {
     Ok(())
 }
 
-/// The system calls of SysV IPC and POSIX message queues: the objects an
-/// IPC namespace holds.
+/// The system calls of SysV IPC and POSIX message queues (the objects an
+/// IPC namespace holds), each refused always.
 #[cfg(target_os = "linux")]
-fn ipc_calls() -> Vec<i64> {
+fn ipc_calls() -> Vec<(i64, Vec<seccompiler::SeccompRule>)> {
     use nix::libc;
-    let mut calls = vec![
+    let calls = [
         libc::SYS_shmget,
         libc::SYS_shmat,
         libc::SYS_shmdt,
@@ -42,15 +42,7 @@ fn ipc_calls() -> Vec<i64> {
         libc::SYS_mq_notify,
         libc::SYS_mq_getsetattr,
     ];
-    #[cfg(target_arch = "x86_64")]
-    {
-        let x32: Vec<i64> = calls
-            .iter()
-            .map(|nr| nr | crate::seccomp::X32_SYSCALL_BIT)
-            .collect();
-        calls.extend(x32);
-    }
-    calls
+    crate::seccomp::with_x32(calls.into_iter().map(|nr| (nr, vec![])).collect())
 }
 
 /// Where the command cannot have an IPC namespace of its own (the Landlock
@@ -62,7 +54,7 @@ fn ipc_calls() -> Vec<i64> {
 /// filter, installed first).
 #[cfg(target_os = "linux")]
 pub(crate) fn refuse_host_ipc() -> Result<(), String> {
-    let calls = ipc_calls().into_iter().map(|nr| (nr, vec![])).collect();
+    let calls = ipc_calls().into_iter().collect();
     let program = crate::seccomp::compile(calls, nix::libc::EPERM, "IPC filter")?;
     seccompiler::apply_filter(&program).map_err(|err| format!("IPC filter: {err}"))
 }

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 use seccompiler::BpfProgram;
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(test, target_arch = "x86_64"))]
 use super::seccomp::X32_SYSCALL_BIT;
 use super::seccomp::compile;
 
@@ -53,12 +53,13 @@ fn refused() -> Vec<i64> {
             libc::SYS_utimes,
             libc::SYS_futimesat,
         ]);
-        // The same calls through the x32 ABI.
-        let x32: Vec<i64> = calls.iter().map(|nr| nr | X32_SYSCALL_BIT).collect();
-        calls.extend(x32);
         calls
     };
-    calls
+    // The same calls through the x32 ABI.
+    super::seccomp::with_x32(calls.into_iter().map(|nr| (nr, ())).collect())
+        .into_iter()
+        .map(|(nr, ())| nr)
+        .collect()
 }
 
 /// `fchmodat2` (Linux 6.6), the same number on every architecture.

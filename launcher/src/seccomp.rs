@@ -13,6 +13,24 @@ use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, SeccompRule};
 #[cfg(target_arch = "x86_64")]
 pub(super) const X32_SYSCALL_BIT: i64 = 0x4000_0000;
 
+/// `calls` and, on x86_64, the same calls by their x32 numbers: a filter
+/// that matched only the native numbers would be dodged through the x32
+/// ABI. Each call keeps what it carries (its rules, a flag).
+pub(super) fn with_x32<T: Clone>(calls: Vec<(i64, T)>) -> Vec<(i64, T)> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut calls = calls;
+        let x32: Vec<(i64, T)> = calls
+            .iter()
+            .map(|(nr, with)| (nr | X32_SYSCALL_BIT, with.clone()))
+            .collect();
+        calls.extend(x32);
+        calls
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    calls
+}
+
 /// Compile `rules` (a call with no rule matches always): a matching call
 /// fails with `errno`, anything else is allowed; a call from another
 /// architecture's table kills the process (seccompiler's arch check).

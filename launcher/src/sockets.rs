@@ -85,17 +85,10 @@ const NOT_STREAM: &[i32] = &[
 /// `socket` and `io_uring_setup`, by this architecture's numbers (and the
 /// x32 ones on x86_64).
 fn calls() -> Vec<(i64, bool)> {
-    let mut calls = vec![(libc::SYS_socket, true), (libc::SYS_io_uring_setup, false)];
-    #[cfg(target_arch = "x86_64")]
-    {
-        use super::seccomp::X32_SYSCALL_BIT;
-        let x32: Vec<(i64, bool)> = calls
-            .iter()
-            .map(|&(nr, by_family)| (nr | X32_SYSCALL_BIT, by_family))
-            .collect();
-        calls.extend(x32);
-    }
-    calls
+    super::seccomp::with_x32(vec![
+        (libc::SYS_socket, true),
+        (libc::SYS_io_uring_setup, false),
+    ])
 }
 
 fn wrong(err: impl std::fmt::Display) -> String {

@@ -117,9 +117,9 @@ pub fn exposed_host_state(layout: &Layout) -> Option<String> {
     (!exposed.is_empty()).then(|| {
         format!(
             "the host's own state cannot be hidden from this run under Landlock ({}): move it \
-             out of the writable roots (the component cache with --component-cache DIR, it and \
-             the verdicts and, without XDG_RUNTIME_DIR, the spill root with XDG_CACHE_HOME; \
-             the spill root with XDG_RUNTIME_DIR) or confine this run with bwrap",
+             out of the writable roots (the component cache with --component-cache DIR or \
+             XDG_CACHE_HOME, the verdicts with XDG_CACHE_HOME, the spill root with \
+             XDG_RUNTIME_DIR, else XDG_CACHE_HOME) or confine this run with bwrap",
             exposed.join("; ")
         )
     })

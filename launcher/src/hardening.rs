@@ -29,7 +29,7 @@
 use std::collections::BTreeMap;
 
 use nix::libc;
-use seccompiler::{BpfProgram, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule};
+use seccompiler::{BpfProgram, SeccompRule};
 
 use super::seccomp::compile;
 
@@ -43,20 +43,9 @@ const PRIVILEGE_BITS: [u64; 2] = [libc::S_ISUID as u64, libc::S_ISGID as u64];
 /// The file types of device nodes.
 const DEVICE_TYPES: [u64; 2] = [libc::S_IFCHR as u64, libc::S_IFBLK as u64];
 
-fn wrong(err: impl std::fmt::Display) -> String {
-    format!("hardening filter: {err}")
-}
-
 /// Argument `arg` (a 32-bit mode) with `mask` applied equals `value`.
 fn masked(arg: u8, mask: u64, value: u64) -> Result<SeccompRule, String> {
-    let condition = SeccompCondition::new(
-        arg,
-        SeccompCmpArgLen::Dword,
-        SeccompCmpOp::MaskedEq(mask),
-        value,
-    )
-    .map_err(wrong)?;
-    SeccompRule::new(vec![condition]).map_err(wrong)
+    super::seccomp::masked(arg, mask, value, "hardening filter")
 }
 
 /// The rules refusing a mode argument at `arg` that carries a privilege
@@ -122,7 +111,7 @@ pub(super) fn install() -> Result<(), String> {
     crate::privileges::no_new_privileges()
         .map_err(|err| format!("hardening filter: cannot set no-new-privs: {err}"))?;
     for program in filters()? {
-        seccompiler::apply_filter(&program).map_err(wrong)?;
+        seccompiler::apply_filter(&program).map_err(|err| format!("hardening filter: {err}"))?;
     }
     Ok(())
 }

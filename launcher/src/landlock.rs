@@ -1,8 +1,9 @@
 //! The Landlock half of the launcher: build a ruleset that handles every
 //! file right up to Landlock ABI 5 (truncate arrived in ABI 3, ioctl on
 //! devices in ABI 5), grant read rights beneath each `--ro` path, listing
-//! only beneath each `--ls` path and all rights beneath each `--rw` path,
-//! set no-new-privs and restrict this process; nested children inherit the
+//! only beneath each `--ls` path, all rights beneath each `--rw` path and
+//! read rights beneath each `--rw-supervised` root (whose changes the file
+//! supervisor carries out, `notify/`), set no-new-privs and restrict this process; nested children inherit the
 //! restriction. The ruleset also
 //! scopes the command (Landlock ABI 6): it cannot signal processes outside
 //! its domain — the host's, cordon's own — nor connect to abstract unix
@@ -19,7 +20,7 @@ use ::landlock::{
 
 use super::{
     Mode, PROBE_FULL, PROBE_IPC_ISOLATED, PROBE_IPC_SHARED, PROBE_METADATA, PROBE_PARTIAL,
-    PROBE_SCOPES,
+    PROBE_SCOPES, PROBE_WRITES_SUPERVISED, PROBE_WRITES_UNSUPERVISED,
 };
 
 /// The ABI whose file rights cordon's modes need.
@@ -85,11 +86,21 @@ pub fn kernel_abi() -> i64 {
     abi.max(0)
 }
 
-/// Restrict this process to the grants; the error is the launcher's detail.
+/// What a launch grants: paths by the rights beneath them.
+pub(super) struct Grants<'a> {
+    /// Read (and execute) rights.
+    pub read_only: &'a [PathBuf],
+    /// Listing only.
+    pub listable: &'a [PathBuf],
+    /// Every right.
+    pub writable: &'a [PathBuf],
+    /// Read rights: the file supervisor carries out changes there.
+    pub supervised: &'a [PathBuf],
+}
+
+/// Restrict this process to `grants`; the error is the launcher's detail.
 pub(super) fn restrict(
-    read_only: &[PathBuf],
-    listable: &[PathBuf],
-    writable: &[PathBuf],
+    grants: &Grants<'_>,
     roots: &[super::verify::Root],
     connect_port: Option<u16>,
 ) -> Result<Restricted, String> {
@@ -113,16 +124,20 @@ pub(super) fn restrict(
             .map_err(|err| format!("cannot grant TCP port {port}: {err}"))?;
     }
     // (path, rights, whether it may have vanished since the host listed it)
-    let grants = read_only
+    let read = AccessFs::from_read(TARGET_ABI);
+    let rules = grants
+        .read_only
         .iter()
-        .map(|path| (path, AccessFs::from_read(TARGET_ABI), true))
+        .map(|path| (path, read, true))
         .chain(
-            listable
+            grants
+                .listable
                 .iter()
                 .map(|path| (path, AccessFs::ReadDir.into(), false)),
         )
-        .chain(writable.iter().map(|path| (path, all, false)));
-    for (path, access, may_vanish) in grants {
+        .chain(grants.writable.iter().map(|path| (path, all, false)))
+        .chain(grants.supervised.iter().map(|path| (path, read, false)));
+    for (path, access, may_vanish) in rules {
         let fd = match PathFd::new(path) {
             Ok(fd) => fd,
             // A read grant beside a hidden path is one entry of a listing
@@ -170,19 +185,32 @@ pub(super) fn probe() -> ! {
         Ok(RulesetStatus::NotEnforced) => fail(None, "this kernel does not enforce Landlock"),
         Err(err) => fail(None, &format!("ruleset error: {err}")),
     }
-    // Whether runs get the metadata supervisor (`chmod`, `utimensat`
-    // inside their writable roots), or have those refused everywhere.
+    // Whether runs get the file supervisor: for writes in the roots that
+    // hold protected paths (it must hand the command descriptors), else
+    // for `chmod` and `utimensat` inside the writable roots only, else
+    // neither (those refused everywhere). The listener is dropped at once:
+    // a call handed to no listener fails `ENOSYS`, so nothing waits.
     #[cfg(target_os = "linux")]
-    let supervised = super::notify::install().map(drop);
+    let writes = super::notify::probe(true).map(drop);
     #[cfg(target_os = "linux")]
-    if let Err(detail) = super::metadata::refuse_metadata_changes(supervised.is_ok()) {
+    let metadata = match &writes {
+        Ok(()) => Ok(()),
+        Err(_) => super::notify::probe(false).map(drop),
+    };
+    #[cfg(target_os = "linux")]
+    if let Err(detail) = super::metadata::refuse_metadata_changes(metadata.is_ok()) {
         fail(None, &detail);
     }
     println!("abi: {}", kernel_abi());
     #[cfg(target_os = "linux")]
-    match supervised {
+    match metadata {
         Ok(()) => println!("{PROBE_METADATA}supervised inside the writable roots"),
         Err(err) => println!("{PROBE_METADATA}refused everywhere ({err})"),
+    }
+    #[cfg(target_os = "linux")]
+    match writes {
+        Ok(()) => println!("{PROBE_WRITES_SUPERVISED}"),
+        Err(err) => println!("{PROBE_WRITES_UNSUPERVISED}{err}"),
     }
     println!("{PROBE_SCOPES}{}", kernel_scopes().join(", "));
     println!(

@@ -17,11 +17,21 @@ pub(super) enum Restricted {
     Partially,
 }
 
+/// What a launch grants (as `landlock.rs` has it).
+pub(super) struct Grants<'a> {
+    /// Read (and execute) rights.
+    pub read_only: &'a [PathBuf],
+    /// Listing only.
+    pub listable: &'a [PathBuf],
+    /// Every right.
+    pub writable: &'a [PathBuf],
+    /// Read rights, changes supervised.
+    pub supervised: &'a [PathBuf],
+}
+
 /// No Landlock here: refused, the command never runs.
 pub(super) fn restrict(
-    _read_only: &[PathBuf],
-    _listable: &[PathBuf],
-    _writable: &[PathBuf],
+    _grants: &Grants<'_>,
     _roots: &[super::verify::Root],
     _connect_port: Option<u16>,
 ) -> Result<Restricted, String> {

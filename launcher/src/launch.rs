@@ -5,8 +5,8 @@
 //! Before the fork, in the launcher: the status pipe, the command's
 //! environment, the namespace runner's namespaces (and the command a runner
 //! started ahead waits for), IPC namespaces, the bridge's port and the
-//! metadata supervisor's channel. Then [`supervise::run`] forks; the
-//! supervisor starts the bridge and the metadata supervisor; the child runs
+//! file supervisor's channel. Then [`supervise::run`] forks; the
+//! supervisor starts the bridge and the file supervisor; the child runs
 //! [`confine_and_exec`]: Landlock and the metadata filter, the socket and
 //! hardening filters, the limits, the capabilities and no-new-privs, the
 //! check that it is confined, then the exec.
@@ -150,11 +150,11 @@ struct Helpers {
     /// exists (so it never races it), and the host's proxy socket.
     #[cfg(target_os = "linux")]
     bridge: Option<(std::net::TcpListener, std::path::PathBuf)>,
-    /// The metadata supervisor (Landlock, a run that may write): its end
-    /// of the channel the command sends its filter's listener over, and
-    /// what it may change.
+    /// The file supervisor (Landlock, a run that may write): its end of
+    /// the channel the command sends its filter's listener over, and the
+    /// run's places.
     #[cfg(target_os = "linux")]
-    metadata: Option<(std::os::unix::net::UnixStream, notify::Allowed)>,
+    files: Option<(std::os::unix::net::UnixStream, notify::Places)>,
     /// The command's end of that channel.
     #[cfg(target_os = "linux")]
     command_end: Option<std::os::unix::net::UnixStream>,
@@ -176,16 +176,22 @@ impl Helpers {
         }
         #[cfg(target_os = "linux")]
         if mode == Mode::Landlock {
-            let allowed = notify::Allowed::of(&request.writable);
-            if !allowed.roots.is_empty() {
+            let places = notify::places(&request.writable, &request.supervised, &request.protected);
+            if places.supervised.len() != request.supervised.len() {
+                mode.fail(
+                    status.as_mut(),
+                    "file supervisor: a --rw-supervised root is not a directory here",
+                );
+            }
+            if !places.writable.is_empty() {
                 match std::os::unix::net::UnixStream::pair() {
                     Ok((ours, theirs)) => {
-                        helpers.metadata = Some((ours, allowed));
+                        helpers.files = Some((ours, places));
                         helpers.command_end = Some(theirs);
                     }
                     Err(err) => mode.fail(
                         status.as_mut(),
-                        &format!("metadata supervisor: cannot make its channel: {err}"),
+                        &format!("file supervisor: cannot make its channel: {err}"),
                     ),
                 }
             }
@@ -196,17 +202,17 @@ impl Helpers {
     }
 
     /// What the supervisor starts after the fork, and the command's end of
-    /// the metadata supervisor's channel.
+    /// the file supervisor's channel.
     fn split(self) -> (impl FnOnce(), Option<std::os::unix::net::UnixStream>) {
         #[cfg(target_os = "linux")]
         {
-            let (bridge, metadata) = (self.bridge, self.metadata);
+            let (bridge, files) = (self.bridge, self.files);
             let alongside = move || {
                 if let Some((listener, socket)) = bridge {
                     bridge::start(listener, socket);
                 }
-                if let Some((socket, allowed)) = metadata {
-                    notify::start(socket, allowed);
+                if let Some((socket, places)) = files {
+                    notify::start(socket, places);
                 }
             };
             (alongside, self.command_end)
@@ -290,9 +296,10 @@ fn cannot_execute(mode: Mode, program: &std::ffi::OsStr, err: &std::io::Error) -
 }
 
 /// Landlock's ruleset and the metadata filter (the Landlock launcher; the
-/// other modes' files are the mount tree's). The metadata supervisor takes
-/// `chmod` and `utimensat` where it has the listener; else they stay
-/// refused with the rest.
+/// other modes' files are the mount tree's). The file supervisor takes
+/// `chmod` and `utimensat` where it has the listener, else they stay
+/// refused with the rest; a run with supervised roots gets their writes
+/// supervised or does not run (Landlock grants them read only).
 fn restrict_files(
     mode: Mode,
     request: &Request,
@@ -301,22 +308,29 @@ fn restrict_files(
     if mode != Mode::Landlock {
         return Ok(());
     }
-    match landlock::restrict(
-        &request.read_only,
-        &request.listable,
-        &request.writable,
-        &request.roots,
-        request.connect_port,
-    )? {
+    let grants = landlock::Grants {
+        read_only: &request.read_only,
+        listable: &request.listable,
+        writable: &request.writable,
+        supervised: &request.supervised,
+    };
+    match landlock::restrict(&grants, &request.roots, request.connect_port)? {
         landlock::Restricted::Fully => {}
         landlock::Restricted::Partially => eprintln!("{PREFIX}{PARTIAL_NOTICE}"),
     }
     #[cfg(target_os = "linux")]
     {
-        let supervised = command_end.as_ref().is_some_and(|socket| {
-            notify::install().is_ok_and(|listener| notify::send(socket, &listener).is_ok())
+        let writes = !request.supervised.is_empty();
+        let listener = command_end.as_ref().map(|socket| {
+            notify::install(writes).and_then(|listener| notify::send(socket, &listener))
         });
         drop(command_end);
+        let supervised = match listener {
+            Some(Ok(())) => true,
+            Some(Err(detail)) if writes => return Err(detail),
+            _ if writes => return Err("file supervisor: no channel to it".into()),
+            _ => false,
+        };
         metadata::refuse_metadata_changes(supervised)?;
     }
     #[cfg(not(target_os = "linux"))]

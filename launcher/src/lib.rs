@@ -96,7 +96,7 @@ pub use protocol::{
     COMMAND_NOT_FOUND, COMMAND_NOT_RUNNABLE, FAILURE_EXIT, INIT_PREFIX, INIT_PROBE,
     INIT_SUBCOMMAND, LIMIT_AS_VAR, LIMIT_NPROC_VAR, NS_PREFIX, NS_SUBCOMMAND, PARTIAL_NOTICE,
     PREFIX, PROBE_FULL, PROBE_IPC_ISOLATED, PROBE_IPC_SHARED, PROBE_METADATA, PROBE_PARTIAL,
-    PROBE_SCOPES, PROXY_PORT, SUBCOMMAND,
+    PROBE_SCOPES, PROBE_WRITES_SUPERVISED, PROBE_WRITES_UNSUPERVISED, PROXY_PORT, SUBCOMMAND,
 };
 
 /// Which of the launcher's modes the binary was started in.
@@ -180,6 +180,11 @@ struct Request {
     /// of a deny-read path, whose other entries are granted one by one.
     listable: Vec<PathBuf>,
     writable: Vec<PathBuf>,
+    /// Writable roots whose changes the file supervisor carries out
+    /// (`--rw-supervised`): Landlock grants them read and execute only.
+    supervised: Vec<PathBuf>,
+    /// The protected paths inside them (`--protected`).
+    protected: Vec<PathBuf>,
     /// The socket families the command may make (none: no filter).
     #[cfg(target_os = "linux")]
     socket_families: Option<Vec<sockets::Allowed>>,
@@ -274,36 +279,20 @@ fn parse(mode: Mode, args: Vec<OsString>) -> Result<Invocation, String> {
                     .map_err(|_| format!("--connect-port {port} is not a port"))?;
                 launch.connect_port = Some(port);
             }
-            "--ro" | "--rw" | "--ls" if landlock => {
+            "--ro" | "--rw" | "--ls" | "--rw-supervised" | "--protected" if landlock => {
                 let path = args.next().ok_or_else(|| format!("{flag} needs a path"))?;
                 let list = match flag.as_str() {
                     "--ro" => &mut launch.read_only,
                     "--ls" => &mut launch.listable,
+                    "--rw-supervised" => &mut launch.supervised,
+                    "--protected" => &mut launch.protected,
                     _ => &mut launch.writable,
                 };
                 list.push(PathBuf::from(path));
             }
             "--" => {
                 launch.argv = args.collect();
-                match (launch.await_fd, launch.argv.is_empty(), launch.env_fd) {
-                    (None, true, _) => return Err("no command after --".into()),
-                    (Some(_), false, _) => {
-                        return Err("with --await-fd the command comes over that fd, \
-                                    not after --"
-                            .into());
-                    }
-                    (Some(_), _, Some(_)) => {
-                        return Err("with --await-fd the environment comes over that fd, \
-                                    not --env-fd"
-                            .into());
-                    }
-                    _ => {}
-                }
-                #[cfg(target_os = "linux")]
-                if runner {
-                    launch.plan.check()?;
-                }
-                return Ok(Invocation::Run(Box::new(launch)));
+                return complete(launch, runner).map(|launch| Invocation::Run(Box::new(launch)));
             }
             #[cfg(target_os = "linux")]
             profile if runner && launch.plan.take(profile, &mut args)? => {}
@@ -312,6 +301,36 @@ fn parse(mode: Mode, args: Vec<OsString>) -> Result<Invocation, String> {
         first = false;
     }
     Err("missing -- and the command to run".into())
+}
+
+/// The request read up to `--` and its command, checked whole.
+#[cfg_attr(not(target_os = "linux"), allow(unused_variables))]
+fn complete(launch: Request, runner: bool) -> Result<Request, String> {
+    match (launch.await_fd, launch.argv.is_empty(), launch.env_fd) {
+        (None, true, _) => return Err("no command after --".into()),
+        (Some(_), false, _) => {
+            return Err("with --await-fd the command comes over that fd, not after --".into());
+        }
+        (Some(_), _, Some(_)) => {
+            return Err("with --await-fd the environment comes over that fd, not --env-fd".into());
+        }
+        _ => {}
+    }
+    #[cfg(target_os = "linux")]
+    if runner {
+        launch.plan.check()?;
+    }
+    if let Some(stray) = launch
+        .protected
+        .iter()
+        .find(|path| !launch.supervised.iter().any(|root| path.starts_with(root)))
+    {
+        return Err(format!(
+            "--protected {} lies in no --rw-supervised root",
+            stray.display()
+        ));
+    }
+    Ok(launch)
 }
 
 /// What the launcher in `mode` reads from `args` (everything after its
@@ -368,6 +387,10 @@ mod tests {
                     "/root",
                     "--rw",
                     "/w",
+                    "--rw-supervised",
+                    "/s",
+                    "--protected",
+                    "/s/.git",
                     "--",
                     "a",
                     "--ro"
@@ -382,6 +405,8 @@ mod tests {
                 read_only: vec!["/".into()],
                 listable: vec!["/root".into()],
                 writable: vec!["/w".into()],
+                supervised: vec!["/s".into()],
+                protected: vec!["/s/.git".into()],
                 socket_families: None,
                 connect_port: None,
                 proxy_socket: None,
@@ -398,6 +423,7 @@ mod tests {
             &["--status-fd", "1", "--", "x"][..],
             &["--ro", "/"][..],
             &["--probe", "x"][..],
+            &["--rw", "/w", "--protected", "/w/.git", "--", "x"][..],
         ] {
             assert!(parse(Mode::Landlock, os(bad)).is_err(), "{bad:?}");
         }

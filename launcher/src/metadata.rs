@@ -5,9 +5,9 @@
 //! seccomp filter (built with `seccompiler`) that refuses every such system
 //! call with `EPERM`, for paths and file descriptors alike: a filter cannot
 //! tell a path inside the workspace from one outside, so the change is
-//! refused everywhere — except where the metadata supervisor (`notify.rs`)
-//! is at work: it takes over `chmod` and `utimensat` and carries them out
-//! inside the run's writable roots only.
+//! refused everywhere — except where the file supervisor (`notify/`) is at
+//! work: it takes over `chmod`, `chown` and `utimensat` and carries them
+//! out inside the run's writable roots only.
 //!
 //! `io_uring` is refused too (it can set extended attributes without these
 //! system calls). A call from another architecture's system-call table
@@ -22,16 +22,12 @@ use seccompiler::BpfProgram;
 use super::seccomp::X32_SYSCALL_BIT;
 use super::seccomp::compile;
 
-/// The system calls that change metadata, by this architecture's numbers.
+/// The system calls that change metadata, by this architecture's numbers:
+/// those the file supervisor can take (mode, owner, times) and the rest.
 fn refused() -> Vec<i64> {
     use nix::libc;
-    let calls: Vec<i64> = vec![
-        libc::SYS_fchmod,
-        libc::SYS_fchmodat,
-        FCHMODAT2,
-        libc::SYS_fchown,
-        libc::SYS_fchownat,
-        libc::SYS_utimensat,
+    let mut calls = super::notify::metadata_calls();
+    calls.extend([
         libc::SYS_setxattr,
         libc::SYS_lsetxattr,
         libc::SYS_fsetxattr,
@@ -41,20 +37,9 @@ fn refused() -> Vec<i64> {
         SETXATTRAT,
         REMOVEXATTRAT,
         libc::SYS_io_uring_setup,
-    ];
+    ]);
     #[cfg(target_arch = "x86_64")]
-    let calls = {
-        let mut calls = calls;
-        calls.extend([
-            libc::SYS_chmod,
-            libc::SYS_chown,
-            libc::SYS_lchown,
-            libc::SYS_utime,
-            libc::SYS_utimes,
-            libc::SYS_futimesat,
-        ]);
-        calls
-    };
+    calls.extend([libc::SYS_utime, libc::SYS_utimes, libc::SYS_futimesat]);
     // The same calls through the x32 ABI.
     super::seccomp::with_x32(calls.into_iter().map(|nr| (nr, ())).collect())
         .into_iter()
@@ -62,8 +47,6 @@ fn refused() -> Vec<i64> {
         .collect()
 }
 
-/// `fchmodat2` (Linux 6.6), the same number on every architecture.
-const FCHMODAT2: i64 = 452;
 /// `setxattrat` (Linux 6.13).
 const SETXATTRAT: i64 = 463;
 /// `removexattrat` (Linux 6.13).
@@ -71,11 +54,11 @@ const REMOVEXATTRAT: i64 = 466;
 
 /// The compiled filter: the refused calls fail with `EPERM`, everything
 /// else is allowed (Landlock and the mount tree decide the rest). With
-/// `supervised`, the calls the metadata supervisor carries out
-/// (`notify.rs`) are left to it: an errno would outrank its notification.
+/// `supervised`, the calls the file supervisor carries out (`notify/`)
+/// are left to it: an errno would outrank its notification.
 pub(super) fn filter(supervised: bool) -> Result<BpfProgram, String> {
     let handed = match supervised {
-        true => super::notify::supervised(),
+        true => super::notify::metadata_calls(),
         false => vec![],
     };
     let rules = refused()

@@ -59,6 +59,20 @@ pub(crate) fn drop_capabilities() -> Result<(), String> {
             0,
         )
     };
+    clear_capability_sets().map_err(|err| format!("cannot drop the command's capabilities: {err}"))
+}
+
+/// Clear the effective, permitted and inheritable capability sets of the
+/// calling *thread* (`capset` works per thread): the file supervisor's
+/// thread gives up what the launcher holds, so what it does for the
+/// command meets the kernel's checks as the command would.
+#[cfg(target_os = "linux")]
+#[allow(
+    unsafe_code,
+    reason = "prctl and capset are raw system calls; each block says why it is sound"
+)]
+pub(crate) fn clear_capability_sets() -> std::io::Result<()> {
+    use nix::libc;
     #[repr(C)]
     struct Header {
         version: u32,
@@ -83,10 +97,7 @@ pub(crate) fn drop_capabilities() -> Result<(), String> {
     }; 2];
     // SAFETY: capset reads one header and two data structs we own.
     if unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) } != 0 {
-        return Err(format!(
-            "cannot drop the command's capabilities: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
 }

@@ -46,8 +46,14 @@ pub const PROBE_IPC_SHARED: &str = "ipc: shared (unsharing needs CAP_SYS_ADMIN)"
 /// The probe's line prefix listing the Landlock scopes in force.
 pub const PROBE_SCOPES: &str = "scopes: ";
 /// The probe's line prefix saying how `chmod` and `utimensat` fare: carried
-/// out by the metadata supervisor inside the writable roots, or refused.
+/// out by the file supervisor inside the writable roots, or refused.
 pub const PROBE_METADATA: &str = "metadata: ";
+/// The probe's line when writes in a writable root that holds protected
+/// paths can be carried out by the file supervisor (protected paths hold).
+pub const PROBE_WRITES_SUPERVISED: &str = "writes: supervised";
+/// The probe's line prefix when they cannot (the reason follows): such a
+/// root is granted to Landlock whole, its protected paths writable.
+pub const PROBE_WRITES_UNSUPERVISED: &str = "writes: unsupervised: ";
 /// What `cordon __init --probe` prints: the binary has the init mode.
 pub const INIT_PROBE: &str = "cordon-init: ready";
 /// In the launcher's own environment (never the command's): the

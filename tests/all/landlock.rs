@@ -66,7 +66,8 @@ fn dev_null_is_writable_and_dev_shm_is_not() {
 #[test]
 fn workspace_write_allows_its_root_and_denies_a_sibling() {
     require_landlock!();
-    common::assert_workspace_write_allows_its_root_only(&["--backend", "landlock"], "partial");
+    // Full: the launcher's file supervisor keeps the protected paths.
+    common::assert_workspace_write_allows_its_root_only(&["--backend", "landlock"], "full");
 }
 
 #[test]
@@ -137,4 +138,169 @@ fn the_launcher_sets_no_new_privs() {
             .ends_with('1'),
         "{result}"
     );
+}
+
+/// A repository in `root` with a `.git/config`, and `cordon run` arguments
+/// for `workspace-write` there.
+fn repository_in(root: &std::path::Path) -> (Vec<u8>, Vec<String>) {
+    std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
+    std::fs::write(root.join(".git/config"), "[core]\n").unwrap();
+    let config = std::fs::read(root.join(".git/config")).unwrap();
+    let args = args(&["--mode", "workspace-write", "--workspace"])
+        .into_iter()
+        .map(String::from)
+        .chain([root.to_string_lossy().into_owned()])
+        .collect();
+    (config, args)
+}
+
+#[test]
+fn the_file_supervisor_holds_against_a_racer_swapping_links() {
+    require_landlock!();
+    let ws = workspace();
+    let root = ws.path();
+    let (config, args) = repository_in(root);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    // A file of the run's own user outside every writable place.
+    let victim = root.with_extension("victim");
+    std::fs::write(&victim, "mine\n").unwrap();
+    // One process swaps `x` between a file and links to `.git/config` and
+    // to the victim, and `d` between a directory and a link to `.git`;
+    // another writes through both names as fast as it can.
+    let racer = format!(
+        "mkdir -p d; \
+         ( for i in $(seq 300); do \
+             ln -sfn .git/config x; rm -f x; : > x; ln -sfn {victim} x; rm -f x; \
+             rm -rf d; ln -sfn .git d; rm -f d; mkdir d; \
+           done ) & \
+         for i in $(seq 1500); do \
+           echo evil >> x 2>/dev/null; echo evil >> d/config 2>/dev/null; \
+           echo evil > d/hooks 2>/dev/null; \
+         done; wait; echo done",
+        victim = victim.display()
+    );
+    let (code, result) = run_json(root, &args, &racer);
+    assert_eq!(code, 0, "{result}");
+    assert_eq!(result["stdout"]["text"], "done\n", "{result}");
+    assert_eq!(std::fs::read(root.join(".git/config")).unwrap(), config);
+    assert!(!root.join(".git/hooks/hooks").exists());
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "mine\n");
+    std::fs::remove_file(&victim).unwrap();
+    // Positive control: the same names take writes when nothing swaps.
+    let (code, result) = run_json(
+        root,
+        &args,
+        "rm -rf x d; echo ok > x && mkdir d && echo ok > d/config",
+    );
+    assert_eq!(code, 0, "{result}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("d/config")).unwrap(),
+        "ok\n"
+    );
+}
+
+#[test]
+fn links_from_outside_reach_no_protected_path() {
+    require_landlock!();
+    let ws = workspace();
+    let root = ws.path();
+    let (config, args) = repository_in(root);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let link = format!("/tmp/cordon-e2e-link-{}", std::process::id());
+    for attack in [
+        // A symlink in /tmp (not supervised) into the workspace's .git.
+        format!(
+            "ln -sfn {}/.git/config {link} && echo evil >> {link}",
+            root.display()
+        ),
+        // A second name for a protected file, inside or outside.
+        "ln .git/config stolen".to_owned(),
+        format!("ln .git/config {link}.hard"),
+        // Through a descriptor's own link.
+        "exec 3<.git/config; echo evil >> /proc/self/fd/3".to_owned(),
+        "truncate -s 0 .git/config".to_owned(),
+        "mv .git/config .".to_owned(),
+    ] {
+        let (code, result) = run_json(root, &args, &attack);
+        assert_ne!(code, 0, "{attack}: {result}");
+    }
+    let _ = std::fs::remove_file(&link);
+    assert!(!std::path::Path::new(&format!("{link}.hard")).exists());
+    assert!(!root.join("stolen").exists());
+    assert_eq!(std::fs::read(root.join(".git/config")).unwrap(), config);
+}
+
+#[test]
+fn ordinary_file_work_goes_through_the_file_supervisor() {
+    require_landlock!();
+    let ws = workspace();
+    let root = ws.path();
+    let (_, args) = repository_in(root);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let outside = format!("/tmp/cordon-e2e-moved-{}", std::process::id());
+    let script = format!(
+        "set -e; \
+         mkfifo p; (cat p > from-fifo &); echo through > p; wait; \
+         exec 3<from-fifo; echo reopened > /proc/self/fd/3; exec 3<&-; \
+         umask 077; touch private; umask 022; \
+         echo moved > {outside}; mv {outside} moved-in; \
+         mkdir -p a/b && echo deep > a/b/c && cp -r a copy && mv copy renamed && rm -r a; \
+         ln -s renamed/b/c sym && echo more >> sym; ln renamed/b/c hard; \
+         truncate -s 2 hard; \
+         python3 -c 'import os; fd = os.open(\".\", os.O_TMPFILE | os.O_RDWR, 0o644); \
+os.write(fd, b\"anon\"); os.lseek(fd, 0, 0); assert os.read(fd, 4) == b\"anon\"'; \
+         cp -p renamed/b/c kept; \
+         echo ok",
+    );
+    let (code, result) = run_json(root, &args, &script);
+    assert_eq!(code, 0, "{result}");
+    assert_eq!(result["stdout"]["text"], "ok\n", "{result}");
+    use std::os::unix::fs::PermissionsExt;
+    let read = |name: &str| std::fs::read_to_string(root.join(name)).unwrap();
+    assert_eq!(read("from-fifo"), "reopened\n");
+    let mode = std::fs::metadata(root.join("private"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "the command's umask");
+    assert_eq!(read("moved-in"), "moved\n");
+    assert!(!std::path::Path::new(&outside).exists());
+    assert_eq!(read("renamed/b/c"), "de");
+    assert_eq!(read("kept"), "de");
+    assert!(!root.join("a").exists());
+}
+
+#[test]
+fn a_workspace_inside_tmp_keeps_its_protected_paths() {
+    require_landlock!();
+    // /tmp, which every writable run may write, holds the workspace: its
+    // Landlock rights would reach the workspace's .git, so it is supervised
+    // too.
+    let ws = tempfile::Builder::new()
+        .prefix("cordon-e2e-ws-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let root = ws.path();
+    let (config, args) = repository_in(root);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let beside = format!("/tmp/cordon-e2e-beside-{}", std::process::id());
+    let (code, result) = run_json(
+        root,
+        &args,
+        &format!("echo ok > file && echo ok > {beside} && echo evil >> .git/config"),
+    );
+    assert_ne!(code, 0, "{result}");
+    assert_eq!(std::fs::read(root.join(".git/config")).unwrap(), config);
+    assert_eq!(std::fs::read_to_string(&beside).unwrap(), "ok\n");
+    std::fs::remove_file(&beside).unwrap();
+    for attack in [
+        format!("mv {} {}.away", root.display(), root.display()),
+        format!("rm -rf {}", root.display()),
+        format!("ln -s /tmp {}/.git/hooks/pre-commit", root.display()),
+    ] {
+        let (code, result) = run_json(root, &args, &attack);
+        assert_ne!(code, 0, "{attack}: {result}");
+    }
+    assert_eq!(std::fs::read(root.join(".git/config")).unwrap(), config);
+    assert!(!root.join(".git/hooks/pre-commit").is_symlink());
 }

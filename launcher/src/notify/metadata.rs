@@ -1,10 +1,13 @@
 //! The metadata calls the file supervisor carries out: `chmod`, `chown`
 //! and `utimensat` of the command's own regular files and directories
-//! (and `chown` of its symlinks) inside the run's writable places,
-//! protected paths excepted (`places.rs`). The supervisor's thread holds no
-//! capability, so the kernel lets a `chown` through only as it would the
-//! command's: to the owner it already has, and a group the user is in
-//! (`tar`, `cp -p`, `mv` across file systems and `sed -i` do just that).
+//! (and `chown` of its symlinks), and the setting and removing of their
+//! extended attributes, inside the run's writable places, protected paths
+//! excepted (`places.rs`). The supervisor's thread holds no capability, so
+//! the kernel lets a `chown` through only as it would the command's — to
+//! the owner it already has, a group the user is in — and an attribute only
+//! where the command could set it (`user.*`, the POSIX ACLs of its own
+//! files; `security.*` and `trusted.*` need capabilities): `tar`, `cp -p`,
+//! `mv` across file systems and `sed -i` do just that.
 //!
 //! The metadata filter (`crate::metadata`) refuses these calls everywhere
 //! where no supervisor takes them; `npm install` and `pip install` need
@@ -33,6 +36,12 @@ pub(super) fn calls() -> Vec<i64> {
         libc::SYS_fchown,
         libc::SYS_fchownat,
         libc::SYS_utimensat,
+        libc::SYS_setxattr,
+        libc::SYS_lsetxattr,
+        libc::SYS_fsetxattr,
+        libc::SYS_removexattr,
+        libc::SYS_lremovexattr,
+        libc::SYS_fremovexattr,
     ];
     #[cfg(target_arch = "x86_64")]
     calls.extend([libc::SYS_chmod, libc::SYS_chown, libc::SYS_lchown]);
@@ -49,6 +58,14 @@ pub(super) enum Call {
     /// Set the times of `target` (`times`: a pointer to two `timespec`s,
     /// or 0 for now).
     Times { target: Target, times: u64 },
+    /// Set (with a value: a pointer and its size) or remove an extended
+    /// attribute of `target` (`name`: a pointer to its name).
+    Xattr {
+        target: Target,
+        name: u64,
+        value: Option<(u64, usize)>,
+        flags: i32,
+    },
 }
 
 /// The file a call names.
@@ -102,7 +119,33 @@ impl Call {
                 _ => {}
             }
         }
+        let path = |arg: u64, follow: bool| {
+            let flags = if follow {
+                0
+            } else {
+                libc::AT_SYMLINK_NOFOLLOW as u64
+            };
+            at(libc::AT_FDCWD as u64, arg, flags)
+        };
+        let set = |target, args: [u64; 6]| Call::Xattr {
+            target,
+            name: args[1],
+            value: Some((args[2], args[3] as usize)),
+            flags: args[4] as i32,
+        };
+        let remove = |target, args: [u64; 6]| Call::Xattr {
+            target,
+            name: args[1],
+            value: None,
+            flags: 0,
+        };
         match nr {
+            libc::SYS_setxattr => Some(set(path(args[0], true), args)),
+            libc::SYS_lsetxattr => Some(set(path(args[0], false), args)),
+            libc::SYS_fsetxattr => Some(set(Target::Fd(fd(args[0])), args)),
+            libc::SYS_removexattr => Some(remove(path(args[0], true), args)),
+            libc::SYS_lremovexattr => Some(remove(path(args[0], false), args)),
+            libc::SYS_fremovexattr => Some(remove(Target::Fd(fd(args[0])), args)),
             libc::SYS_fchown => Some(chown(Target::Fd(fd(args[0])), args[1], args[2])),
             libc::SYS_fchownat => Some(chown(at(args[0], args[1], args[4]), args[2], args[3])),
             libc::SYS_fchmod => Some(Call::Chmod {
@@ -178,9 +221,10 @@ impl Caller {
 )]
 pub(super) fn answer(caller: &Caller, call: Call, places: &Places) -> Result<i64, i32> {
     let target = match &call {
-        Call::Chmod { target, .. } | Call::Chown { target, .. } | Call::Times { target, .. } => {
-            target
-        }
+        Call::Chmod { target, .. }
+        | Call::Chown { target, .. }
+        | Call::Times { target, .. }
+        | Call::Xattr { target, .. } => target,
     };
     let file = caller.open(target)?;
     let stat = stat(file.as_fd())?;
@@ -208,6 +252,9 @@ pub(super) fn answer(caller: &Caller, call: Call, places: &Places) -> Result<i64
             // SAFETY: fchmodat reads the NUL-ended path we own.
             done(unsafe { libc::fchmodat(libc::AT_FDCWD, file.as_ptr(), mode & 0o7777, 0) })
         }
+        Call::Xattr {
+            name, value, flags, ..
+        } => xattr(caller, &file, name, value, flags),
         Call::Times { times, .. } => {
             let times = match times {
                 0 => None,
@@ -217,6 +264,52 @@ pub(super) fn answer(caller: &Caller, call: Call, places: &Places) -> Result<i64
             // SAFETY: utimensat reads the path we own and, when not null,
             // the two timespecs we own.
             done(unsafe { libc::utimensat(libc::AT_FDCWD, file.as_ptr(), times, 0) })
+        }
+    }
+}
+
+/// The longest value of an extended attribute (`XATTR_SIZE_MAX`).
+const XATTR_SIZE_MAX: usize = 64 * 1024;
+
+/// Set (a `value` read once from the caller) or remove the attribute
+/// `name` of `file` (a path to the very file).
+#[allow(
+    unsafe_code,
+    reason = "seccomp user notification (ioctls, pidfd_getfd, /proc/PID/mem) is raw system calls; each block says why it is sound"
+)]
+fn xattr(
+    caller: &Caller,
+    file: &std::ffi::CStr,
+    name: u64,
+    value: Option<(u64, usize)>,
+    flags: i32,
+) -> Result<i64, i32> {
+    let name = caller.path(name)?;
+    match value {
+        None => {
+            // SAFETY: removexattr reads the two NUL-ended strings we own.
+            done(unsafe { libc::removexattr(file.as_ptr(), name.as_ptr()) })
+        }
+        Some((_, size)) if size > XATTR_SIZE_MAX => Err(libc::E2BIG),
+        Some((at, size)) => {
+            let bytes = match size {
+                0 => vec![],
+                _ => caller.memory(at, size)?,
+            };
+            if bytes.len() != size {
+                return Err(libc::EFAULT);
+            }
+            // SAFETY: setxattr reads the two NUL-ended strings and `size`
+            // bytes of the buffer we own.
+            done(unsafe {
+                libc::setxattr(
+                    file.as_ptr(),
+                    name.as_ptr(),
+                    bytes.as_ptr().cast(),
+                    size,
+                    flags,
+                )
+            })
         }
     }
 }
@@ -273,6 +366,15 @@ mod tests {
                 gid: u32::MAX
             })
         );
-        assert_eq!(Call::of(libc::SYS_setxattr, [0; 6]), None);
+        assert_eq!(
+            Call::of(libc::SYS_fremovexattr, [4, 0x20, 0, 0, 0, 0]),
+            Some(Call::Xattr {
+                target: Target::Fd(4),
+                name: 0x20,
+                value: None,
+                flags: 0
+            })
+        );
+        assert_eq!(Call::of(libc::SYS_fchdir, [0; 6]), None);
     }
 }

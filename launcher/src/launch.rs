@@ -176,13 +176,13 @@ impl Helpers {
         }
         #[cfg(target_os = "linux")]
         if mode == Mode::Landlock {
-            let places = notify::places(&request.writable, &request.supervised, &request.protected);
-            if places.supervised.len() != request.supervised.len() {
-                mode.fail(
-                    status.as_mut(),
-                    "file supervisor: a --rw-supervised root is not a directory here",
-                );
-            }
+            let places = notify::places(
+                &request.writable,
+                &request.supervised,
+                &request.protected,
+                &request.roots,
+            )
+            .unwrap_or_else(|detail| mode.fail(status.as_mut(), &detail));
             if !places.writable.is_empty() {
                 match std::os::unix::net::UnixStream::pair() {
                     Ok((ours, theirs)) => {

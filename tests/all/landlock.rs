@@ -240,7 +240,7 @@ fn ordinary_file_work_goes_through_the_file_supervisor() {
     let outside = format!("/tmp/cordon-e2e-moved-{}", std::process::id());
     let script = format!(
         "set -e; \
-         mkfifo p; (cat p > from-fifo &); echo through > p; wait; \
+         mkfifo p; cat p > from-fifo & echo through > p; wait; \
          exec 3<from-fifo; echo reopened > /proc/self/fd/3; exec 3<&-; \
          umask 077; touch private; umask 022; \
          echo moved > {outside}; mv {outside} moved-in; \

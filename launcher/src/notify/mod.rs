@@ -204,30 +204,55 @@ fn receive(socket: &UnixStream) -> Option<OwnedFd> {
 }
 
 /// The places of a run: its writable directories, those of them to
-/// supervise, and the protected paths, for this user.
+/// supervise, and the protected paths, for this user. Each directory is
+/// opened once and taken by the name the kernel gives that descriptor; a
+/// writable root the host checked (`roots`) must be that very directory,
+/// as for its Landlock rule — else a root swapped for a symlink at launch
+/// would point the supervisor elsewhere. Every supervised root must be a
+/// directory; a writable grant that is not one (`/dev/null`) has no place.
 pub(super) fn places(
     writable: &[PathBuf],
     supervised: &[PathBuf],
     protected: &[PathBuf],
-) -> Places {
-    let canonical = |paths: &[PathBuf]| -> Vec<PathBuf> {
-        paths
-            .iter()
-            .filter(|p| p.is_dir())
-            .filter_map(|p| std::fs::canonicalize(p).ok())
-            .collect()
+    roots: &[super::verify::Root],
+) -> Result<Places, String> {
+    let place = |path: &PathBuf| -> Result<Option<PathBuf>, String> {
+        let Ok(dir) = open_at(
+            None,
+            path.as_os_str().as_bytes(),
+            libc::O_PATH | libc::O_DIRECTORY,
+        ) else {
+            return Ok(None);
+        };
+        if let Some(root) = roots.iter().find(|root| &root.path == path) {
+            let stat = stat(dir.as_fd())
+                .map_err(|errno| format!("cannot read {}: errno {errno}", path.display()))?;
+            root.matches(stat.st_dev, stat.st_ino)?;
+        }
+        named(dir.as_fd())
+            .map(Some)
+            .map_err(|_| format!("cannot name {}", path.display()))
     };
-    let supervised = canonical(supervised);
-    Places {
-        writable: canonical(writable)
-            .into_iter()
-            .chain(supervised.iter().cloned())
-            .collect(),
-        supervised,
+    let mut places = Places {
+        owner: nix::unistd::geteuid().as_raw(),
         // As the host named them (a protected symlink is the link).
         protected: protected.to_vec(),
-        owner: nix::unistd::geteuid().as_raw(),
+        ..Places::default()
+    };
+    for path in supervised {
+        let dir = place(path)?.ok_or_else(|| {
+            format!(
+                "file supervisor: {} is not a directory here",
+                path.display()
+            )
+        })?;
+        places.supervised.push(dir);
     }
+    for path in writable {
+        places.writable.extend(place(path)?);
+    }
+    places.writable.extend(places.supervised.iter().cloned());
+    Ok(places)
 }
 
 /// On a thread of its own: receive the listener from `socket`, then answer

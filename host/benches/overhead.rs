@@ -364,6 +364,49 @@ fn main() {
                 rounds,
             ));
         }
+        // Landlock in workspace-write: the file supervisor carries out every
+        // write in the workspace (protected defaults), a notification each.
+        // With CORDON_BENCH_BEFORE, the older binary (the root granted whole)
+        // beside it, and the namespace runner's mount tree for scale.
+        let files_ws = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("bench-files");
+        std::fs::create_dir_all(&files_ws).expect("bench workspace");
+        let files_ws = files_ws.to_string_lossy().into_owned();
+        let mut writers = vec![(cordon_bin.to_owned(), "landlock", "")];
+        if let Some(before) = before_bin.clone() {
+            writers.push((before, "landlock", ", **before**"));
+        }
+        writers.push((cordon_bin.to_owned(), "namespaces", ""));
+        for (bin, backend, tag) in writers {
+            for (what, command) in [
+                ("`true`", "true"),
+                (
+                    "200 files written, then removed",
+                    "for i in $(seq 200); do echo $i > f$i; done; rm f*",
+                ),
+            ] {
+                let (bin, warm, ws) = (bin.clone(), warm_cache.clone(), files_ws.clone());
+                cases.push((
+                    Box::leak(
+                        format!(
+                            "`cordon run --backend {backend} --mode workspace-write` — {what}{tag}"
+                        )
+                        .into_boxed_str(),
+                    ),
+                    Box::new(move || {
+                        let flags = [
+                            "--backend",
+                            backend,
+                            "--mode",
+                            "workspace-write",
+                            "--workspace",
+                            &ws,
+                        ];
+                        cli_with(&bin, &flags, command, &warm);
+                    }),
+                    rounds,
+                ));
+            }
+        }
         let (warm, full) = (
             warm_cache.clone(),
             format!(
@@ -700,12 +743,17 @@ fn spawned_true(
 
 /// `cordon run FLAGS --component-cache CACHE -- true`, as a new process.
 fn cli_true_with(cordon: &str, flags: &[&str], cache: &std::path::Path) {
+    cli_with(cordon, flags, "true", cache);
+}
+
+/// `cordon run FLAGS --component-cache CACHE -- COMMAND`, as a new process.
+fn cli_with(cordon: &str, flags: &[&str], command: &str, cache: &std::path::Path) {
     let status = Command::new(cordon)
         .arg("run")
         .args(flags)
         .arg("--component-cache")
         .arg(cache)
-        .args(["--", "true"])
+        .args(["--", command])
         .status()
         .expect("cordon");
     assert!(status.success());

@@ -400,6 +400,8 @@ fn main() {
                             "workspace-write",
                             "--workspace",
                             &ws,
+                            "--workdir",
+                            &ws,
                         ];
                         cli_with(&bin, &flags, command, &warm);
                     }),

@@ -208,6 +208,7 @@ fn sandbox(config: &Config, cwd: &Path, probe: &Probe) -> Vec<Check> {
             check = check.fix(rung_fix(rung.backend, &rung.reason));
         }
         checks.push(check);
+        checks.extend(unsupervised_writes(&rung));
     }
     if let Some(abi) = probe.landlock_abi {
         let scopes = probe.landlock_scopes.clone().unwrap_or_default();
@@ -228,6 +229,32 @@ fn sandbox(config: &Config, cwd: &Path, probe: &Probe) -> Vec<Check> {
         });
     }
     checks
+}
+
+/// A usable Landlock rung whose file supervisor cannot keep the protected
+/// paths (the launcher said so in its probe): its `workspace-write` runs
+/// are partial, and what would fix it.
+fn unsupervised_writes(rung: &Rung) -> Option<Check> {
+    let at = rung
+        .reason
+        .find(crate::sandbox::landlock::WRITES_UNSUPERVISED)
+        .filter(|_| rung.usable)?;
+    let why = rung.reason[at..].split(';').next().unwrap_or_default();
+    Some(
+        Check::new(
+            "landlock writes",
+            Status::Warn,
+            format!(
+                "under Landlock, workspace-write runs are partial: {why} (.git, its hooks, \
+                 the rc files)"
+            ),
+        )
+        .fix(
+            "a kernel with seccomp descriptor injection (Linux 5.14+) lets cordon's file \
+             supervisor keep them; or allow user namespaces for the namespace runner \
+             (docs/containers.md)",
+        ),
+    )
 }
 
 /// `rung` as a probe pinned to it sees it: the ladder stops at the first
@@ -409,4 +436,37 @@ fn name(value: impl Serialize) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn landlock(usable: bool, reason: &str) -> Rung {
+        Rung {
+            backend: Backend::Landlock,
+            usable,
+            enforcement: None,
+            reason: reason.into(),
+        }
+    }
+
+    #[test]
+    fn a_landlock_rung_that_cannot_supervise_writes_is_warned_about() {
+        let reason = "cordon ran `true` confined; metadata: supervised inside the writable roots; \
+                      writes: not supervised (this kernel cannot answer a call with a \
+                      descriptor): protected paths stay writable; launcher trusted";
+        let check = unsupervised_writes(&landlock(true, reason)).expect("a warning");
+        let text = serde_json::to_string(&check).unwrap();
+        assert!(text.contains("\"warn\""), "{text}");
+        assert!(
+            text.contains("writes: not supervised (this kernel cannot answer"),
+            "{text}"
+        );
+        assert!(!text.contains("launcher trusted"), "{text}");
+        assert!(!text.contains("danger-full-access"), "{text}");
+        let held = "…; writes: supervised in the roots that hold protected paths (they hold)";
+        assert!(unsupervised_writes(&landlock(true, held)).is_none());
+        assert!(unsupervised_writes(&landlock(false, reason)).is_none());
+    }
 }

@@ -241,6 +241,9 @@ fn ordinary_file_work_goes_through_the_file_supervisor() {
     let script = format!(
         "set -e; \
          mkfifo p; cat p > from-fifo & echo through > p; wait; \
+         ln -s p plink; (sleep 0.2; cat p > /dev/null) & echo again > plink; wait; \
+         ln -s from-fifo flink; tar cf {outside}.tar from-fifo flink; mkdir unpacked; \
+         tar xf {outside}.tar -C unpacked; rm {outside}.tar; touch -h -d 2001-01-01 flink; \
          exec 3<from-fifo; echo reopened > /proc/self/fd/3; exec 3<&-; \
          umask 077; touch private; umask 022; \
          echo moved > {outside}; mv {outside} moved-in; \
@@ -267,6 +270,16 @@ os.write(fd, b\"anon\"); os.lseek(fd, 0, 0); assert os.read(fd, 4) == b\"anon\"'
     assert!(!std::path::Path::new(&outside).exists());
     assert_eq!(read("renamed/b/c"), "de");
     assert_eq!(read("kept"), "de");
+    assert!(root.join("unpacked/flink").is_symlink());
+    let link_time = std::fs::symlink_metadata(root.join("flink"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    assert_eq!(
+        link_time,
+        std::time::UNIX_EPOCH + std::time::Duration::from_secs(978_307_200),
+        "touch -h of a symlink"
+    );
     assert!(!root.join("a").exists());
 }
 

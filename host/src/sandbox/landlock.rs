@@ -17,6 +17,10 @@ use super::{EnvHandover, SandboxConfig, StatusReport, Supervision, Wrap};
 
 pub use super::launcher::landlock::{kernel_abi, kernel_scopes};
 
+/// How a usable Landlock rung's reason begins its writes part when the
+/// file supervisor cannot keep the protected paths (`cordon doctor` warns).
+pub const WRITES_UNSUPERVISED: &str = "writes: not supervised ";
+
 /// Whether the launcher's file supervisor can carry out the writes in a
 /// root that holds protected paths (what its probe said).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -412,8 +416,10 @@ pub(super) fn probe(config: &SandboxConfig) -> Probed<Landlock> {
                 Writes::Supervised => "supervised in the roots that hold protected paths \
                                        (they hold)"
                     .to_owned(),
-                Writes::Unsupervised(reason) =>
-                    format!("not supervised ({reason}): protected paths stay writable"),
+                Writes::Unsupervised(reason) => format!(
+                    "{}({reason}): protected paths stay writable",
+                    WRITES_UNSUPERVISED.trim_start_matches("writes: ")
+                ),
             }
         ),
         runner: Landlock {

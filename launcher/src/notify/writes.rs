@@ -213,16 +213,16 @@ impl Write {
 /// A directory entry a call names: its directory, opened by the
 /// supervisor, that directory's path as the kernel names it, and the last
 /// name of the call's path.
-struct Entry {
-    dir: OwnedFd,
-    dir_path: PathBuf,
-    name: CString,
+pub(super) struct Entry {
+    pub(super) dir: OwnedFd,
+    pub(super) dir_path: PathBuf,
+    pub(super) name: CString,
     /// The call's path ended in `/`.
     slash: bool,
 }
 
 impl Entry {
-    fn named(&self) -> Named<'_> {
+    pub(super) fn named(&self) -> Named<'_> {
         Named {
             dir: &self.dir_path,
             name: os(self.name.as_bytes()),
@@ -238,7 +238,7 @@ impl Caller {
     }
 
     /// The entry `path` names from directory fd `dir`.
-    fn entry_of(&self, dir: RawFd, path: &[u8]) -> Result<Entry, i32> {
+    pub(super) fn entry_of(&self, dir: RawFd, path: &[u8]) -> Result<Entry, i32> {
         let path = self.own_proc(path);
         if path.is_empty() {
             return Err(libc::ENOENT);
@@ -318,13 +318,13 @@ fn open(caller: &Caller, places: &Places, at: At, flags: i32, mode: u32) -> Resu
         };
         let reopen = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW);
         return decided(places.write(&named(target.as_fd())?), || {
-            perform_open(caller, None, by_descriptor(target.as_fd()), reopen, 0)
+            perform_open(caller, Opening::Again(target), reopen, 0)
         });
     }
-    if entry.slash {
+    let tmpfile = flags & libc::O_TMPFILE == libc::O_TMPFILE;
+    if entry.slash && !tmpfile {
         return Ok(Answer::Continue);
     }
-    let tmpfile = flags & libc::O_TMPFILE == libc::O_TMPFILE;
     let verdict = match tmpfile {
         // An unnamed file in the directory the path names.
         true => match entry.named().name.as_encoded_bytes() {
@@ -341,8 +341,29 @@ fn open(caller: &Caller, places: &Places, at: At, flags: i32, mode: u32) -> Resu
     decided(verdict, || {
         let flags = flags | libc::O_NOFOLLOW;
         let mode = mode & 0o7777 & !umask;
-        perform_open(caller, Some(entry.dir), entry.name, flags, mode)
+        perform_open(caller, Opening::At(entry.dir, entry.name), flags, mode)
     })
+}
+
+/// What the supervisor opens for the caller, holding every descriptor the
+/// open needs for as long as it may take.
+enum Opening {
+    /// A name in a directory.
+    At(OwnedFd, CString),
+    /// The very file a descriptor holds (`O_PATH`), opened again.
+    Again(OwnedFd),
+}
+
+impl Opening {
+    /// Open it with `flags` (and `mode` when it creates).
+    fn open(&self, flags: i32, mode: u32) -> Result<OwnedFd, i32> {
+        match self {
+            Opening::At(dir, name) => open_mode(Some(dir.as_fd()), name.as_bytes(), flags, mode),
+            Opening::Again(file) => {
+                open_mode(None, by_descriptor(file.as_fd()).as_bytes(), flags, mode)
+            }
+        }
+    }
 }
 
 /// Whether the entry is a symlink now.
@@ -353,19 +374,13 @@ fn is_symlink(entry: &Entry) -> bool {
         .is_ok_and(|stat| stat.st_mode & libc::S_IFMT == libc::S_IFLNK)
 }
 
-/// Open `path` from `dir` for the caller and hand it the descriptor. Done
-/// non-blocking; a FIFO that would block is opened on a thread of its own.
-fn perform_open(
-    caller: &Caller,
-    dir: Option<OwnedFd>,
-    path: CString,
-    flags: i32,
-    mode: u32,
-) -> Answer {
+/// Open `opening` for the caller and hand it the descriptor. Done
+/// non-blocking; a FIFO that would block is opened on a thread of its own,
+/// which takes the descriptors it needs along.
+fn perform_open(caller: &Caller, opening: Opening, flags: i32, mode: u32) -> Answer {
     let cloexec = flags & libc::O_CLOEXEC != 0;
     let blocking = flags & libc::O_NONBLOCK == 0;
-    let dir_fd = dir.as_ref().map(AsFd::as_fd);
-    let file = match open_mode(dir_fd, path.as_bytes(), flags | libc::O_NONBLOCK, mode) {
+    let file = match opening.open(flags | libc::O_NONBLOCK, mode) {
         Err(libc::ENXIO) if blocking => None,
         Err(errno) => return Answer::Errno(errno),
         Ok(file) if !blocking => Some(file),
@@ -386,8 +401,7 @@ fn perform_open(
             let spawned = std::thread::Builder::new()
                 .name("cordon-fifo".into())
                 .spawn(move || {
-                    let dir_fd = dir.as_ref().map(AsFd::as_fd);
-                    let answer = match open_mode(dir_fd, path.as_bytes(), flags, mode) {
+                    let answer = match opening.open(flags, mode) {
                         Ok(file) => caller.inject(&file, cloexec),
                         Err(errno) => Answer::Errno(errno),
                     };

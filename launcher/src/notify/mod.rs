@@ -505,12 +505,19 @@ impl Caller {
         Ok(bytes)
     }
 
-    /// The NUL-ended path at `at` in the caller's memory, read once.
+    /// The NUL-ended path at `at` in the caller's memory, read once: the
+    /// first bytes, where most paths end, else up to `PATH_MAX` (read whole
+    /// again: what is decided on is one read).
     fn path(&self, at: u64) -> Result<CString, i32> {
+        const SHORT: usize = 256;
         if at == 0 {
             return Err(libc::EFAULT);
         }
-        let bytes = self.memory(at, libc::PATH_MAX as usize)?;
+        let short = self.memory(at, SHORT)?;
+        let bytes = match short.contains(&0) || short.len() < SHORT {
+            true => short,
+            false => self.memory(at, libc::PATH_MAX as usize)?,
+        };
         let end = bytes
             .iter()
             .position(|b| *b == 0)

@@ -256,12 +256,17 @@ impl Caller {
             Some(b'/') => None,
             _ => Some(self.base(dir)?),
         };
-        let dir = open_at(
-            base.as_ref().map(AsFd::as_fd),
-            dir_part,
-            libc::O_PATH | libc::O_DIRECTORY,
-        )?;
-        self.still_waiting()?;
+        let dir = match (base, dir_part) {
+            // A bare name in the working directory: that directory, which
+            // `base` opened `O_PATH` and checked.
+            (Some(cwd), b".") if dir == libc::AT_FDCWD => cwd,
+            (base, _) => {
+                let flags = libc::O_PATH | libc::O_DIRECTORY;
+                let opened = open_at(base.as_ref().map(AsFd::as_fd), dir_part, flags)?;
+                self.still_waiting()?;
+                opened
+            }
+        };
         Ok(Entry {
             dir_path: named(dir.as_fd())?,
             dir,
@@ -305,21 +310,21 @@ fn decided(verdict: Verdict, perform: impl FnOnce() -> Answer) -> Result<Answer,
     })
 }
 
-/// `open`: a symlink the call would follow is judged where it leads;
-/// otherwise the entry is opened from its directory, never following.
+/// `open`. Inside a supervised root the entry is judged by its name and
+/// opened from its directory without following; a symlink there (the open
+/// fails `ELOOP`) that the call would follow is judged where it leads.
+/// Outside, the call goes back to the kernel — unless its last name is a
+/// symlink the call follows (a descriptor's own `/proc` link among them),
+/// which is judged where it leads.
 fn open(caller: &Caller, places: &Places, at: At, flags: i32, mode: u32) -> Result<Answer, i32> {
     let entry = caller.entry(at)?;
     let exclusive = flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0;
     let follows = flags & libc::O_NOFOLLOW == 0 && !exclusive;
-    if follows && is_symlink(&entry) {
-        let Ok(target) = open_at(Some(entry.dir.as_fd()), entry.name.as_bytes(), libc::O_PATH)
-        else {
-            return Ok(Answer::Continue);
+    if !places.supervises(&entry.dir_path) {
+        return match follows && is_symlink(&entry) {
+            true => through_link(caller, places, &entry, flags),
+            false => Ok(Answer::Continue),
         };
-        let reopen = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW);
-        return decided(places.write(&named(target.as_fd())?), || {
-            perform_open(caller, Opening::Again(target), reopen, 0)
-        });
     }
     let tmpfile = flags & libc::O_TMPFILE == libc::O_TMPFILE;
     if entry.slash && !tmpfile {
@@ -333,16 +338,61 @@ fn open(caller: &Caller, places: &Places, at: At, flags: i32, mode: u32) -> Resu
         },
         false => places.create(entry.named()),
     };
-    let creates = tmpfile || flags & libc::O_CREAT != 0;
-    let umask = match (verdict, creates) {
-        (Verdict::Perform, true) => caller.umask()?,
-        _ => 0,
+    if verdict != Verdict::Perform {
+        return decided(verdict, || Answer::Continue);
+    }
+    let umask = match tmpfile || flags & libc::O_CREAT != 0 {
+        true => caller.umask()?,
+        false => 0,
     };
-    decided(verdict, || {
-        let flags = flags | libc::O_NOFOLLOW;
-        let mode = mode & 0o7777 & !umask;
-        perform_open(caller, Opening::At(entry.dir, entry.name), flags, mode)
-    })
+    let mode = mode & 0o7777 & !umask;
+    let opening = Opening::At(entry.dir, entry.name);
+    match first_open(&opening, flags | libc::O_NOFOLLOW, mode) {
+        Err(libc::ELOOP) if follows => {
+            let Opening::At(dir, name) = opening else {
+                return Ok(Answer::Errno(libc::ELOOP));
+            };
+            let entry = Entry {
+                dir_path: entry.dir_path,
+                dir,
+                name,
+                slash: false,
+            };
+            through_link(caller, places, &entry, flags)
+        }
+        Err(errno) => Ok(Answer::Errno(errno)),
+        Ok(file) => Ok(hand_over(
+            caller,
+            opening,
+            file,
+            flags | libc::O_NOFOLLOW,
+            mode,
+        )),
+    }
+}
+
+/// `open` of a symlink the call follows: its target opened by the
+/// supervisor, judged where it lies, and opened again from that descriptor.
+fn through_link(
+    caller: &Caller,
+    places: &Places,
+    entry: &Entry,
+    flags: i32,
+) -> Result<Answer, i32> {
+    let Ok(target) = open_at(Some(entry.dir.as_fd()), entry.name.as_bytes(), libc::O_PATH) else {
+        return Ok(Answer::Continue);
+    };
+    match places.write(&named(target.as_fd())?) {
+        Verdict::Perform => {
+            let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW);
+            let opening = Opening::Again(target);
+            Ok(match first_open(&opening, flags, 0) {
+                Err(errno) => Answer::Errno(errno),
+                Ok(file) => hand_over(caller, opening, file, flags, 0),
+            })
+        }
+        verdict => decided(verdict, || Answer::Continue),
+    }
 }
 
 /// What the supervisor opens for the caller, holding every descriptor the
@@ -374,55 +424,61 @@ fn is_symlink(entry: &Entry) -> bool {
         .is_ok_and(|stat| stat.st_mode & libc::S_IFMT == libc::S_IFLNK)
 }
 
-/// Open `opening` for the caller and hand it the descriptor. Done
-/// non-blocking; a FIFO that would block is opened on a thread of its own,
-/// which takes the descriptors it needs along.
-fn perform_open(caller: &Caller, opening: Opening, flags: i32, mode: u32) -> Answer {
-    let cloexec = flags & libc::O_CLOEXEC != 0;
+/// The supervisor's first try at `opening`, non-blocking: the file, or none
+/// where it is a FIFO the call would wait on (no reader or writer yet).
+fn first_open(opening: &Opening, flags: i32, mode: u32) -> Result<Option<OwnedFd>, i32> {
     let blocking = flags & libc::O_NONBLOCK == 0;
-    let file = match opening.open(flags | libc::O_NONBLOCK, mode) {
-        Err(libc::ENXIO) if blocking => None,
-        Err(errno) => return Answer::Errno(errno),
-        Ok(file) if !blocking => Some(file),
+    match opening.open(flags | libc::O_NONBLOCK, mode) {
+        Err(libc::ENXIO) if blocking => Ok(None),
+        Err(errno) => Err(errno),
+        Ok(file) if !blocking => Ok(Some(file)),
         Ok(file) => {
             let fifo = stat(file.as_fd()).is_ok_and(|s| s.st_mode & libc::S_IFMT == libc::S_IFIFO);
             let read_write = flags & libc::O_ACCMODE == libc::O_RDWR;
-            match (fifo && !read_write, blocking_again(&file)) {
-                (false, Ok(())) => Some(file),
-                (false, Err(errno)) => return Answer::Errno(errno),
-                (true, _) => None,
+            if fifo && !read_write {
+                return Ok(None);
             }
-        }
-    };
-    match file {
-        Some(file) => caller.inject(&file, cloexec),
-        None => {
-            let caller = caller.clone();
-            let spawned = std::thread::Builder::new()
-                .name("cordon-fifo".into())
-                .spawn(move || {
-                    let answer = match opening.open(flags, mode) {
-                        Ok(file) => caller.inject(&file, cloexec),
-                        Err(errno) => Answer::Errno(errno),
-                    };
-                    caller.respond(answer);
-                });
-            match spawned {
-                Ok(_) => Answer::Sent,
-                Err(_) => Answer::Errno(libc::EAGAIN),
-            }
+            // As the call asked: without O_NONBLOCK.
+            nix::fcntl::fcntl(
+                &file,
+                nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::from_bits_retain(
+                    flags & !libc::O_ASYNC,
+                )),
+            )
+            .map_err(|e| e as i32)?;
+            Ok(Some(file))
         }
     }
 }
 
-/// Clear the `O_NONBLOCK` the supervisor opened `file` with.
-fn blocking_again(file: &OwnedFd) -> Result<(), i32> {
-    use nix::fcntl::{FcntlArg, OFlag, fcntl};
-    let flags = fcntl(file, FcntlArg::F_GETFL).map_err(|e| e as i32)?;
-    let flags = OFlag::from_bits_retain(flags) - OFlag::O_NONBLOCK;
-    fcntl(file, FcntlArg::F_SETFL(flags))
-        .map(drop)
-        .map_err(|e| e as i32)
+/// Hand the caller the `file` opened from `opening`; where there is none
+/// yet (a FIFO that waits), open it on a thread of its own, which takes the
+/// descriptors it needs along.
+fn hand_over(
+    caller: &Caller,
+    opening: Opening,
+    file: Option<OwnedFd>,
+    flags: i32,
+    mode: u32,
+) -> Answer {
+    let cloexec = flags & libc::O_CLOEXEC != 0;
+    if let Some(file) = file {
+        return caller.inject(&file, cloexec);
+    }
+    let caller = caller.clone();
+    let spawned = std::thread::Builder::new()
+        .name("cordon-fifo".into())
+        .spawn(move || {
+            let answer = match opening.open(flags, mode) {
+                Ok(file) => caller.inject(&file, cloexec),
+                Err(errno) => Answer::Errno(errno),
+            };
+            caller.respond(answer);
+        });
+    match spawned {
+        Ok(_) => Answer::Sent,
+        Err(_) => Answer::Errno(libc::EAGAIN),
+    }
 }
 
 /// `mkdir` and `mknod`: `perform` makes the entry with the caller's umask.

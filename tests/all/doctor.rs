@@ -167,7 +167,19 @@ fn in_a_restricted_pod_doctor_says_what_a_run_does() {
         );
         assert!(!fix.contains("install bubblewrap"), "{rung}: {fix}");
     }
-    assert_eq!(check(&report, "rung landlock")["status"], "ok");
+    let landlock = check(&report, "rung landlock");
+    assert_eq!(landlock["status"], "ok");
+    assert!(
+        landlock["detail"]
+            .as_str()
+            .unwrap()
+            .contains("writes: supervised in the roots that hold protected paths"),
+        "{landlock}"
+    );
+    assert!(
+        !report.to_string().contains("landlock writes"),
+        "no warning where writes are supervised: {report}"
+    );
     // What it says is what a run does: confined by Landlock, nothing written.
     let marker = ws.path().join("written");
     let (code, result) =
@@ -175,4 +187,16 @@ fn in_a_restricted_pod_doctor_says_what_a_run_does() {
     assert_ne!(code, 0, "{result}");
     assert_eq!(result["sandbox"]["denied"], true, "{result}");
     assert!(!marker.exists(), "a read-only run wrote the workspace");
+    // …and in workspace-write the workspace takes the write, .git does not,
+    // and the run is full: the protected paths hold.
+    std::fs::create_dir_all(ws.path().join(".git")).unwrap();
+    let args = crate::common::workspace_write(&[], ws.path().to_str().unwrap());
+    let (code, result) = crate::common::run_json(
+        ws.path(),
+        &args,
+        "touch written && ! touch .git/config 2>/dev/null",
+    );
+    assert_eq!(code, 0, "{result}");
+    assert_eq!(result["sandbox"]["enforcement"], "full", "{result}");
+    assert!(marker.exists() && !ws.path().join(".git/config").exists());
 }

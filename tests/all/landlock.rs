@@ -317,3 +317,25 @@ fn a_workspace_inside_tmp_keeps_its_protected_paths() {
     assert_eq!(std::fs::read(root.join(".git/config")).unwrap(), config);
     assert!(!root.join(".git/hooks/pre-commit").is_symlink());
 }
+
+#[test]
+fn a_fifo_nobody_opens_stalls_no_other_write() {
+    require_landlock!();
+    let ws = workspace();
+    let root = ws.path();
+    let (_, args) = repository_in(root);
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args.extend(["--timeout-ms", "10000"]);
+    // The writer waits for a reader that never comes (on a thread of the
+    // supervisor's own); every other write of the run still goes through,
+    // and the waiting writer ends with the run.
+    let (code, result) = run_json(
+        root,
+        &args,
+        "mkfifo p; (echo never > p &); sleep 0.2; for i in 1 2 3; do echo $i > f$i; done; \
+         mkdir d && mv f1 d/ && cat d/f1 f2 f3",
+    );
+    assert_eq!(code, 0, "{result}");
+    assert_eq!(result["stdout"]["text"], "1\n2\n3\n", "{result}");
+    assert_eq!(result["timedOut"], false, "{result}");
+}

@@ -10,6 +10,10 @@ use std::path::PathBuf;
 use super::{FAILURE_EXIT, PREFIX};
 
 /// How far the restriction went (never: there is none).
+#[allow(
+    dead_code,
+    reason = "the names landlock.rs has; nothing is restricted where there is no Landlock"
+)]
 pub(super) enum Restricted {
     /// Every right the mode needs is enforced.
     Fully,
@@ -18,6 +22,10 @@ pub(super) enum Restricted {
 }
 
 /// What a launch grants (as `landlock.rs` has it).
+#[allow(
+    dead_code,
+    reason = "the names landlock.rs has; nothing is granted where there is no Landlock"
+)]
 pub(super) struct Grants<'a> {
     /// Read (and execute) rights.
     pub read_only: &'a [PathBuf],

@@ -19,7 +19,7 @@ use std::os::fd::{FromRawFd, RawFd};
 use std::os::unix::process::CommandExt;
 
 use crate::{
-    COMMAND_NOT_FOUND, COMMAND_NOT_RUNNABLE, FAILURE_EXIT, LIMIT_AS_VAR, LIMIT_NPROC_VAR, Mode,
+    COMMAND_NOT_FOUND, COMMAND_NOT_RUNNABLE, LIMIT_AS_VAR, LIMIT_NPROC_VAR, Mode,
     PARTIAL_NOTICE, PREFIX, PROXY_PORT, Request, environment, landlock, supervise,
 };
 #[cfg(target_os = "linux")]
@@ -459,7 +459,7 @@ fn enter_sandbox(request: &Request) -> Result<Option<namespaces::Command>, Strin
             if supervise::parent_death(nix::libc::SIGKILL).is_err()
                 || !namespaces::launcher_alive(&watch)
             {
-                std::process::exit(FAILURE_EXIT);
+                std::process::exit(crate::FAILURE_EXIT);
             }
             drop(watch);
             namespaces::build(&request.plan, &cwd)?;

@@ -84,6 +84,9 @@ pub fn run(
     if let Err(err) = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), None) {
         fail(status.as_mut(), &format!("cannot block signals: {err}"));
     }
+    // Elsewhere there is no subreaper nor parent-death signal to set up.
+    #[cfg(not(target_os = "linux"))]
+    let _ = supervision;
     #[cfg(target_os = "linux")]
     {
         // SAFETY: prctl with integer arguments affects this process only.

@@ -30,9 +30,12 @@
 //! none; either way one [`ExitWatch`] reaps the child exactly once, so no
 //! zombie outlives a dropped run.
 
-use std::ffi::{CString, OsStr, OsString};
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+use std::ffi::CString;
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -86,6 +89,10 @@ pub(super) struct Spec<'a> {
     pub init_env: Option<&'a [u8]>,
     /// Start the child inside this cgroup v2 directory (an open fd of it),
     /// from its first instruction.
+    #[cfg_attr(
+        not(all(target_os = "linux", target_env = "gnu")),
+        allow(dead_code, reason = "only the glibc spawner starts a child in a cgroup")
+    )]
     pub cgroup: Option<RawFd>,
 }
 
@@ -158,6 +165,7 @@ fn above_child_slots(fd: OwnedFd) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn c_string(bytes: &[u8], what: &str) -> io::Result<CString> {
     CString::new(bytes).map_err(|_| {
         io::Error::new(
@@ -307,7 +315,8 @@ pub(super) fn start(spec: &Spec<'_>) -> io::Result<Started> {
     })
 }
 
-/// What `execve` gets, as C strings owned here.
+/// What `execve` gets, as C strings owned here (the glibc spawner's).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 struct Exec {
     path: CString,
     workdir: CString,
@@ -315,6 +324,7 @@ struct Exec {
     envp: Vec<CString>,
 }
 
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 impl Exec {
     fn new(program: &Path, spec: &Spec<'_>) -> io::Result<Exec> {
         Ok(Exec {
@@ -349,6 +359,7 @@ impl Exec {
     }
 }
 
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn null_ended(strings: &[CString]) -> Vec<*const libc::c_char> {
     let mut pointers: Vec<_> = strings.iter().map(|s| s.as_ptr()).collect();
     pointers.push(std::ptr::null());

@@ -744,6 +744,23 @@ mod tests {
         .unwrap();
         assert!(shared.scopes.is_empty());
         assert!(!shared.ipc_isolated);
+        // What the launcher says of its file supervisor; an older one that
+        // says nothing has none.
+        assert_eq!(
+            parse_report("landlock: fully enforced\nwrites: supervised\n")
+                .unwrap()
+                .writes,
+            Writes::Supervised
+        );
+        let old_kernel = "landlock: fully enforced\nwrites: unsupervised: no ADDFD (Linux 5.14)\n";
+        assert_eq!(
+            parse_report(old_kernel).unwrap().writes,
+            Writes::Unsupervised("no ADDFD (Linux 5.14)".into())
+        );
+        assert!(matches!(
+            report.writes,
+            Writes::Unsupervised(reason) if reason.contains("does not say")
+        ));
     }
 
     #[test]

@@ -19,8 +19,8 @@ use std::os::fd::{FromRawFd, RawFd};
 use std::os::unix::process::CommandExt;
 
 use crate::{
-    COMMAND_NOT_FOUND, COMMAND_NOT_RUNNABLE, LIMIT_AS_VAR, LIMIT_NPROC_VAR, Mode,
-    PARTIAL_NOTICE, PREFIX, PROXY_PORT, Request, environment, landlock, supervise,
+    COMMAND_NOT_FOUND, COMMAND_NOT_RUNNABLE, LIMIT_AS_VAR, LIMIT_NPROC_VAR, Mode, PARTIAL_NOTICE,
+    PREFIX, PROXY_PORT, Request, environment, landlock, supervise,
 };
 #[cfg(target_os = "linux")]
 use crate::{bridge, hardening, metadata, namespaces, notify, sockets, verify};

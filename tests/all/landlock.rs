@@ -233,6 +233,9 @@ fn links_from_outside_reach_no_protected_path() {
 #[test]
 fn ordinary_file_work_goes_through_the_file_supervisor() {
     require_landlock!();
+    if !common::python_usable("ordinary_file_work_goes_through_the_file_supervisor") {
+        return;
+    }
     let ws = workspace();
     let root = ws.path();
     let (_, args) = repository_in(root);
@@ -338,4 +341,49 @@ fn a_fifo_nobody_opens_stalls_no_other_write() {
     assert_eq!(code, 0, "{result}");
     assert_eq!(result["stdout"]["text"], "1\n2\n3\n", "{result}");
     assert_eq!(result["timedOut"], false, "{result}");
+}
+
+#[test]
+fn a_unix_socket_binds_in_the_workspace_but_not_on_a_protected_name() {
+    require_landlock!();
+    if !common::python_usable("a_unix_socket_binds_in_the_workspace") {
+        return;
+    }
+    let ws = workspace();
+    let root = ws.path();
+    std::fs::create_dir_all(root.join(".git")).unwrap();
+    let config = root.with_extension("toml");
+    std::fs::write(&config, "max_network = \"full\"\n").unwrap();
+    let grant = serde_json::json!({
+        "mode": "workspace-write", "workspaceRoot": root, "network": "full"
+    })
+    .to_string();
+    let args = args(&["--config", config.to_str().unwrap(), "--grant", &grant]);
+    let script = "umask 077; python3 -c '
+import socket
+s = socket.socket(socket.AF_UNIX); s.bind(\"sock\"); s.listen()
+c = socket.socket(socket.AF_UNIX); c.connect(\"sock\"); a, _ = s.accept(); c.send(b\"hi\")
+assert a.recv(2) == b\"hi\"
+for name in (\".git/sock\", \".bashrc\"):
+    try:
+        socket.socket(socket.AF_UNIX).bind(name); print(\"bound\", name)
+    except OSError as e:
+        print(\"refused\", e.errno)
+'";
+    let (code, result) = run_json(root, &args, script);
+    std::fs::remove_file(&config).unwrap();
+    assert_eq!(code, 0, "{result}");
+    assert_eq!(
+        result["stdout"]["text"], "refused 30\nrefused 30\n",
+        "{result}"
+    );
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let sock = std::fs::symlink_metadata(root.join("sock")).unwrap();
+    assert!(sock.file_type().is_socket());
+    assert_eq!(
+        sock.permissions().mode() & 0o777,
+        0o700,
+        "the command's umask"
+    );
+    assert!(!root.join(".git/sock").exists() && !root.join(".bashrc").exists());
 }

@@ -91,7 +91,10 @@ pub(super) struct Spec<'a> {
     /// from its first instruction.
     #[cfg_attr(
         not(all(target_os = "linux", target_env = "gnu")),
-        allow(dead_code, reason = "only the glibc spawner starts a child in a cgroup")
+        allow(
+            dead_code,
+            reason = "only the glibc spawner starts a child in a cgroup"
+        )
     )]
     pub cgroup: Option<RawFd>,
 }

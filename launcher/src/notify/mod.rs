@@ -15,7 +15,8 @@
 //!   Landlock grants such a *supervised root* read and execute only, and
 //!   every call that would change it — `open` for writing or creating,
 //!   `mkdir`, `mknod`, `unlink`/`rmdir`, `rename`, `link`, `symlink`,
-//!   `truncate` — is carried out by the supervisor unless it touches a
+//!   `truncate`, the `bind` of a unix socket to a path — is carried out by
+//!   the supervisor unless it touches a
 //!   protected path (`EROFS`, as the other rungs' read-only mounts answer).
 //!   An `open` is answered with the descriptor itself, injected into the
 //!   command (`SECCOMP_IOCTL_NOTIF_ADDFD` with `SECCOMP_ADDFD_FLAG_SEND`,

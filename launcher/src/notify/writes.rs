@@ -1,7 +1,8 @@
 //! The write calls the file supervisor carries out in a supervised root
 //! (a writable root holding protected paths, which Landlock grants read
 //! and execute only): `open` for writing or creating, `mkdir`, `mknod`,
-//! `unlink`/`rmdir`, `rename`, `link`, `symlink` and `truncate`.
+//! `unlink`/`rmdir`, `rename`, `link`, `symlink`, `truncate`, and the
+//! `bind` of a unix socket to a path.
 //!
 //! Each call's path is read once and split into its directory, opened by
 //! the supervisor, and its last name ([`Entry`]); `places.rs` judges the
@@ -46,6 +47,7 @@ pub(super) fn rules() -> Result<Vec<(i64, Vec<SeccompRule>)>, String> {
         libc::SYS_linkat,
         libc::SYS_symlinkat,
         libc::SYS_truncate,
+        libc::SYS_bind,
     ];
     let mut calls: Vec<(i64, Vec<SeccompRule>)> = always.map(|nr| (nr, vec![])).into();
     calls.push((libc::SYS_openat, writing(2)?));
@@ -98,6 +100,12 @@ pub(super) enum Write {
     Symlink { target: u64, at: At },
     /// `truncate(path, length)`.
     Truncate { path: u64, length: i64 },
+    /// `bind(socket, address, length)`: `address` a pointer.
+    Bind {
+        socket: RawFd,
+        address: u64,
+        length: u32,
+    },
 }
 
 impl Write {
@@ -148,6 +156,11 @@ impl Write {
             libc::SYS_truncate => Write::Truncate {
                 path: a[0],
                 length: a[1] as i64,
+            },
+            libc::SYS_bind => Write::Bind {
+                socket: a[0] as i32,
+                address: a[1],
+                length: a[2] as u32,
             },
             _ => return None,
         })
@@ -292,6 +305,11 @@ pub(super) fn answer(caller: &Caller, write: Write, places: &Places) -> Answer {
         Write::Link { from, to, flags } => link(caller, places, from, to, flags),
         Write::Symlink { target, at } => symlink(caller, places, target, at),
         Write::Truncate { path, length } => truncate(caller, places, path, length),
+        Write::Bind {
+            socket,
+            address,
+            length,
+        } => bind(caller, places, socket, address, length),
     };
     // What the supervisor could not resolve, the kernel answers as it
     // would have (Landlock bounds it either way).
@@ -631,6 +649,68 @@ fn truncate(caller: &Caller, places: &Places, path: u64, length: i64) -> Result<
     })
 }
 
+/// `bind` of a unix socket to a path in a supervised root: the caller's
+/// socket (its descriptor taken) bound by the supervisor through the
+/// directory it holds (`/proc/self/fd/DIR/NAME`), with the caller's umask.
+/// Any other address — inet, abstract, unnamed — is the kernel's.
+#[allow(
+    unsafe_code,
+    reason = "the supervisor's file calls take NUL-ended paths it owns"
+)]
+fn bind(
+    caller: &Caller,
+    places: &Places,
+    socket: RawFd,
+    address: u64,
+    length: u32,
+) -> Result<Answer, i32> {
+    // SAFETY: an all-zero sockaddr_un is a valid value (integers, bytes).
+    let mut unix: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    let family = std::mem::size_of_val(&unix.sun_family);
+    let length = length as usize;
+    if length <= family || length > std::mem::size_of_val(&unix) {
+        return Ok(Answer::Continue);
+    }
+    let bytes = caller.memory(address, length)?;
+    let (kind, path) = bytes.split_at(family.min(bytes.len()));
+    let unix_family = (libc::AF_UNIX as libc::sa_family_t).to_ne_bytes();
+    if kind != unix_family || path.first().is_none_or(|b| *b == 0) {
+        return Ok(Answer::Continue);
+    }
+    let end = path.iter().position(|b| *b == 0).unwrap_or(path.len());
+    let entry = caller.entry_of(libc::AT_FDCWD, &path[..end])?;
+    let verdict = places.create(entry.named());
+    if verdict != Verdict::Perform {
+        return decided(verdict, || Answer::Continue);
+    }
+    let umask = caller.umask()?;
+    let socket = caller.fd(socket)?;
+    let mut name = format!("/proc/self/fd/{}/", entry.dir.as_raw_fd()).into_bytes();
+    name.extend_from_slice(entry.name.as_bytes());
+    if name.len() >= unix.sun_path.len() {
+        return Ok(Answer::Errno(libc::ENAMETOOLONG));
+    }
+    unix.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (to, from) in unix.sun_path.iter_mut().zip(&name) {
+        *to = *from as libc::c_char;
+    }
+    let size = (family + name.len() + 1) as libc::socklen_t;
+    // The socket file gets the caller's umask: set on this process (which
+    // makes no file of its own) around the one call that creates it.
+    let mask = |bits: u32| nix::sys::stat::Mode::from_bits_truncate(bits as libc::mode_t);
+    let before = nix::sys::stat::umask(mask(umask));
+    // SAFETY: bind reads `size` bytes of the sockaddr_un we own.
+    let bound = unsafe {
+        libc::bind(
+            socket.as_raw_fd(),
+            (&raw const unix).cast::<libc::sockaddr>(),
+            size,
+        )
+    };
+    nix::sys::stat::umask(before);
+    Ok(done(bound).into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -670,6 +750,14 @@ mod tests {
             Some(Write::Symlink {
                 target: 0x30,
                 at: at(5, 0x40)
+            })
+        );
+        assert_eq!(
+            Write::of(libc::SYS_bind, [7, 0x50, 110, 0, 0, 0]),
+            Some(Write::Bind {
+                socket: 7,
+                address: 0x50,
+                length: 110
             })
         );
         assert_eq!(Write::of(libc::SYS_read, [0; 6]), None);

@@ -3,8 +3,8 @@
 //! devices in ABI 5), grant read rights beneath each `--ro` path, listing
 //! only beneath each `--ls` path, all rights beneath each `--rw` path and
 //! read rights beneath each `--rw-supervised` root (whose changes the file
-//! supervisor carries out, `notify/`), set no-new-privs and restrict this process; nested children inherit the
-//! restriction. The ruleset also
+//! supervisor carries out, `notify/`), set no-new-privs and restrict this
+//! process; nested children inherit the restriction. The ruleset also
 //! scopes the command (Landlock ABI 6): it cannot signal processes outside
 //! its domain — the host's, cordon's own — nor connect to abstract unix
 //! sockets created outside it. On a kernel with an older ABI the ruleset

@@ -43,7 +43,9 @@
 //! supervisor does not see is refused by Landlock. Once a notification is
 //! received the call waits out non-fatal signals
 //! (`SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV`, Linux 5.19), so a change the
-//! supervisor made is never made again by a restarted call.
+//! supervisor made is never made again by a restarted call; on 5.14–5.18
+//! the filter goes without, and a call a signal interrupts while the
+//! supervisor works may, restarted, meet its own result (`EEXIST`).
 //!
 //! `seccompiler` has no user-notification action: the filter is compiled
 //! with a trace action and its return instructions rewritten (see
@@ -94,26 +96,41 @@ pub(super) fn install(writes: bool) -> Result<OwnedFd, String> {
         len: program.len() as u16,
         filter: program.as_ptr() as *mut libc::sock_filter,
     };
-    let mut flags = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
-    if writes {
-        flags |= libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
-    }
-    // SAFETY: seccomp reads the program `fprog` points at, which lives
-    // until the call returns; seccompiler's `sock_filter` has the kernel's
-    // layout, as libc's does.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            flags,
-            &fprog,
-        )
+    let listen = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
+    let killable = listen | libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
+    let set = |flags| set_filter(&fprog, flags);
+    let fd = match writes {
+        // Before Linux 5.19 the flag is unknown (EINVAL): go without.
+        true => match set(killable) {
+            fd if fd < 0 && errno() == libc::EINVAL => set(listen),
+            fd => fd,
+        },
+        false => set(listen),
     };
     if fd < 0 {
         return Err(format!("file supervisor: {}", io::Error::last_os_error()));
     }
     // SAFETY: a non-negative return is a fresh fd we own.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `seccomp(SECCOMP_SET_MODE_FILTER, flags, fprog)`: the raw return.
+#[allow(
+    unsafe_code,
+    reason = "seccomp user notification (ioctls, pidfd_getfd, /proc/PID/mem) is raw system calls; each block says why it is sound"
+)]
+fn set_filter(fprog: &libc::sock_fprog, flags: libc::c_ulong) -> libc::c_long {
+    // SAFETY: seccomp reads the program `fprog` points at, which lives
+    // until the call returns; seccompiler's `sock_filter` has the kernel's
+    // layout, as libc's does.
+    unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            flags,
+            fprog,
+        )
+    }
 }
 
 /// Whether the kernel answers a notification with an injected descriptor

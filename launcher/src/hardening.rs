@@ -31,10 +31,8 @@ use std::collections::BTreeMap;
 use nix::libc;
 use seccompiler::{BpfProgram, SeccompRule};
 
-use super::seccomp::compile;
+use super::seccomp::{FCHMODAT2, compile};
 
-/// `fchmodat2` (Linux 6.6), the same number on every architecture.
-const FCHMODAT2: i64 = 452;
 /// `openat2` (Linux 5.6), the same number on every architecture.
 const OPENAT2: i64 = 437;
 

@@ -12,6 +12,9 @@ use seccompiler::{
     SeccompRule,
 };
 
+/// `fchmodat2` (Linux 6.6), the same number on every architecture.
+pub(super) const FCHMODAT2: i64 = 452;
+
 /// Marks an x32 system call on x86_64.
 #[cfg(target_arch = "x86_64")]
 pub(super) const X32_SYSCALL_BIT: i64 = 0x4000_0000;

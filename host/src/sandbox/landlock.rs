@@ -271,11 +271,6 @@ impl Landlock {
         }
     }
 
-    /// The same launcher, its writes as `writes` says.
-    pub fn with_writes(self, writes: Writes) -> Self {
-        Landlock { writes, ..self }
-    }
-
     /// Its enforcement on this kernel.
     pub fn enforcement(&self) -> Enforcement {
         self.enforcement
@@ -394,7 +389,7 @@ pub(super) fn probe(config: &SandboxConfig) -> Probed<Landlock> {
     Ok(Usable {
         reason: format!(
             "{} ran `true` confined and answered: {}; scopes: {}; ipc: {}; metadata: {}; \
-             writes: {}{trust}",
+             {}{trust}",
             launcher.display(),
             out.stdout.lines().next().unwrap_or(""),
             if report.scopes.is_empty() {
@@ -413,13 +408,12 @@ pub(super) fn probe(config: &SandboxConfig) -> Probed<Landlock> {
                 .find_map(|line| line.strip_prefix(PROBE_METADATA))
                 .unwrap_or("refused everywhere"),
             match &report.writes {
-                Writes::Supervised => "supervised in the roots that hold protected paths \
-                                       (they hold)"
+                Writes::Supervised => "writes: supervised in the roots that hold protected \
+                                       paths (they hold)"
                     .to_owned(),
-                Writes::Unsupervised(reason) => format!(
-                    "{}({reason}): protected paths stay writable",
-                    WRITES_UNSUPERVISED.trim_start_matches("writes: ")
-                ),
+                Writes::Unsupervised(reason) => {
+                    format!("{WRITES_UNSUPERVISED}({reason}): protected paths stay writable")
+                }
             }
         ),
         runner: Landlock {

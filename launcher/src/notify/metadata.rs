@@ -23,9 +23,7 @@ use std::os::fd::{AsFd, AsRawFd, RawFd};
 use nix::libc;
 
 use super::{Caller, Places, by_descriptor, done, named, open_at, stat};
-
-/// `fchmodat2` (Linux 6.6), the same number on every architecture.
-const FCHMODAT2: i64 = 452;
+use crate::seccomp::FCHMODAT2;
 
 /// The calls taken, by this architecture's numbers.
 pub(super) fn calls() -> Vec<i64> {
@@ -234,12 +232,9 @@ pub(super) fn answer(caller: &Caller, call: Call, places: &Places) -> Result<i64
         return link_times(caller, places, dir, path, *times);
     }
     let path = named(file.as_fd())?;
-    // A symlink's owner is its own; its mode and times are not changed here.
-    let kind = match (&call, stat.st_mode & libc::S_IFMT) {
-        (Call::Chown { .. }, libc::S_IFLNK) => libc::S_IFREG,
-        (_, kind) => kind,
-    };
-    if !places.admits_metadata(&path, kind, stat.st_uid) {
+    // A symlink's owner is its own (its times: `link_times`).
+    let links = matches!(call, Call::Chown { .. });
+    if !places.admits_metadata(&path, stat.st_mode, stat.st_uid, links) {
         return Err(libc::EPERM);
     }
     let held = file.as_raw_fd();
@@ -306,12 +301,8 @@ fn link_times(
         )
     };
     done(found)?;
-    // As its own file: a link's times are its own.
-    let kind = match stat.st_mode & libc::S_IFMT {
-        libc::S_IFLNK => libc::S_IFREG,
-        kind => kind,
-    };
-    if !places.admits_metadata(&entry.dir_path.join(name), kind, stat.st_uid) {
+    let path = entry.dir_path.join(name);
+    if !places.admits_metadata(&path, stat.st_mode, stat.st_uid, true) {
         return Err(libc::EPERM);
     }
     let times = match times {

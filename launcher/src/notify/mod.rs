@@ -9,15 +9,16 @@
 //! notification, `SECCOMP_RET_USER_NOTIF`), which decides on what it
 //! resolved and never lets the kernel run a call it judged as asked:
 //!
-//! * **metadata** (`metadata.rs`): `chmod` and `utimensat` of the command's
-//!   own files inside the writable roots, protected paths excepted;
+//! * **metadata** (`metadata.rs`): `chmod`, `chown`, `utimensat` and the
+//!   extended attributes of the command's own files inside the writable
+//!   roots, protected paths excepted;
 //! * **writes** (`writes.rs`, where a writable root holds protected paths):
 //!   Landlock grants such a *supervised root* read and execute only, and
 //!   every call that would change it — `open` for writing or creating,
 //!   `mkdir`, `mknod`, `unlink`/`rmdir`, `rename`, `link`, `symlink`,
 //!   `truncate`, the `bind` of a unix socket to a path — is carried out by
-//!   the supervisor unless it touches a
-//!   protected path (`EROFS`, as the other rungs' read-only mounts answer).
+//!   the supervisor unless it touches a protected path (`EROFS`, as the
+//!   other rungs' read-only mounts answer).
 //!   An `open` is answered with the descriptor itself, injected into the
 //!   command (`SECCOMP_IOCTL_NOTIF_ADDFD` with `SECCOMP_ADDFD_FLAG_SEND`,
 //!   Linux 5.14). A call outside every supervised root *continues*
@@ -289,7 +290,7 @@ pub(super) fn start(socket: UnixStream, places: Places) {
                 // The supervisor makes no file of its own: a file it makes
                 // for the command gets the command's umask, applied by hand.
                 nix::sys::stat::umask(nix::sys::stat::Mode::empty());
-                serve(&Arc::new(listener), &Arc::new(places));
+                serve(&Arc::new(listener), &places);
             }
         });
 }
@@ -322,7 +323,7 @@ impl From<Result<i64, i32>> for Answer {
     unsafe_code,
     reason = "seccomp user notification (ioctls, pidfd_getfd, /proc/PID/mem) is raw system calls; each block says why it is sound"
 )]
-fn serve(listener: &Arc<OwnedFd>, places: &Arc<Places>) {
+fn serve(listener: &Arc<OwnedFd>, places: &Places) {
     loop {
         // SAFETY: an all-zero seccomp_notif is a valid value (plain
         // integers); the kernel requires it zeroed.

@@ -164,12 +164,17 @@ impl Places {
     }
 
     /// Whether the file at `path` (as the kernel names the descriptor),
-    /// of type `kind` and owned by `uid`, may have its mode or times
-    /// changed: the command's own regular file or directory beneath a
-    /// writable directory, and not protected.
-    pub fn admits_metadata(&self, path: &Path, kind: libc::mode_t, uid: u32) -> bool {
-        let file_or_dir = matches!(kind & libc::S_IFMT, libc::S_IFREG | libc::S_IFDIR);
-        file_or_dir
+    /// of type `kind` and owned by `uid`, may have its metadata changed:
+    /// the command's own regular file or directory — or symlink, where
+    /// `links` (its owner and times are its own) — beneath a writable
+    /// directory, and not protected.
+    pub fn admits_metadata(&self, path: &Path, kind: libc::mode_t, uid: u32, links: bool) -> bool {
+        let admitted = match kind & libc::S_IFMT {
+            libc::S_IFREG | libc::S_IFDIR => true,
+            libc::S_IFLNK => links,
+            _ => false,
+        };
+        admitted
             && uid == self.owner
             && path.is_absolute()
             && self.writable.iter().any(|root| path.starts_with(root))
@@ -313,16 +318,21 @@ mod tests {
     #[test]
     fn metadata_is_for_own_files_in_writable_places_and_never_protected() {
         let p = places();
-        assert!(p.admits_metadata(Path::new("/ws/a/b"), libc::S_IFREG, 1000));
-        assert!(p.admits_metadata(Path::new("/ws"), libc::S_IFDIR, 1000));
-        assert!(p.admits_metadata(Path::new("/tmp/x"), libc::S_IFREG, 1000));
-        assert!(!p.admits_metadata(Path::new("/wsx/a"), libc::S_IFREG, 1000));
-        assert!(!p.admits_metadata(Path::new("/etc/passwd"), libc::S_IFREG, 1000));
-        assert!(!p.admits_metadata(Path::new("/ws/a"), libc::S_IFREG, 0));
-        assert!(!p.admits_metadata(Path::new("/ws/dev"), libc::S_IFCHR, 1000));
-        assert!(!p.admits_metadata(Path::new("/ws/link"), libc::S_IFLNK, 1000));
-        assert!(!p.admits_metadata(Path::new("anon_inode:[x]"), libc::S_IFREG, 1000));
-        assert!(!p.admits_metadata(Path::new("/ws/.git/hooks/pre-commit"), libc::S_IFREG, 1000));
-        assert!(!p.admits_metadata(Path::new("/ws/.bashrc"), libc::S_IFREG, 1000));
+        assert!(p.admits_metadata(Path::new("/ws/a/b"), libc::S_IFREG, 1000, false));
+        assert!(p.admits_metadata(Path::new("/ws"), libc::S_IFDIR, 1000, false));
+        assert!(p.admits_metadata(Path::new("/tmp/x"), libc::S_IFREG, 1000, false));
+        assert!(!p.admits_metadata(Path::new("/wsx/a"), libc::S_IFREG, 1000, false));
+        assert!(!p.admits_metadata(Path::new("/etc/passwd"), libc::S_IFREG, 1000, false));
+        assert!(!p.admits_metadata(Path::new("/ws/a"), libc::S_IFREG, 0, false));
+        assert!(!p.admits_metadata(Path::new("/ws/dev"), libc::S_IFCHR, 1000, false));
+        assert!(!p.admits_metadata(Path::new("/ws/link"), libc::S_IFLNK, 1000, false));
+        assert!(!p.admits_metadata(Path::new("anon_inode:[x]"), libc::S_IFREG, 1000, false));
+        assert!(!p.admits_metadata(
+            Path::new("/ws/.git/hooks/pre-commit"),
+            libc::S_IFREG,
+            1000,
+            false
+        ));
+        assert!(!p.admits_metadata(Path::new("/ws/.bashrc"), libc::S_IFREG, 1000, false));
     }
 }

@@ -364,22 +364,14 @@ fn open(caller: &Caller, places: &Places, at: At, flags: i32, mode: u32) -> Resu
         false => 0,
     };
     let mode = mode & 0o7777 & !umask;
-    let opening = Opening::At(entry.dir, entry.name);
-    match first_open(&opening, flags | libc::O_NOFOLLOW, mode) {
-        Err(libc::ELOOP) if follows => {
-            let Opening::At(dir, name) = opening else {
-                return Ok(Answer::Errno(libc::ELOOP));
-            };
-            let entry = Entry {
-                dir_path: entry.dir_path,
-                dir,
-                name,
-                slash: false,
-            };
+    let opening = Opening::At(entry);
+    let first = first_open(&opening, flags | libc::O_NOFOLLOW, mode);
+    match (first, opening) {
+        (Err(libc::ELOOP), Opening::At(entry)) if follows => {
             through_link(caller, places, &entry, flags)
         }
-        Err(errno) => Ok(Answer::Errno(errno)),
-        Ok(file) => Ok(hand_over(
+        (Err(errno), _) => Ok(Answer::Errno(errno)),
+        (Ok(file), opening) => Ok(hand_over(
             caller,
             opening,
             file,
@@ -416,8 +408,8 @@ fn through_link(
 /// What the supervisor opens for the caller, holding every descriptor the
 /// open needs for as long as it may take.
 enum Opening {
-    /// A name in a directory.
-    At(OwnedFd, CString),
+    /// An entry, by its name in its directory.
+    At(Entry),
     /// The very file a descriptor holds (`O_PATH`), opened again.
     Again(OwnedFd),
 }
@@ -426,7 +418,9 @@ impl Opening {
     /// Open it with `flags` (and `mode` when it creates).
     fn open(&self, flags: i32, mode: u32) -> Result<OwnedFd, i32> {
         match self {
-            Opening::At(dir, name) => open_mode(Some(dir.as_fd()), name.as_bytes(), flags, mode),
+            Opening::At(entry) => {
+                open_mode(Some(entry.dir.as_fd()), entry.name.as_bytes(), flags, mode)
+            }
             Opening::Again(file) => {
                 open_mode(None, by_descriptor(file.as_fd()).as_bytes(), flags, mode)
             }

@@ -35,6 +35,20 @@ cp "$a" "$embedded/bash-sandbox.wasm"
 echo "sha256:$(sha256sum "$a" | cut -d' ' -f1)" >"$embedded/bash-sandbox.wasm.sha256"
 echo "package: default component $(cat "$embedded/bash-sandbox.wasm.sha256") (reproduced)"
 
+# Cargo verifies cordon against the packaged launcher through a local registry
+# it unpacks under $CARGO_HOME/registry/src, and takes what it finds there as
+# immutable, like any registry crate: an unpacked copy of the same version from
+# an earlier packaging is not unpacked again, and a launcher built from such a
+# copy is not rebuilt (its files keep the tarball's fixed old times). Either
+# would check this source against a stale launcher: both go first.
+rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/cordon-launcher-*
+for depinfo in target/debug/deps/cordon_launcher-*.d; do
+    [ -e "$depinfo" ] && grep -q '/registry/src/' "$depinfo" || continue
+    hash=${depinfo##*/cordon_launcher-}
+    hash=${hash%.d}
+    rm -rf target/debug/.fingerprint/cordon-launcher-"$hash" \
+        target/debug/deps/*cordon_launcher-"$hash".*
+done
 cargo package --locked -p cordon-launcher -p cordon --allow-dirty
 
 dist=target/dist

@@ -85,6 +85,7 @@ pub fn diagnose(
 ) -> Diagnosis {
     let mut checks = vec![component_cache(cache)];
     checks.extend(config.audit_log.as_deref().map(audit_log));
+    checks.extend(tenants(config, nix::unistd::geteuid().is_root()));
     let builder = |source: PolicySource| {
         let mut builder = config.host_builder(cwd).policy(source);
         // The audit log is checked above; a doctor's own runs are none.
@@ -143,6 +144,81 @@ fn component_cache(cache: Option<&Path>) -> Check {
         )
         .fix("set XDG_CACHE_HOME or HOME, or pass --component-cache DIR"),
     }
+}
+
+/// A socket server that admits users besides its own: whether each
+/// admitted uid's ceiling is narrower than the permissive defaults (any
+/// non-system directory as a workspace, the network the host allows, the
+/// host's mode) and, on a root server, whose its runs are. None when the
+/// server admits only its own user.
+fn tenants(config: &Config, root: bool) -> Option<Check> {
+    let serve = &config.serve;
+    if serve.allowed_uids.is_none() && serve.allowed_gids.is_empty() && serve.socket_group.is_none()
+    {
+        return None;
+    }
+    let mut admitted: Vec<String> = serve
+        .allowed_uids
+        .iter()
+        .flatten()
+        .map(|uid| format!("uid {uid}"))
+        .collect();
+    admitted.extend(
+        serve
+            .allowed_gids
+            .iter()
+            .chain(&serve.socket_group)
+            .map(|g| format!("gid {g}")),
+    );
+    let mut wide = vec![];
+    let every = |ceiling: Option<&crate::model::Ceiling>,
+                 field: fn(&crate::model::Ceiling) -> bool| {
+        ceiling.is_some_and(field)
+    };
+    let listed: Vec<u32> = serve.allowed_uids.clone().unwrap_or_default();
+    let grouped = !serve.allowed_gids.is_empty() || serve.socket_group.is_some();
+    let uncovered = |field: fn(&crate::model::Ceiling) -> bool| {
+        grouped
+            || listed
+                .iter()
+                .any(|uid| !every(serve.ceilings.get(uid), field))
+    };
+    if config.allowed_roots.is_empty() && uncovered(|c| c.allowed_roots.is_some()) {
+        wide.push("any non-system directory may be a client's workspace (no allowed_roots)");
+    }
+    let network_open = config.max_network.as_ref().is_some_and(|n| !n.is_none());
+    if network_open && uncovered(|c| c.max_network.is_some()) {
+        wide.push("clients reach the network the host allows (max_network)");
+    }
+    if root
+        && serve
+            .run_as
+            .values()
+            .any(|r| *r == crate::serve::listen::RunAs::Server)
+    {
+        wide.push("some clients' runs are root's (run_as = \"server\")");
+    }
+    let whose = match root {
+        true => "each client's runs are its own uid's",
+        false => "every client's runs are this server's user's",
+    };
+    let detail = format!("admits {}; {whose}", admitted.join(", "));
+    Some(match wide.is_empty() {
+        true => Check::new(
+            "serve tenants",
+            Status::Ok,
+            format!("{detail}; each has a ceiling"),
+        ),
+        false => Check::new(
+            "serve tenants",
+            Status::Warn,
+            format!("{detail}; the defaults are permissive: {}", wide.join("; ")),
+        )
+        .fix(
+            "give each admitted uid a ceiling ([serve.uid.N] allowed_roots, max_network, \
+             max_mode), or set allowed_roots for the host",
+        ),
+    })
 }
 
 /// The operator's audit log, opened as a run would open it.
@@ -449,6 +525,32 @@ mod tests {
             enforcement: None,
             reason: reason.into(),
         }
+    }
+
+    #[test]
+    fn a_server_admitting_others_under_the_permissive_defaults_is_warned_about() {
+        let parse = |text: &str| Config::parse(text, Path::new("cordon.toml")).unwrap();
+        assert!(tenants(&parse(""), true).is_none(), "only its own user");
+        let open = tenants(&parse("[serve]\nallowed_uids = [1000]\n"), true).unwrap();
+        assert_eq!(open.status, Status::Warn, "{open:?}");
+        assert!(open.detail.contains("no allowed_roots"), "{open:?}");
+        assert!(open.detail.contains("its own uid"), "{open:?}");
+        let network = parse(
+            "max_network = \"full\"\nallowed_roots = [\"/srv\"]\n[serve]\nallowed_uids = [1000]\n",
+        );
+        let network = tenants(&network, false).unwrap();
+        assert!(network.detail.contains("max_network"), "{network:?}");
+        assert!(network.detail.contains("this server's user"), "{network:?}");
+        let bounded = parse(
+            "max_network = \"full\"\n[serve]\nallowed_uids = [1000]\n[serve.uid.1000]\n\
+             allowed_roots = [\"/home/a\"]\nmax_network = \"none\"\n",
+        );
+        let bounded = tenants(&bounded, true).unwrap();
+        assert_eq!(bounded.status, Status::Ok, "{bounded:?}");
+        let as_root = parse(
+            "[serve]\nallowed_uids = [1000]\n[serve.uid.1000]\nallowed_roots = [\"/a\"]\nrun_as = \"server\"\n",
+        );
+        assert_eq!(tenants(&as_root, true).unwrap().status, Status::Warn);
     }
 
     #[test]

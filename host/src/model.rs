@@ -290,14 +290,6 @@ pub struct SandboxPolicy {
     pub sockets: Vec<PathBuf>,
 }
 
-fn is_full(network: &Network) -> bool {
-    *network == Network::Full
-}
-
-fn full_network() -> Network {
-    Network::Full
-}
-
 /// Paths protected inside every writable root unless a grant lifts them
 /// (and the operator allows that): read-only when present, not creatable
 /// when absent. `.git` also protects a worktree's resolved gitdir.
@@ -513,8 +505,8 @@ pub struct Deployment {
     #[serde(default)]
     pub limits: RunLimits,
     /// The widest network a grant may have (**host invariant**; default
-    /// `full`: the default policy's own network is `none`).
-    #[serde(default = "full_network", skip_serializing_if = "is_full")]
+    /// `none`: a host reaches no network until its operator says how far).
+    #[serde(default, skip_serializing_if = "Network::is_none")]
     pub max_network: Network,
     /// The host sockets a grant may expose (**host invariant**).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -526,6 +518,10 @@ pub struct Deployment {
     /// policy and config files, when they lie in a writable root).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub protected: Vec<PathBuf>,
+    /// Paths hidden from every run whatever the grant (**host
+    /// invariant**; e.g. a serve client's `[serve.uid.N] deny_read`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny_read: Vec<PathBuf>,
     /// The operator's settings for the policy component, as JSON text
     /// (`{}` when none): validated by the component at load.
     #[serde(default = "no_settings")]
@@ -547,10 +543,11 @@ impl Deployment {
             workdir: dir,
             allowed_roots: vec![],
             limits: RunLimits::default(),
-            max_network: Network::Full,
+            max_network: Network::None,
             sockets: vec![],
             liftable: vec![],
             protected: vec![],
+            deny_read: vec![],
             settings: no_settings(),
         }
     }
@@ -571,6 +568,9 @@ pub struct Ceiling {
     /// allowed roots, when it has some).
     #[serde(default)]
     pub allowed_roots: Option<Vec<PathBuf>>,
+    /// Paths hidden from their runs, besides the deployment's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny_read: Vec<PathBuf>,
 }
 
 impl Deployment {
@@ -594,6 +594,11 @@ impl Deployment {
         }
         if let Some(roots) = &ceiling.allowed_roots {
             narrowed.allowed_roots = roots.clone();
+        }
+        for path in &ceiling.deny_read {
+            if !narrowed.deny_read.contains(path) {
+                narrowed.deny_read.push(path.clone());
+            }
         }
         narrowed.within(self)?;
         Ok(narrowed)
@@ -633,6 +638,9 @@ impl Deployment {
         }
         if let Some(name) = self.liftable.iter().find(|n| !host.liftable.contains(n)) {
             return Err(format!("{name} is not liftable on the host"));
+        }
+        if let Some(path) = host.deny_read.iter().find(|p| !self.deny_read.contains(p)) {
+            return Err(format!("{} is hidden on the host", path.display()));
         }
         Ok(())
     }

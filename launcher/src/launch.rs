@@ -403,7 +403,7 @@ fn check_confined(mode: Mode, request: &Request) -> Result<(), String> {
     {
         let bound: &[verify::Root] = match mode {
             Mode::Landlock => &[],
-            Mode::Init | Mode::Namespaces => &request.roots,
+            Mode::Init | Mode::Namespaces | Mode::Identity => &request.roots,
         };
         verify::confined(&request.outside, bound)?;
     }

@@ -12,6 +12,7 @@
 //! cordon __init [--status-fd N] [--env-fd N] [--outside NS=INODE,...] [--writable-root DEV:INO:PATH]... [--socket-families LIST] [--proxy-socket PATH] -- ARGV...
 //! cordon __init --probe
 //! cordon __ns [--status-fd N] [--env-fd N] [--parent PID] [--unshare-net] [--socket-families LIST] [--proxy-socket PATH] [--writable-root DEV:INO:PATH]... PROFILE... -- ARGV...
+//! cordon __as --uid UID --gid GID [--groups GID,...] -- RUNNER-ARGV...
 //! cordon __ns --await-fd N [--status-fd N] [--parent PID] [--unshare-net] [--socket-families LIST] [--proxy-socket PATH] PROFILE... --
 //! ```
 //!
@@ -58,6 +59,8 @@ mod environment;
 #[cfg(target_os = "linux")]
 mod hardening;
 #[cfg(target_os = "linux")]
+mod identity;
+#[cfg(target_os = "linux")]
 mod ipc;
 #[cfg(target_os = "linux")]
 pub mod landlock;
@@ -93,10 +96,11 @@ use std::path::PathBuf;
 pub use supervise::Ended;
 
 pub use protocol::{
-    COMMAND_NOT_FOUND, COMMAND_NOT_RUNNABLE, FAILURE_EXIT, INIT_PREFIX, INIT_PROBE,
-    INIT_SUBCOMMAND, LIMIT_AS_VAR, LIMIT_NPROC_VAR, NS_PREFIX, NS_SUBCOMMAND, PARTIAL_NOTICE,
-    PREFIX, PROBE_FULL, PROBE_IPC_ISOLATED, PROBE_IPC_SHARED, PROBE_METADATA, PROBE_PARTIAL,
-    PROBE_SCOPES, PROBE_WRITES_SUPERVISED, PROBE_WRITES_UNSUPERVISED, PROXY_PORT, SUBCOMMAND,
+    AS_PREFIX, AS_SUBCOMMAND, COMMAND_NOT_FOUND, COMMAND_NOT_RUNNABLE, FAILURE_EXIT, INIT_PREFIX,
+    INIT_PROBE, INIT_SUBCOMMAND, LIMIT_AS_VAR, LIMIT_NPROC_VAR, NS_PREFIX, NS_SUBCOMMAND,
+    PARTIAL_NOTICE, PREFIX, PROBE_FULL, PROBE_IPC_ISOLATED, PROBE_IPC_SHARED, PROBE_METADATA,
+    PROBE_PARTIAL, PROBE_SCOPES, PROBE_WRITES_SUPERVISED, PROBE_WRITES_UNSUPERVISED, PROXY_PORT,
+    SUBCOMMAND,
 };
 
 /// Which of the launcher's modes the binary was started in.
@@ -110,6 +114,9 @@ pub enum Mode {
     /// cordon's namespace runner: builds the sandbox, then is the
     /// command's init inside it.
     Namespaces,
+    /// Takes on a client's identity and executes its runner (before any
+    /// sandbox: the runner confines as that user).
+    Identity,
 }
 
 impl Mode {
@@ -118,6 +125,7 @@ impl Mode {
             Mode::Landlock => PREFIX,
             Mode::Init => INIT_PREFIX,
             Mode::Namespaces => NS_PREFIX,
+            Mode::Identity => AS_PREFIX,
         }
     }
 
@@ -145,6 +153,7 @@ pub fn invoked(args: &[OsString]) -> Option<Mode> {
         SUBCOMMAND => Some(Mode::Landlock),
         INIT_SUBCOMMAND => Some(Mode::Init),
         NS_SUBCOMMAND => Some(Mode::Namespaces),
+        AS_SUBCOMMAND => Some(Mode::Identity),
         _ => None,
     }
 }
@@ -208,13 +217,19 @@ struct Request {
 /// Run the launcher in `mode` with `args` (everything after the
 /// subcommand). Never returns: it supervises the command or exits.
 pub fn main(mode: Mode, args: Vec<OsString>) -> ! {
+    if mode == Mode::Identity {
+        #[cfg(target_os = "linux")]
+        identity::main(args);
+        #[cfg(not(target_os = "linux"))]
+        mode.fail(None, "a client's identity is taken on Linux only");
+    }
     let invocation = match parse(mode, args) {
         Ok(invocation) => invocation,
         Err(message) => mode.fail(None, &format!("usage: {message}")),
     };
     match (invocation, mode) {
         (Invocation::Probe, Mode::Landlock) => landlock::probe(),
-        (Invocation::Probe, Mode::Init | Mode::Namespaces) => {
+        (Invocation::Probe, Mode::Init | Mode::Namespaces | Mode::Identity) => {
             println!("{INIT_PROBE}");
             std::process::exit(0)
         }

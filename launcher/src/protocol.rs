@@ -18,6 +18,12 @@ pub const SUBCOMMAND: &str = "__landlock";
 pub const INIT_SUBCOMMAND: &str = "__init";
 /// The hidden subcommand that is cordon's namespace runner.
 pub const NS_SUBCOMMAND: &str = "__ns";
+/// The hidden subcommand that takes on a client's identity (uid, gid,
+/// groups) and executes its runner: a root server's runs for a socket
+/// client run as that client.
+pub const AS_SUBCOMMAND: &str = "__as";
+/// The prefix of every line `__as` writes about itself.
+pub const AS_PREFIX: &str = "cordon-as: ";
 /// The prefix of every line the namespace runner writes about itself.
 pub const NS_PREFIX: &str = "cordon-ns: ";
 /// The prefix of every line the launcher writes about itself.

@@ -18,7 +18,10 @@ fn a_mixed_session_leaves_one_record_per_run_and_refusal() {
     let config = logs.path().join("cordon.toml");
     std::fs::write(
         &config,
-        format!("audit_log = {:?}\n", log.to_str().unwrap()),
+        format!(
+            "audit_log = {:?}\nmax_network = \"full\"\n",
+            log.to_str().unwrap()
+        ),
     )
     .unwrap();
     let rules = component("rules-policy.wasm");

@@ -53,6 +53,19 @@ pub fn rule_file() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../components/rules-policy/rules.toml")
 }
 
+/// A cordon.toml whose network ceiling is `full` (a host's default is
+/// `none`): for the suites that try what a run with the whole network can
+/// and cannot reach.
+pub fn full_network_config() -> PathBuf {
+    let dir = scratch();
+    std::fs::create_dir_all(&dir).expect("create the scratch directory");
+    let path = dir.join("cordon-full-network.toml");
+    let fresh = dir.join(format!("cordon-full-network.{}.toml", std::process::id()));
+    std::fs::write(&fresh, "max_network = \"full\"\n").expect("write the config");
+    std::fs::rename(&fresh, &path).expect("place the config");
+    path
+}
+
 /// A built policy component from `OUT_DIR` (see host/build.rs).
 pub fn component(name: &str) -> PathBuf {
     Path::new(env!("OUT_DIR")).join(name)
@@ -409,6 +422,20 @@ fn bin_dir(dir: &Path) -> PathBuf {
     bin
 }
 
+/// Copy the executable `from` to `to` in a `cp` of its own: a copy made
+/// here would hold the new file open for writing in this process, where
+/// another test's fork could inherit the descriptor and the exec of the
+/// copy then fail with "Text file busy".
+pub fn copy_executable(from: &Path, to: &Path) {
+    let status = Command::new("cp")
+        .arg("--")
+        .arg(from)
+        .arg(to)
+        .status()
+        .expect("spawn cp");
+    assert!(status.success(), "cp {} {}", from.display(), to.display());
+}
+
 /// A launcher in `dir/bin` that runs the shell lines `before`, then a copy
 /// of cordon beside it with its arguments. A copy: the launcher may run as
 /// bwrap's init, where a checkout under /tmp is hidden by the fresh /tmp;
@@ -418,7 +445,7 @@ pub fn wrapped_launcher(dir: &Path, before: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let bin = bin_dir(dir);
     let real = bin.join("cordon-real");
-    std::fs::copy(env!("CARGO_BIN_EXE_cordon"), &real).unwrap();
+    copy_executable(Path::new(env!("CARGO_BIN_EXE_cordon")), &real);
     let launcher = bin.join("cordon-launcher");
     std::fs::write(
         &launcher,

@@ -296,7 +296,16 @@ fn under_landlock_a_command_cannot_reach_a_host_abstract_socket() {
         let grant =
             serde_json::json!({"mode": mode, "workspaceRoot": ws.path(), "network": "full"})
                 .to_string();
-        let args = ["--backend", "landlock", "--grant", &grant];
+        let config = crate::common::full_network_config();
+        let config = config.to_str().unwrap();
+        let args = [
+            "--backend",
+            "landlock",
+            "--grant",
+            &grant,
+            "--config",
+            config,
+        ];
         let (code, result) = run_json(ws.path(), &args, &connect(&name));
         assert_ne!(code, 0, "{mode}: connected to the host's socket: {result}");
         assert!(
@@ -501,7 +510,7 @@ fn a_configured_bwrap_that_others_could_replace_is_refused_with_the_reason() {
     std::fs::create_dir(&bin).unwrap();
     let copy = bin.join("bwrap");
     let real = std::fs::canonicalize(cordon_bwrap()).unwrap();
-    std::fs::copy(&real, &copy).unwrap();
+    crate::common::copy_executable(&real, &copy);
     std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
     let config = ws.path().join("cordon.toml");
     std::fs::write(&config, format!("bwrap_path = \"{}\"\n", copy.display())).unwrap();

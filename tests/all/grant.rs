@@ -225,12 +225,22 @@ fn an_extra_writable_root_is_writable_and_nothing_beside_it() {
             "writableRoots": [cache],
         })
         .to_string();
-        let args = grant_args(backend, &policy);
-        let (code, result) = run_json(
-            &root,
-            &args,
-            &format!("echo hit > {}/entry", cache.display()),
-        );
+        // Outside the workspace, a writable root must be the operator's
+        // to give: without `allowed_roots` it is above the ceiling.
+        let write = format!("echo hit > {}/entry", cache.display());
+        let (code, result) = run_json(&root, &grant_args(backend, &policy), &write);
+        assert_eq!(code, 64, "{backend:?}: {result}");
+        assert_eq!(result["error"]["field"], "policy.writableRoots", "{result}");
+        assert!(!cache.join("entry").exists());
+        let config = ws.path().join("cordon.toml");
+        std::fs::write(
+            &config,
+            format!("allowed_roots = [{:?}]\n", ws.path().to_str().unwrap()),
+        )
+        .unwrap();
+        let mut args = grant_args(backend, &policy);
+        args.extend(["--config", config.to_str().unwrap()]);
+        let (code, result) = run_json(&root, &args, &write);
         assert_eq!(code, 0, "{backend:?}: {result}");
         assert_eq!(
             std::fs::read_to_string(cache.join("entry")).unwrap(),
@@ -388,6 +398,7 @@ fn an_ask_is_a_structured_error_and_the_approved_resend_runs() {
     std::fs::create_dir_all(root.join("build/obj")).unwrap();
     let rules = component("rules-policy.wasm");
     let settings = common::rule_file();
+    let config = common::full_network_config();
     let base = [
         "--policy",
         rules.to_str().unwrap(),
@@ -395,6 +406,8 @@ fn an_ask_is_a_structured_error_and_the_approved_resend_runs() {
         settings.to_str().unwrap(),
         "--backend",
         "bwrap",
+        "--config",
+        config.to_str().unwrap(),
     ];
     let mut asking = base.to_vec();
     asking.extend([
@@ -737,5 +750,57 @@ fn the_hosts_own_state_is_hidden_from_every_run_under_every_backend() {
         );
         // The positive control: the rest of the workspace is writable.
         assert_eq!(std::fs::read_to_string(&inside).unwrap(), "inside\n");
+    }
+}
+
+/// A workspace that is the user's home: its credential directories are
+/// protected on every rung (`authorized_keys`, an AWS key or a kube
+/// config cannot be planted or changed), while the rest of it is writable.
+#[test]
+fn the_users_credential_directories_hold_in_a_home_workspace() {
+    for (backend, _) in confined_backends("the_users_credential_directories_hold") {
+        let ws = workspace();
+        let home = ws.path();
+        std::fs::create_dir(home.join(".aws")).unwrap();
+        std::fs::write(home.join(".aws/credentials"), "[default]\n").unwrap();
+        let mut args = backend.to_vec();
+        args.extend([
+            "--mode",
+            "workspace-write",
+            "--workspace",
+            home.to_str().unwrap(),
+        ]);
+        let attempt = "mkdir -p ~/.ssh && echo planted >> ~/.ssh/authorized_keys; \
+                       echo changed > ~/.aws/credentials; mkdir -p ~/.kube && echo x > ~/.kube/config; \
+                       echo fine > ~/notes; cat ~/notes";
+        // cordon's own cache stays out of the home (Landlock cannot hide
+        // it inside a writable root).
+        let cache = workspace();
+        let output = common::cordon()
+            .current_dir(home)
+            .env("HOME", home)
+            .env("XDG_CACHE_HOME", cache.path())
+            .args(["run", "--json"])
+            .args(&args)
+            .args(["--", attempt])
+            .output()
+            .unwrap();
+        let result = common::parse(&output);
+        assert_eq!(result["stdout"]["text"], "fine\n", "{backend:?}: {result}");
+        assert!(
+            !home.join(".ssh/authorized_keys").exists(),
+            "{backend:?}: {result}"
+        );
+        assert!(!home.join(".kube/config").exists(), "{backend:?}: {result}");
+        assert_eq!(
+            std::fs::read_to_string(home.join(".aws/credentials")).unwrap(),
+            "[default]\n",
+            "{backend:?}"
+        );
+        let protected = result["grant"]["protected"].to_string();
+        assert!(
+            protected.contains(".ssh") && protected.contains(".aws"),
+            "{protected}"
+        );
     }
 }

@@ -138,10 +138,12 @@ fn under_none_no_host_socket_or_listener_is_reachable_and_under_full_all_are() {
         );
         assert_eq!(listeners.reached(), Vec::<&str>::new(), "{backend:?}");
 
-        // Positive control: `full` (within the default ceiling) reaches all.
+        // Positive control: `full` (within an operator's `full` ceiling)
+        // reaches all.
         let full = grant(ws.path(), json!({"network": "full"}));
+        let config = common::full_network_config();
         let mut args = backend.to_vec();
-        args.extend(["--grant", &full]);
+        args.extend(["--grant", &full, "--config", config.to_str().unwrap()]);
         let (code, result) = run_json(ws.path(), &args, &listeners.probe());
         assert_eq!(code, 0, "{backend:?}: {result}");
         let out = result["stdout"]["text"].as_str().unwrap();
@@ -283,8 +285,9 @@ fn the_variables_pointing_at_host_sockets_are_withheld_from_a_closed_run() {
         "unset unset unset\n"
     );
     // Under `full` the credential scrub still takes the agent and the bus.
+    let full = common::full_network_config();
     assert_eq!(
-        run(&grant(ws.path(), json!({"network": "full"})), None),
+        run(&grant(ws.path(), json!({"network": "full"})), Some(&full)),
         "unset unix:///run/docker.sock unset\n"
     );
     // An exposed agent gets its variable, past the scrub, and nothing else.
@@ -510,8 +513,9 @@ fn an_allow_list_run_leaves_no_proxy_socket_directory_behind() {
             ws.path(),
             json!({"network": {"allow": [{"host": "127.0.0.1", "port": port}]}}),
         );
+        let config = common::full_network_config();
         let mut args = backend.to_vec();
-        args.extend(["--grant", &policy]);
+        args.extend(["--grant", &policy, "--config", config.to_str().unwrap()]);
         let output = common::cordon()
             .current_dir(ws.path())
             .env("TMPDIR", tmp.path())
@@ -528,4 +532,23 @@ fn an_allow_list_run_leaves_no_proxy_socket_directory_behind() {
             "{backend:?}: the host left its proxy's directory behind"
         );
     }
+}
+
+/// A host nobody configured reaches no network: a grant of the whole
+/// network is above its ceiling (`INVALID_REQUEST`, naming the field and
+/// the ceiling), and runs once the operator's ceiling is `full`.
+#[test]
+fn with_no_config_a_grant_of_the_whole_network_is_above_the_ceiling() {
+    let ws = workspace();
+    let full = grant(ws.path(), json!({"network": "full"}));
+    let (code, result) = run_json(ws.path(), &["--grant", &full], "echo ran");
+    assert_eq!(code, 64, "{result}");
+    assert_eq!(result["error"]["field"], "policy.network", "{result}");
+    assert_eq!(result["error"]["ceiling"], "max_network: none", "{result}");
+    assert!(result.get("stdout").is_none(), "{result}");
+    let config = common::full_network_config();
+    let args = ["--grant", &full, "--config", config.to_str().unwrap()];
+    let (code, result) = run_json(ws.path(), &args, "echo ran");
+    assert_eq!(code, 0, "{result}");
+    assert_eq!(result["stdout"]["text"], "ran\n", "{result}");
 }

@@ -746,7 +746,7 @@ fn a_run_cannot_drive_the_server_that_confines_it() {
     for (backend, _) in confined_backends("a_run_cannot_drive_the_server_that_confines_it") {
         let ws = workspace();
         let target = workspace();
-        let server = Listener::start(ws.path(), "", backend);
+        let server = Listener::start(ws.path(), "max_network = \"full\"\n", backend);
         let escaped = target.path().join("escaped");
         let wider = json!({"jsonrpc": "2.0", "id": 1, "method": "run", "params": {
             "command": format!("echo x > {}", escaped.display()),
@@ -812,7 +812,7 @@ time.sleep(120)
 fn twenty_thousand_idle_proxy_connections_from_one_run_leave_other_runs_working() {
     for (backend, _) in confined_backends("twenty_thousand_idle_proxy_connections") {
         let ws = workspace();
-        let server = Listener::start(ws.path(), "", backend);
+        let server = Listener::start(ws.path(), "max_network = \"full\"\n", backend);
         let hog = ws.path().join("hog.py");
         std::fs::write(&hog, HOG).unwrap();
         hold_the_proxy_while_others_run(
@@ -869,4 +869,96 @@ pub(crate) fn hold_the_proxy_while_others_run(
         "{backend}"
     );
     hogging.call("kill", json!({"taskId": task}));
+}
+
+/// Two unprivileged clients of a root server: each one's runs are its own
+/// uid (not root's) on every backend — `id` says so, `/etc/shadow` and the
+/// other client's private workspace stay unreadable, a file a run makes is
+/// the client's — while root's own client still reads what root may (the
+/// positive control). Root's home cannot be granted as a writable root.
+#[test]
+fn a_root_servers_clients_run_as_themselves() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIPPED a_root_servers_clients_run_as_themselves: needs a root server");
+        return;
+    }
+    if !common::python_usable("a_root_servers_clients_run_as_themselves") {
+        return;
+    }
+    const GROUP: u32 = 65534;
+    let tenants = workspace();
+    std::fs::set_permissions(tenants.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let private = |uid: u32, name: &str| {
+        let dir = tenants.path().join(name);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("secret"), format!("{name}'s secret\n")).unwrap();
+        for path in [dir.join("secret"), dir.clone()] {
+            nix::unistd::chown(&path, Some(uid.into()), Some(uid.into())).unwrap();
+        }
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        dir
+    };
+    let (alice, bob) = (12401, 12402);
+    let (ws_a, ws_b) = (private(alice, "alice"), private(bob, "bob"));
+    let config = format!("[serve]\nsocket_group = {GROUP}\nallowed_uids = [{alice}, {bob}]\n");
+    for (backend, _) in confined_backends("a_root_servers_clients_run_as_themselves") {
+        let server = Listener::start(tenants.path(), &config, backend);
+        let call = |uid: u32, command: &str, mode: &str, root: &Path| -> Value {
+            let request = json!({"jsonrpc": "2.0", "id": 1, "method": "run",
+                "params": {"command": command, "policy": policy(mode, root)}});
+            let line = call_as(&server.socket, uid, uid, &[GROUP], &request);
+            serde_json::from_str(&line).unwrap_or_else(|_| panic!("{backend:?}: {line}"))
+        };
+        let stdout = |reply: &Value| reply["result"]["stdout"]["text"].clone();
+        let ws = ws_a.to_str().unwrap();
+
+        let who = call(alice, "id -u; id -g", "read-only", &ws_a);
+        assert_eq!(stdout(&who), "12401\n12401\n", "{backend:?}: {who}");
+        let shadow = call(alice, "head -c 5 /etc/shadow", "read-only", &ws_a);
+        assert_ne!(shadow["result"]["exitCode"], 0, "{backend:?}: {shadow}");
+        assert_eq!(stdout(&shadow), "", "{backend:?}: {shadow}");
+        let peek = format!("cat {}/secret", ws_b.display());
+        let other = call(alice, &peek, "read-only", &ws_a);
+        assert_ne!(other["result"]["exitCode"], 0, "{backend:?}: {other}");
+        assert_eq!(stdout(&other), "", "{backend:?}: {other}");
+        // Positive controls: bob reads his own; root's client reads shadow.
+        let own = call(bob, &peek, "read-only", &ws_b);
+        assert_eq!(stdout(&own), "bob's secret\n", "{backend:?}: {own}");
+        let mut admin = server.connect();
+        let root_reads = admin.call(
+            "run",
+            json!({"command": "head -c 5 /etc/shadow | wc -c", "policy": policy("read-only", &ws_a)}),
+        );
+        assert_eq!(
+            root_reads["stdout"]["text"], "5\n",
+            "{backend:?}: {root_reads}"
+        );
+
+        // A file alice's run makes is alice's, on the host.
+        let made = ws_a.join(format!("made-{}", backend[1]));
+        let touch = call(
+            alice,
+            &format!("echo x > {}", made.display()),
+            "workspace-write",
+            &ws_a,
+        );
+        assert_eq!(touch["result"]["exitCode"], 0, "{backend:?}: {touch}");
+        let meta = std::fs::metadata(&made).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!((meta.uid(), meta.gid()), (alice, alice), "{backend:?}");
+
+        // Root's home as an extra writable root is above the default
+        // ceiling, and nothing lands there.
+        let probe = Path::new("/root").join(format!("cordon-tenant-{}", std::process::id()));
+        let request = json!({"jsonrpc": "2.0", "id": 1, "method": "run", "params": {
+            "command": format!("echo x > {}", probe.display()),
+            "policy": {"mode": "workspace-write", "workspaceRoot": ws, "writableRoots": ["/root"]}}});
+        let line = call_as(&server.socket, alice, alice, &[GROUP], &request);
+        let refused: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            refused["error"]["data"]["field"], "policy.writableRoots",
+            "{refused}"
+        );
+        assert!(!probe.exists(), "{backend:?}: a run wrote into root's home");
+    }
 }

@@ -57,7 +57,7 @@ impl Unprivileged {
             .unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let cordon = dir.path().join("cordon");
-        std::fs::copy(env!("CARGO_BIN_EXE_cordon"), &cordon).unwrap();
+        common::copy_executable(Path::new(env!("CARGO_BIN_EXE_cordon")), &cordon);
         for sub in ["home", "ws", "sibling", "run"] {
             let at = dir.path().join(sub);
             std::fs::create_dir(&at).unwrap();
@@ -642,6 +642,8 @@ impl Unprivileged {
                 .current_dir(self.path("ws"))
                 .args(["serve", "--listen", &format!("unix:{}", socket.display())])
                 .args(["--backend", backend])
+                .arg("--config")
+                .arg(common::full_network_config())
                 .stdin(std::process::Stdio::null())
                 .spawn()
                 .unwrap(),

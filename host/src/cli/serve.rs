@@ -140,5 +140,6 @@ pub(super) fn bind(
             .map_err(|why| anyhow::anyhow!("[serve.uid.{uid}]: {why}"))?;
     }
     access.ceilings = serve.ceilings.clone();
+    access.run_as = serve.run_as.clone();
     Ok((Bound::bind(at, &mode)?, access))
 }

@@ -11,7 +11,7 @@
 //! bwrap_path = "/usr/bin/bwrap"       # default: found in /usr/bin, /bin, … (never PATH)
 //! runner_command = ["/opt/sb", "--mode", "{mode}", "--root", "{workspace}", "--"]
 //! runner_failure_signatures = ["sb: "]         # both runner keys or neither
-//! max_network = "full"                # none | full | ["github.com:22", "*.npmjs.org:443"]
+//! max_network = "full"                # none (default) | full | ["github.com:22", "*.npmjs.org:443"]
 //! default_network = "none"            # within max_network; a grant may widen it per command
 //! exposable_sockets = ["~/.ssh/agent.sock"]  # host sockets a grant may expose
 //! liftable_protected = [".git"]       # protected defaults a grant may lift
@@ -226,7 +226,7 @@ pub struct Config {
     pub limits: RunLimits,
     /// Whether runs get their own cgroup.
     pub cgroups: CgroupChoice,
-    /// The widest network a grant may have (default `full`).
+    /// The widest network a grant may have (default `none`).
     pub max_network: Option<Network>,
     /// The network of the deployment's default policy.
     pub default_network: Network,

@@ -24,7 +24,13 @@
 //! max_mode = "read-only"
 //! max_network = "none"
 //! allowed_roots = ["/home/alice/src"]
+//! deny_read = ["/srv/secrets"]   # hidden from this uid's runs
+//! run_as = "client"          # a root server: client (default) | server | a uid or user name
 //! ```
+//!
+//! A server running as root runs each socket client's commands as that
+//! client (its uid, gid and groups): `run_as = "server"` keeps them root's,
+//! a uid or name maps the client to that user.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -35,6 +41,7 @@ use serde::Deserialize;
 use super::network;
 use crate::admission::SessionLimits;
 use crate::model::{Ceiling, SandboxMode};
+use crate::serve::listen::RunAs;
 use crate::serve::{ReloadRule, ServeOptions};
 
 /// `[serve]` as written.
@@ -67,6 +74,8 @@ struct CeilingFile {
     max_mode: Option<String>,
     max_network: Option<toml::Value>,
     allowed_roots: Option<Vec<PathBuf>>,
+    deny_read: Option<Vec<PathBuf>>,
+    run_as: Option<toml::Value>,
 }
 
 /// `[serve]`, validated.
@@ -89,6 +98,8 @@ pub struct ServeConfig {
     pub socket_group: Option<u32>,
     /// Narrower ceilings by uid.
     pub ceilings: BTreeMap<u32, Ceiling>,
+    /// Whom some uids' runs are on a root server (default: the client).
+    pub run_as: BTreeMap<u32, RunAs>,
 }
 
 impl ServeConfig {
@@ -181,7 +192,7 @@ pub(super) fn parse(file: ServeFile) -> Result<ServeConfig, (String, String)> {
         })
         .transpose()?;
     let socket_group = file.socket_group.map(socket_group).transpose()?;
-    let ceilings = ceilings(file.uid.unwrap_or_default())?;
+    let (ceilings, run_as) = ceilings(file.uid.unwrap_or_default())?;
     Ok(ServeConfig {
         session_limits,
         policy_threads,
@@ -191,6 +202,7 @@ pub(super) fn parse(file: ServeFile) -> Result<ServeConfig, (String, String)> {
         allowed_gids: file.allowed_gids.unwrap_or_default(),
         socket_group,
         ceilings,
+        run_as,
     })
 }
 
@@ -208,12 +220,14 @@ fn socket_group(group: toml::Value) -> Result<u32, (String, String)> {
     }
 }
 
-/// `[serve.uid.N]`: each uid's ceiling.
-fn ceilings(
-    uids: BTreeMap<String, CeilingFile>,
-) -> Result<BTreeMap<u32, Ceiling>, (String, String)> {
+/// Each uid's ceiling and whom its runs are (`[serve.uid.N]`).
+type PerUid = (BTreeMap<u32, Ceiling>, BTreeMap<u32, RunAs>);
+
+/// `[serve.uid.N]`: each uid's ceiling, and its `run_as`.
+fn ceilings(uids: BTreeMap<String, CeilingFile>) -> Result<PerUid, (String, String)> {
     let invalid = |key: &str, message: String| (format!("serve.{key}"), message);
     let mut ceilings = BTreeMap::new();
+    let mut runs_as = BTreeMap::new();
     for (uid, ceiling) in uids {
         let key = format!("uid.{uid}");
         let number: u32 = uid
@@ -229,16 +243,20 @@ fn ceilings(
             .map(|value| network(&value))
             .transpose()
             .map_err(|e| invalid(&format!("{key}.max_network"), e))?;
-        if let Some(bad) = ceiling
-            .allowed_roots
-            .iter()
-            .flatten()
-            .find(|p| !p.is_absolute())
-        {
-            return Err(invalid(
-                &format!("{key}.allowed_roots"),
-                format!("{} is not an absolute path", bad.display()),
-            ));
+        for (field, paths) in [
+            ("allowed_roots", &ceiling.allowed_roots),
+            ("deny_read", &ceiling.deny_read),
+        ] {
+            if let Some(bad) = paths.iter().flatten().find(|p| !p.is_absolute()) {
+                return Err(invalid(
+                    &format!("{key}.{field}"),
+                    format!("{} is not an absolute path", bad.display()),
+                ));
+            }
+        }
+        if let Some(value) = ceiling.run_as {
+            let run_as = run_as(&value).map_err(|e| invalid(&format!("{key}.run_as"), e))?;
+            runs_as.insert(number, run_as);
         }
         ceilings.insert(
             number,
@@ -246,10 +264,32 @@ fn ceilings(
                 max_mode,
                 max_network,
                 allowed_roots: ceiling.allowed_roots,
+                deny_read: ceiling.deny_read.unwrap_or_default(),
             },
         );
     }
-    Ok(ceilings)
+    Ok((ceilings, runs_as))
+}
+
+/// `run_as`: `client`, `server`, a uid or a user's name.
+fn run_as(value: &toml::Value) -> Result<RunAs, String> {
+    match value {
+        toml::Value::String(word) if word == "client" => Ok(RunAs::Client),
+        toml::Value::String(word) if word == "server" => Ok(RunAs::Server),
+        toml::Value::Integer(uid) => u32::try_from(*uid)
+            .map(RunAs::User)
+            .map_err(|_| format!("{uid} is no uid")),
+        toml::Value::String(name) => match nix::unistd::User::from_name(name) {
+            Ok(Some(user)) => Ok(RunAs::User(user.uid.as_raw())),
+            Ok(None) => Err(format!(
+                "{name:?} is neither client, server, a uid nor a user's name"
+            )),
+            Err(err) => Err(format!("cannot look up user {name:?}: {err}")),
+        },
+        other => Err(format!(
+            "{other} is neither client, server, a uid nor a user's name"
+        )),
+    }
 }
 
 /// A group's id by name (or a number written as text).
@@ -295,6 +335,12 @@ mod tests {
             max_mode = "read-only"
             max_network = "none"
             allowed_roots = ["/home/a"]
+            deny_read = ["/srv/secret"]
+            run_as = "server"
+            [uid.1001]
+            run_as = "root"
+            [uid.1002]
+            run_as = 1003
             "#,
         )
         .unwrap();
@@ -309,6 +355,13 @@ mod tests {
         );
         assert_eq!(config.socket_group, Some(0));
         assert_eq!(config.ceilings[&1000].max_mode, Some(SandboxMode::ReadOnly));
+        assert_eq!(
+            config.ceilings[&1000].deny_read,
+            [PathBuf::from("/srv/secret")]
+        );
+        assert_eq!(config.run_as[&1000], RunAs::Server);
+        assert_eq!(config.run_as[&1001], RunAs::User(0));
+        assert_eq!(config.run_as[&1002], RunAs::User(1003));
     }
 
     #[test]
@@ -326,5 +379,13 @@ mod tests {
             "serve.uid.alice"
         );
         assert_eq!(key("[uid.7]\nmax_mode = \"wide\""), "serve.uid.7.max_mode");
+        assert_eq!(
+            key("[uid.7]\nrun_as = \"nobody-such\""),
+            "serve.uid.7.run_as"
+        );
+        assert_eq!(
+            key("[uid.7]\ndeny_read = [\"rel\"]"),
+            "serve.uid.7.deny_read"
+        );
     }
 }

@@ -28,6 +28,7 @@
 
 pub mod cgroup;
 pub mod env;
+pub mod identity;
 pub mod lineage;
 pub mod output;
 pub(crate) mod spawn;

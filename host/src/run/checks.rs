@@ -349,8 +349,9 @@ pub(super) fn policy_within(
 }
 
 /// The grant of `policy` (canonical) is within the operator's ceiling:
-/// every writable root passes the workspace-root checks and
-/// `allowed_roots`, a lifted default is one the operator lets be lifted,
+/// every writable root passes the workspace-root checks and lies inside
+/// the workspace or one of the operator's `allowed_roots` (never another
+/// user's or root's home by default), a lifted default is one the operator lets be lifted,
 /// a deny-read path hides no writable root, the network is no wider than
 /// `max_network`, and every socket is one the operator lets be exposed
 /// (**host invariant**). The error names the field and the ceiling.
@@ -363,12 +364,14 @@ pub(super) fn grant(policy: &SandboxPolicy, deployment: &Deployment) -> Result<(
         let allowed = &deployment.allowed_roots;
         for root in &policy.writable_roots {
             writable_root_as("writable root", root, &[])?;
-            if !within_allowed(root, allowed) {
+            let listed = !allowed.is_empty() && within_allowed(root, allowed);
+            if !root.starts_with(&policy.workspace_root) && !listed {
                 return Err(RunError::GrantAboveCeiling {
                     field: "policy.writableRoots",
                     granted: format!("the writable root {}", root.display()),
                     ceiling: format!(
-                        "allowed_roots: {}",
+                        "inside the workspace {} or allowed_roots: {}",
+                        policy.workspace_root.display(),
                         list(allowed.iter().map(|a| a.display().to_string()).collect())
                     ),
                 });
@@ -420,6 +423,56 @@ pub(super) fn grant(policy: &SandboxPolicy, deployment: &Deployment) -> Result<(
                     list(exposable.iter().map(|s| s.display().to_string()).collect())
                 ),
             });
+        }
+    }
+    Ok(())
+}
+
+/// Directories of credentials in a user's home, protected where they fall
+/// inside a writable root (a run writing `~/.ssh/authorized_keys` or
+/// `~/.aws/credentials` would own the user's next login or cloud call).
+pub const CREDENTIAL_DIRS: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".config/gcloud",
+    ".kube",
+    ".docker",
+];
+
+/// What the host adds to an accepted grant whatever the component said:
+/// the deployment's hidden paths (an operator's `deny_read`, which must not
+/// hide a writable root), and the credential directories of `homes` (the
+/// run's user's) where a writable root holds them, as protected paths.
+pub(super) fn host_additions(
+    policy: &mut SandboxPolicy,
+    deployment: &Deployment,
+    homes: &[PathBuf],
+) -> Result<(), RunError> {
+    for path in &deployment.deny_read {
+        if let Some(root) = policy.writable().into_iter().find(|r| r.starts_with(path)) {
+            return Err(RunError::InvalidRequest(format!(
+                "the operator hides {} from these runs ([serve.uid.N] deny_read), and it holds                  the writable root {}; choose a workspace outside it",
+                path.display(),
+                root.display()
+            )));
+        }
+        if !policy.deny_read.contains(path) {
+            policy.deny_read.push(path.clone());
+        }
+    }
+    let writable: Vec<PathBuf> = policy
+        .writable()
+        .into_iter()
+        .map(Path::to_path_buf)
+        .collect();
+    for home in homes {
+        for name in CREDENTIAL_DIRS {
+            let dir = home.join(name);
+            let held = writable.iter().any(|root| dir.starts_with(root));
+            if held && !policy.protected.contains(&dir) {
+                policy.protected.push(dir);
+            }
         }
     }
     Ok(())
@@ -1109,15 +1162,6 @@ mod tests {
             );
         }
 
-        let other = tempfile::tempdir().unwrap();
-        let extra = SandboxPolicy {
-            writable_roots: vec![canonical_root(other.path()).unwrap()],
-            ..base.clone()
-        };
-        deployment.allowed_roots = vec![ws.clone()];
-        let (field, ceiling) = field_of(grant(&extra, &deployment).unwrap_err());
-        assert_eq!(field, "policy.writableRoots");
-        assert!(ceiling.starts_with("allowed_roots: "), "{ceiling}");
         let system = SandboxPolicy {
             writable_roots: vec!["/etc".into()],
             ..base
@@ -1126,6 +1170,41 @@ mod tests {
             grant(&system, &deployment),
             Err(RunError::InvalidRequest(m)) if m.contains("system directory")
         ));
+    }
+
+    #[test]
+    fn an_extra_writable_root_lies_in_the_workspace_or_an_allowed_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = canonical_root(dir.path()).unwrap();
+        let base = SandboxPolicy::new(SandboxMode::WorkspaceWrite, &ws);
+        let mut deployment = Deployment::in_dir(&ws);
+        let field_of = |err: RunError| match err {
+            RunError::GrantAboveCeiling { field, ceiling, .. } => (field, ceiling),
+            other => panic!("{other:?}"),
+        };
+        let other = tempfile::tempdir().unwrap();
+        let extra = SandboxPolicy {
+            writable_roots: vec![canonical_root(other.path()).unwrap()],
+            ..base.clone()
+        };
+        // No allowed_roots: an extra root lies inside the workspace, or
+        // is above the ceiling (another user's home, root's, …).
+        let (field, ceiling) = field_of(grant(&extra, &deployment).unwrap_err());
+        assert_eq!(field, "policy.writableRoots");
+        assert!(ceiling.starts_with("inside the workspace "), "{ceiling}");
+        assert!(ceiling.ends_with("allowed_roots: none"), "{ceiling}");
+        let inside = SandboxPolicy {
+            writable_roots: vec![ws.join("build")],
+            ..base.clone()
+        };
+        assert!(grant(&inside, &deployment).is_ok());
+        deployment.allowed_roots = vec![ws.clone()];
+        let (field, ceiling) = field_of(grant(&extra, &deployment).unwrap_err());
+        assert_eq!(field, "policy.writableRoots");
+        assert!(ceiling.contains("allowed_roots: "), "{ceiling}");
+        deployment.allowed_roots = vec![canonical_root(other.path()).unwrap()];
+        assert!(grant(&extra, &deployment).is_ok(), "a listed allowed root");
+        deployment.allowed_roots = vec![ws.clone()];
     }
 
     mod properties {

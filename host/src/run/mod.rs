@@ -92,6 +92,9 @@ pub(crate) struct RunContext {
     pub audit: Option<Arc<AuditLog>>,
     /// The session and peer the run's records name.
     pub origin: Arc<Origin>,
+    /// Whom the run's processes are, when not the host's own user (a root
+    /// server's socket client).
+    pub identity: Option<Arc<process::identity::Identity>>,
 }
 
 impl RunContext {
@@ -627,6 +630,7 @@ fn prepare(cx: &RunContext, request: ExecRequest, verify: bool) -> Result<Prepar
         cx.policy.info().default_mode,
     )?;
     checks::policy_within(&spec.policy, &cx.deployment)?;
+    checks::host_additions(&mut spec.policy, &cx.deployment, &run_homes(cx))?;
     if spec.policy.mode.is_confined() {
         // Choose the runner (probing where a run cannot be the probe) on
         // the host's time, before the component's `plan` and its deadline:
@@ -636,7 +640,14 @@ fn prepare(cx: &RunContext, request: ExecRequest, verify: bool) -> Result<Prepar
             false => cx.confiner.prepare(),
         }
     }
-    let accepted = checks::launch(preparation.plan(&spec, cx.confiner.clone())?, &spec)?;
+    let confiner: Arc<dyn crate::sandbox::Confine> = match &cx.identity {
+        Some(identity) => Arc::new(crate::sandbox::ConfineAs {
+            inner: cx.confiner.clone(),
+            identity: identity.clone(),
+        }),
+        None => cx.confiner.clone(),
+    };
+    let accepted = checks::launch(preparation.plan(&spec, confiner)?, &spec)?;
     // Without a cgroup, cordon's launcher sets the fallback rlimits.
     let launcher_limits = cx.cgroups.is_none() && accepted.handover.reaches_launcher();
     let launcher_vars = match launcher_limits {
@@ -663,9 +674,23 @@ fn prepare(cx: &RunContext, request: ExecRequest, verify: bool) -> Result<Prepar
             env.push((name.into(), value.into()));
         }
     }
+    // A run as another user (a root server's client) names that user, and
+    // its runner takes the identity on before it confines.
+    let argv = match &cx.identity {
+        Some(identity) => {
+            identity.rename(&mut env);
+            identity
+                .wrap(accepted.argv)
+                .map_err(|source| RunError::Spawn {
+                    program: cordon_launcher::AS_SUBCOMMAND.into(),
+                    source,
+                })?
+        }
+        None => accepted.argv,
+    };
     let (env, handover, init_env) = accepted.handover.split(env, &launcher_vars);
     let launch = process::SpawnRequest {
-        argv: accepted.argv,
+        argv,
         env,
         workdir: spec.workdir.clone(),
         stdin: request.stdin,
@@ -689,6 +714,31 @@ fn prepare(cx: &RunContext, request: ExecRequest, verify: bool) -> Result<Prepar
         run_limits,
         launcher_limits,
     })
+}
+
+/// The home directories whose credentials a run must not write: its
+/// user's (a root server's client's), or the host's own user's (`HOME` and
+/// the user database's, when they differ).
+fn run_homes(cx: &RunContext) -> Vec<std::path::PathBuf> {
+    static HOST_HOMES: std::sync::OnceLock<Vec<std::path::PathBuf>> = std::sync::OnceLock::new();
+    if let Some(home) = cx.identity.as_ref().and_then(|who| who.home.clone()) {
+        return vec![home];
+    }
+    let homes = HOST_HOMES.get_or_init(|| {
+        let mut homes: Vec<std::path::PathBuf> = std::env::var_os("HOME")
+            .map(std::path::PathBuf::from)
+            .filter(|home| home.is_absolute())
+            .into_iter()
+            .collect();
+        let me = nix::unistd::User::from_uid(nix::unistd::geteuid())
+            .ok()
+            .flatten();
+        if let Some(user) = me.filter(|user| !homes.contains(&user.dir)) {
+            homes.push(user.dir);
+        }
+        homes
+    });
+    homes.clone()
 }
 
 /// The error for a component's *ask*: the proposed grant, checked as a

@@ -386,8 +386,16 @@ impl Sandbox {
     }
 }
 
-impl Confine for Sandbox {
-    fn confine(&self, argv: &[String], policy: &SandboxPolicy) -> Result<Wrap, Unavailable> {
+impl Sandbox {
+    /// Wrap `argv` for `policy`, hiding the host's `hidden` paths too.
+    /// `unprivileged`: the runner runs as another, unprivileged user.
+    fn confine_hiding(
+        &self,
+        argv: &[String],
+        policy: &SandboxPolicy,
+        hidden: &[PathBuf],
+        unprivileged: bool,
+    ) -> Result<Wrap, Unavailable> {
         if !policy.mode.is_confined() {
             return Err(Unavailable {
                 mode: policy.mode,
@@ -399,7 +407,7 @@ impl Confine for Sandbox {
         let current = self.current();
         match &current.chosen {
             Some(chosen) => {
-                let layout = lay_out(policy, &self.config.protected, &self.config.hidden);
+                let layout = lay_out(policy, &self.config.protected, hidden);
                 if let Chosen::Landlock(_) = chosen
                     && let Some(detail) = landlock::exposed_host_state(&layout)
                 {
@@ -408,6 +416,11 @@ impl Confine for Sandbox {
                         detail: Some(detail),
                     });
                 }
+                if let Chosen::Landlock(landlock) = chosen
+                    && unprivileged
+                {
+                    return Ok(landlock.for_unprivileged_user().wrap(argv, policy, &layout));
+                }
                 Ok(chosen.wrap(argv, policy, &layout))
             }
             None => Err(Unavailable {
@@ -415,6 +428,27 @@ impl Confine for Sandbox {
                 detail: current.why_none(),
             }),
         }
+    }
+}
+
+impl Confine for Sandbox {
+    fn confine(&self, argv: &[String], policy: &SandboxPolicy) -> Result<Wrap, Unavailable> {
+        self.confine_hiding(argv, policy, &self.config.hidden, false)
+    }
+
+    fn confine_as(
+        &self,
+        argv: &[String],
+        policy: &SandboxPolicy,
+        identity: &crate::process::identity::Identity,
+    ) -> Result<Wrap, Unavailable> {
+        let hidden: Vec<PathBuf> = (self.config.hidden.iter())
+            .filter(|path| identity.may_reach(path))
+            .cloned()
+            .collect();
+        let mut policy = policy.clone();
+        policy.deny_read.retain(|path| identity.may_reach(path));
+        self.confine_hiding(argv, &policy, &hidden, identity.uid != 0)
     }
 
     fn probe(&self) -> Option<Probe> {

@@ -271,6 +271,17 @@ impl Landlock {
         }
     }
 
+    /// This runner for a run whose launcher is another, unprivileged user
+    /// (a root server's client): it cannot unshare IPC (that needs
+    /// `CAP_SYS_ADMIN`), so SysV IPC and message queues are refused
+    /// instead, as for any unprivileged host.
+    pub fn for_unprivileged_user(&self) -> Landlock {
+        Landlock {
+            isolate_ipc: false,
+            ..self.clone()
+        }
+    }
+
     /// Its enforcement on this kernel.
     pub fn enforcement(&self) -> Enforcement {
         self.enforcement

@@ -42,6 +42,7 @@ pub use ladder::{BackendChoice, DEFAULT_PROBE_TIMEOUT, Probe, Rung, Sandbox, San
 pub use runner::RunnerCommand;
 
 use std::ffi::OsString;
+use std::sync::Arc;
 
 use crate::model::{
     Backend, Enforcement, GrantFacts, RunnerStatus, SandboxMode, SandboxPolicy, WrapFacts,
@@ -531,6 +532,51 @@ pub trait Confine: Send + Sync {
     /// A run on `backend` started its command: the runner works here.
     fn confirm(&self, backend: Backend) {
         let _ = backend;
+    }
+
+    /// [`Confine::confine`] for a run whose processes are `identity` (a
+    /// root server's client): a path to hide that this user cannot reach
+    /// at all is hidden by the kernel already, and its runner — confining
+    /// as that user — could not reach it to cover it. The default
+    /// confines as for the host's own user.
+    fn confine_as(
+        &self,
+        argv: &[String],
+        policy: &SandboxPolicy,
+        identity: &crate::process::identity::Identity,
+    ) -> Result<Wrap, Unavailable> {
+        let _ = identity;
+        self.confine(argv, policy)
+    }
+}
+
+/// A confiner whose every run is another user's ([`Confine::confine_as`]):
+/// what a run as a root server's client plans with.
+pub(crate) struct ConfineAs {
+    /// The host's confiner.
+    pub inner: Arc<dyn Confine>,
+    /// Whom the runs are.
+    pub identity: Arc<crate::process::identity::Identity>,
+}
+
+impl Confine for ConfineAs {
+    fn confine(&self, argv: &[String], policy: &SandboxPolicy) -> Result<Wrap, Unavailable> {
+        self.inner.confine_as(argv, policy, &self.identity)
+    }
+    fn probe(&self) -> Option<Probe> {
+        self.inner.probe()
+    }
+    fn prepare(&self) {
+        self.inner.prepare();
+    }
+    fn verify(&self) {
+        self.inner.verify();
+    }
+    fn refute(&self, backend: Backend) -> bool {
+        self.inner.refute(backend)
+    }
+    fn confirm(&self, backend: Backend) {
+        self.inner.confirm(backend);
     }
 }
 

@@ -31,6 +31,7 @@ use super::protocol::{self, RpcError};
 use crate::error::RunError;
 use crate::host::Host;
 use crate::model::Ceiling;
+use crate::process::identity::Identity;
 
 /// Who is on the other end of a socket connection, as the kernel says.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
@@ -57,6 +58,49 @@ pub struct Access {
     /// A narrower ceiling for some users' sessions.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub ceilings: BTreeMap<u32, Ceiling>,
+    /// Whom some users' runs are, on a server running as root (the
+    /// default for a client not listed: the client itself).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub run_as: BTreeMap<u32, RunAs>,
+}
+
+/// Whom a socket client's runs are, on a server running as root
+/// (`[serve.uid.N] run_as`). A server running as another user runs every
+/// client's commands as its own user: it cannot be anyone else.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum RunAs {
+    /// The client's own uid, gid and groups (`SO_PEERCRED` and the user
+    /// database).
+    #[default]
+    Client,
+    /// The server's own user (root): the operator's explicit choice.
+    Server,
+    /// Another user the operator maps the client to (its uid, with the
+    /// user database's gid and groups).
+    User(u32),
+}
+
+impl Access {
+    /// Whom `peer`'s runs are: `None` for the server's own user. A root
+    /// server runs a client as the client unless the operator said
+    /// otherwise; any other server runs everyone as itself.
+    pub fn identity(&self, peer: &Peer) -> Result<Option<Identity>, RpcError> {
+        if !nix::unistd::geteuid().is_root() || peer.uid == 0 {
+            return Ok(None);
+        }
+        match self.run_as.get(&peer.uid).copied().unwrap_or_default() {
+            RunAs::Client => Ok(Some(Identity::of_user(peer.uid, peer.gid))),
+            RunAs::Server => Ok(None),
+            RunAs::User(0) => Ok(None),
+            RunAs::User(uid) => Identity::of_uid(uid).map(Some).map_err(|why| {
+                RpcError::forbidden(format!(
+                    "the operator maps uid {} to uid {uid} ([serve.uid.{}] run_as), but {why}",
+                    peer.uid, peer.uid
+                ))
+            }),
+        }
+    }
 }
 
 impl Access {
@@ -343,6 +387,10 @@ pub fn admit(
         Some(pid) => format!("uid {} gid {} pid {pid}", peer.uid, peer.gid),
         None => format!("uid {} gid {}", peer.uid, peer.gid),
     };
+    let session = match access.identity(&peer)? {
+        Some(identity) => session.with_identity(identity),
+        None => session,
+    };
     Ok((session.with_peer(label), peer))
 }
 
@@ -420,7 +468,7 @@ mod tests {
         let access = Access {
             uids: vec![1000],
             gids: vec![50],
-            ceilings: BTreeMap::new(),
+            ..Access::default()
         };
         let peer = |uid, gid| Peer {
             uid,

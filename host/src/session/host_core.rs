@@ -70,6 +70,7 @@ impl HostCore {
             cgroups: self.cgroups.as_ref().ok().cloned(),
             pool: self.pool.clone(),
             ahead: self.ahead.clone(),
+            identity: None,
         }
     }
 }

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use crate::audit::Origin;
 use crate::error::RunError;
 use crate::model::{Deployment, ExecRequest, ExecResult};
+use crate::process::identity::Identity;
 use crate::process::spill::SpillDir;
 use crate::run::{self, RunOptions};
 use crate::tasks::{TaskHandle, TaskId, TaskSnapshot, Tasks};
@@ -52,6 +53,8 @@ pub struct Session {
     retained: Mutex<Vec<Retained>>,
     /// The session id and peer its audit records name.
     origin: Arc<Origin>,
+    /// Whom its runs' processes are (none: the host's own user).
+    identity: Option<Arc<Identity>>,
     _count: SessionCount,
 }
 
@@ -85,6 +88,7 @@ impl Session {
             deployment: None,
             retained: Mutex::default(),
             origin: Arc::new(Origin::new("library")),
+            identity: None,
             _count: core.admission.session_opened(),
             core,
         }
@@ -105,8 +109,22 @@ impl Session {
         self
     }
 
+    /// This session with its runs' processes being `identity` (a root
+    /// server's socket client runs as that client). An identity this
+    /// process already is changes nothing.
+    pub fn with_identity(mut self, identity: Identity) -> Self {
+        self.identity = (!identity.is_this_process()).then(|| Arc::new(identity));
+        self
+    }
+
+    /// Whom this session's runs' processes are, when not the host's user.
+    pub fn identity(&self) -> Option<&Identity> {
+        self.identity.as_deref()
+    }
+
     fn context(&self) -> run::RunContext {
         let mut cx = self.core.run_context(&self.spill_dir, &self.origin);
+        cx.identity = self.identity.clone();
         if let Some(deployment) = &self.deployment {
             cx.deployment = deployment.clone();
         }

@@ -338,6 +338,25 @@ async fn only_fds_0_to_2_reach_the_command() {
     assert_eq!(std::fs::read(ws.path().join("secret-fd")).unwrap(), b"");
 }
 
+/// Credentials a review found passing the scrub (issue 34), with values
+/// of their real shapes.
+const LATER_CREDENTIALS: &[(&str, &str)] = &[
+    ("BORG_PASSPHRASE", "correct horse"),
+    ("GPG_PASSPHRASE", "battery staple"),
+    ("SSHPASS", "hunter2"),
+    ("PGPASSWORD", "pg"),
+    ("PGPASS", "pg"),
+    ("MNEMONIC", "abandon abandon about"),
+    ("MASTER_SEED", "00ff"),
+    (
+        "AZURE_STORAGE_CONNECTION_STRING",
+        "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=c2VjcmV0",
+    ),
+    ("SENTRY_DSN", "https://0123abcd@o1.ingest.sentry.io/1"),
+    ("SLACK_WEBHOOK_URL", "https://hooks.slack.com/services/T0/B0/X"),
+    ("ANY_NAME_AT_ALL", "Server=db;User Id=sa;Password=hunter2;"),
+];
+
 #[test]
 fn credentials_are_scrubbed_and_explicit_entries_survive() {
     let ws = workspace();
@@ -347,6 +366,7 @@ fn credentials_are_scrubbed_and_explicit_entries_survive() {
         .env("GITHUB_TOKEN", "gh")
         .env("db_password", "db")
         .env("CORDON_X", "x")
+        .envs(LATER_CREDENTIALS.iter().copied())
         .args(["run", "--json", "--env", "EXPLICIT_OVERRIDE_PASSWORD=1"])
         .args([
             "--max-mode",
@@ -364,7 +384,10 @@ fn credentials_are_scrubbed_and_explicit_entries_survive() {
         "GITHUB_TOKEN",
         "db_password",
         "CORDON_X",
-    ] {
+    ]
+    .into_iter()
+    .chain(LATER_CREDENTIALS.iter().map(|(name, _)| *name))
+    {
         assert!(!env.contains(&format!("{name}=")), "{name} leaked");
     }
     assert!(env.lines().any(|l| l.starts_with("PATH=")));

@@ -4,17 +4,23 @@
 //!
 //! The scrub withholds what looks like a credential, by name or by value:
 //!
-//! * names containing `KEY`, `PASSWORD`, `PASSWD`, `SECRET`, `TOKEN`,
-//!   `CREDENTIAL`, `AUTH`, `JWT`, `COOKIE`, `SESSION` or `PRIVATE` (any
-//!   case) — `AWS_SESSION_TOKEN`, `GOOGLE_APPLICATION_CREDENTIALS`,
-//!   `NPM_CONFIG__AUTH`, `SSH_AUTH_SOCK`, …;
-//! * names ending in `_PAT`, `_PWD` or `_PASS` (`GITHUB_PAT`, `MYSQL_PWD`),
-//!   and `KUBECONFIG`, `DOCKER_CONFIG`, `PGPASSFILE`, `NETRC`;
+//! * names containing `KEY`, `PASSWORD`, `PASSWD`, `PASSPHRASE`, `SECRET`,
+//!   `TOKEN`, `CREDENTIAL`, `AUTH`, `JWT`, `COOKIE`, `SESSION`, `PRIVATE`,
+//!   `MNEMONIC`, `WEBHOOK` or `CONNECTION_STRING` (any case) —
+//!   `AWS_SESSION_TOKEN`, `GOOGLE_APPLICATION_CREDENTIALS`,
+//!   `NPM_CONFIG__AUTH`, `SSH_AUTH_SOCK`, `BORG_PASSPHRASE`,
+//!   `SLACK_WEBHOOK_URL`, …;
+//! * names ending in `_PAT`, `_PWD`, `_PASS`, `_SEED` or `_DSN`
+//!   (`GITHUB_PAT`, `MYSQL_PWD`, `MASTER_SEED`, `SENTRY_DSN`), and
+//!   `KUBECONFIG`, `DOCKER_CONFIG`, `PGPASSFILE`, `PGPASS`, `SSHPASS`,
+//!   `NETRC`;
 //! * every `CORDON_*` variable;
 //! * values that carry a credential: a URL with a password in it
-//!   (`postgres://user:pw@db/app`, so `DATABASE_URL` too), a PEM private
-//!   key, or a token with a well-known prefix (`ghp_`, `github_pat_`,
-//!   `glpat-`, `xoxb-`, `sk-`, an `AKIA` access key id).
+//!   (`postgres://user:pw@db/app`, so `DATABASE_URL` too), a connection
+//!   string with a key or password (`AccountKey=`, `SharedAccessKey=`,
+//!   `Password=`, …), a chat webhook URL, a PEM private key, or a token
+//!   with a well-known prefix (`ghp_`, `github_pat_`, `glpat-`, `xoxb-`,
+//!   `sk-`, an `AKIA` access key id).
 //!
 //! An agent's command has no business reading the operator's credentials.
 //! An entry the request names explicitly is the caller's choice and
@@ -36,13 +42,41 @@ const CREDENTIAL_MARKERS: &[&str] = &[
     "COOKIE",
     "SESSION",
     "PRIVATE",
+    "PASSPHRASE",
+    "MNEMONIC",
+    "WEBHOOK",
+    "CONNECTION_STRING",
 ];
 
 /// Name endings (upper case) that mark a credential.
-const CREDENTIAL_SUFFIXES: &[&str] = &["_PAT", "_PWD", "_PASS"];
+const CREDENTIAL_SUFFIXES: &[&str] = &["_PAT", "_PWD", "_PASS", "_SEED", "_DSN"];
 
-/// Names of variables that point at credential files.
-const CREDENTIAL_NAMES: &[&str] = &["KUBECONFIG", "DOCKER_CONFIG", "PGPASSFILE", "NETRC"];
+/// Names of variables that are credentials or point at credential files.
+const CREDENTIAL_NAMES: &[&str] = &[
+    "KUBECONFIG",
+    "DOCKER_CONFIG",
+    "PGPASSFILE",
+    "PGPASS",
+    "SSHPASS",
+    "NETRC",
+];
+
+/// Keys (lower case, with their `=`) of a connection string's parts that
+/// carry a secret (Azure storage and service bus, ADO.NET, ODBC).
+const SECRET_PARTS: &[&str] = &[
+    "accountkey=",
+    "sharedaccesskey=",
+    "sharedaccesssignature=",
+    "password=",
+    "pwd=",
+];
+
+/// URL prefixes of webhooks that are themselves the credential.
+const WEBHOOK_PREFIXES: &[&str] = &[
+    "https://hooks.slack.com/",
+    "https://discord.com/api/webhooks/",
+    "https://discordapp.com/api/webhooks/",
+];
 
 /// Value prefixes of well-known token formats.
 const TOKEN_PREFIXES: &[&str] = &[
@@ -144,7 +178,18 @@ pub fn is_scrubbed(name: &str, value: &str) -> bool {
 /// A URL with a password, a private key, or a well-known token.
 fn value_is_credential(value: &str) -> bool {
     let value = value.trim();
-    if TOKEN_PREFIXES.iter().any(|p| value.starts_with(p)) {
+    if TOKEN_PREFIXES.iter().any(|p| value.starts_with(p))
+        || WEBHOOK_PREFIXES.iter().any(|p| value.starts_with(p))
+    {
+        return true;
+    }
+    // Key=Value;Key=Value… with a secret part.
+    let lower = value.to_ascii_lowercase();
+    if lower.contains(';')
+        && lower
+            .split(';')
+            .any(|part| SECRET_PARTS.iter().any(|key| part.trim_start().starts_with(key)))
+    {
         return true;
     }
     if value.len() == 20
@@ -278,6 +323,17 @@ mod tests {
             "AWS_SESSION_TOKEN",
             "SSH_AUTH_SOCK",
             "REDIS_PASS",
+            "BORG_PASSPHRASE",
+            "GPG_PASSPHRASE",
+            "SSHPASS",
+            "PGPASSWORD",
+            "PGPASS",
+            "MNEMONIC",
+            "WALLET_MNEMONIC",
+            "MASTER_SEED",
+            "AZURE_STORAGE_CONNECTION_STRING",
+            "SENTRY_DSN",
+            "SLACK_WEBHOOK_URL",
         ] {
             assert!(is_scrubbed(name, "x"), "{name}");
         }
@@ -289,6 +345,8 @@ mod tests {
             "PWD",
             "OLDPWD",
             "SSL_CERT_FILE",
+            "PYTHONHASHSEED",
+            "PGHOST",
         ] {
             assert!(!is_scrubbed(name, "/x"), "{name}");
         }
@@ -304,6 +362,11 @@ mod tests {
             "glpat-xxxx",
             "-----BEGIN OPENSSH PRIVATE KEY-----",
             "AKIAIOSFODNN7EXAMPLE",
+            "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=c2VjcmV0;EndpointSuffix=core.windows.net",
+            "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=abc=",
+            "Server=db;Database=app;User Id=sa;Password=hunter2;",
+            "https://hooks.slack.com/services/T000/B000/XXXXXXXX",
+            "https://discord.com/api/webhooks/1/abc",
         ] {
             assert!(is_scrubbed("DATABASE_URL_OR_ANY", value), "{value}");
             assert!(is_scrubbed("HARMLESS", value), "{value}");
@@ -313,6 +376,8 @@ mod tests {
             "ssh://git@github.com/org/repo",
             "/usr/bin:/bin",
             "http://proxy:3128",
+            "Server=db;Database=app;Trusted_Connection=True;",
+            "a;b;c",
         ] {
             assert!(!is_scrubbed("HARMLESS", value), "{value}");
         }

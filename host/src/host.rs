@@ -57,9 +57,11 @@ impl PolicySource {
         match self {
             PolicySource::Embedded => Ok((policy::EMBEDDED_DEFAULT.to_vec(), None)),
             PolicySource::Bytes(bytes) => Ok((bytes, None)),
-            PolicySource::File(path) => std::fs::read(&path)
-                .map(|bytes| (bytes, None))
-                .map_err(|source| BuildError::ReadPolicy { path, source }),
+            PolicySource::File(path) => {
+                crate::files::read_regular(&path, crate::files::MAX_COMPONENT_BYTES)
+                    .map(|bytes| (bytes, None))
+                    .map_err(|source| BuildError::ReadPolicy { path, source })
+            }
             PolicySource::Registry(reference) => {
                 let pulled = crate::registry::pull(&reference, registry, cache)?;
                 Ok((pulled.bytes, Some(pulled.pinned)))

@@ -353,7 +353,10 @@ const LATER_CREDENTIALS: &[(&str, &str)] = &[
         "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=c2VjcmV0",
     ),
     ("SENTRY_DSN", "https://0123abcd@o1.ingest.sentry.io/1"),
-    ("SLACK_WEBHOOK_URL", "https://hooks.slack.com/services/T0/B0/X"),
+    (
+        "SLACK_WEBHOOK_URL",
+        "https://hooks.slack.com/services/T0/B0/X",
+    ),
     ("ANY_NAME_AT_ALL", "Server=db;User Id=sa;Password=hunter2;"),
 ];
 

@@ -433,6 +433,40 @@ fn a_tampered_blob_a_wrong_signature_and_a_missing_one_are_refused_and_nothing_r
     assert!(!witness.exists(), "a refused policy ran the command");
 }
 
+/// A registry that accepts connections and never answers: `policy pull`
+/// and a run's `--policy oci://…` start-up fail within the operator's
+/// `[registry] timeout_secs`, saying so, and nothing runs.
+#[test]
+fn a_stalled_registry_fails_within_the_timeout() {
+    let stalled = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = stalled.local_addr().unwrap().port();
+    let dir = workspace();
+    let config = dir.path().join("cordon.toml");
+    std::fs::write(&config, "[registry]\ntimeout_secs = 2\n").unwrap();
+    let config = config.to_str().unwrap();
+    let reference = format!("oci://127.0.0.1:{port}/stalled/policy:1");
+    let marker = dir.path().join("ran");
+    let run = format!("touch {}", marker.display());
+    for args in [
+        vec!["policy", "pull", &reference, "--config", config],
+        vec![
+            "run", "--config", config, "--policy", &reference, "--", &run,
+        ],
+    ] {
+        let started = std::time::Instant::now();
+        let (code, _, stderr) = cordon_with_cache(dir.path(), &args);
+        let took = started.elapsed();
+        assert_ne!(code, 0, "{args:?}: {stderr}");
+        assert!(stderr.contains("no answer within 2s"), "{args:?}: {stderr}");
+        assert!(
+            took < std::time::Duration::from_secs(20),
+            "{args:?} took {took:?}"
+        );
+    }
+    assert!(!marker.exists(), "a run went ahead without its policy");
+    drop(stalled);
+}
+
 #[test]
 fn serve_reloads_a_policy_by_reference() {
     let Some(registry) = Registry::start("registry::reload") else {

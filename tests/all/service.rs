@@ -590,6 +590,43 @@ fn reload_is_off_on_a_socket_unless_the_operator_names_a_directory() {
     assert_eq!(info["name"], "strict-policy", "{info}");
 }
 
+/// `reload` reads a regular file of bounded size: `/dev/zero` (which a
+/// plain read would take until memory ran out) and a FIFO nobody writes
+/// (which a plain open would wait on forever) are refused at once, and the
+/// server and its other clients go on.
+#[test]
+fn reload_of_dev_zero_or_a_fifo_is_refused_and_the_server_lives() {
+    let ws = workspace();
+    let root = ws.path();
+    let fifo = root.join("policy.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let server = Listener::start(root, "[serve]\nreload = \"any\"\n", &[]);
+    let mut client = server.connect();
+    let mut other = server.connect();
+    for path in [Path::new("/dev/zero"), fifo.as_path()] {
+        let started = Instant::now();
+        let err = client.call_err("reload", json!({"path": path}));
+        assert!(
+            err["message"]
+                .as_str()
+                .unwrap()
+                .contains("not a regular file"),
+            "{path:?}: {err}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(10), "{path:?}");
+    }
+    let ran = other.call(
+        "run",
+        json!({"command": "echo alive", "policy": policy("read-only", root)}),
+    );
+    assert_eq!(ran["stdout"]["text"], "alive\n", "{ran}");
+    assert!(
+        server.rss_kib() < 512 * 1024,
+        "the server grew: {} KiB",
+        server.rss_kib()
+    );
+}
+
 #[test]
 fn detached_tasks_wait_for_their_token_and_die_at_the_ttl() {
     let ws = workspace();

@@ -260,7 +260,8 @@ fn engine(cache: &CacheArgs) -> Result<PolicyEngine, String> {
 }
 
 fn read(file: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(file).map_err(|err| format!("cannot read {}: {err}", file.display()))
+    cordon::files::read_regular(file, cordon::files::MAX_COMPONENT_BYTES)
+        .map_err(|err| format!("cannot read {}: {err}", file.display()))
 }
 
 /// Read `--settings`, or say why not (exit 78).

@@ -36,6 +36,8 @@
 //! [registry]                          # policies pulled with --policy oci://…
 //! public_key = "/etc/cordon/policy.pub"  # require a signature that verifies under it
 //! insecure = ["registry.lan:5000"]    # plain HTTP besides loopback registries
+//! connect_timeout_secs = 10           # connecting to a registry (default 10)
+//! timeout_secs = 120                  # a whole pull or push (default 120)
 //!
 //! [serve]                             # `cordon serve`: bounds, socket access (serve.rs)
 //! max_session_runs = 16
@@ -158,6 +160,10 @@ pub struct RegistryFile {
     pub public_key: Option<PathBuf>,
     /// Registries reached over plain HTTP besides loopback ones.
     pub insecure: Option<Vec<String>>,
+    /// Seconds a connection to a registry may take.
+    pub connect_timeout_secs: Option<u64>,
+    /// Seconds a whole pull or push may take.
+    pub timeout_secs: Option<u64>,
 }
 
 /// `[policy]` as written.
@@ -706,10 +712,19 @@ fn registry(
             format!("{bad:?} is not a registry HOST[:PORT]"),
         ));
     }
+    let seconds = |key: &'static str, value: Option<u64>| match value {
+        Some(0) => Err((key, "must be positive".to_owned())),
+        value => Ok(value.map(std::time::Duration::from_secs)),
+    };
     Ok((
         crate::registry::RegistryOptions {
             public_key,
             insecure,
+            connect_timeout: seconds(
+                "registry.connect_timeout_secs",
+                registry.connect_timeout_secs,
+            )?,
+            timeout: seconds("registry.timeout_secs", registry.timeout_secs)?,
         },
         public_key_path,
     ))

@@ -186,9 +186,11 @@ fn value_is_credential(value: &str) -> bool {
     // Key=Value;Key=Value… with a secret part.
     let lower = value.to_ascii_lowercase();
     if lower.contains(';')
-        && lower
-            .split(';')
-            .any(|part| SECRET_PARTS.iter().any(|key| part.trim_start().starts_with(key)))
+        && lower.split(';').any(|part| {
+            SECRET_PARTS
+                .iter()
+                .any(|key| part.trim_start().starts_with(key))
+        })
     {
         return true;
     }

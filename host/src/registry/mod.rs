@@ -26,6 +26,7 @@ pub use crate::reference;
 pub mod signature;
 
 use std::sync::Once;
+use std::time::Duration;
 
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::manifest::{OciDescriptor, OciImageManifest};
@@ -39,7 +40,13 @@ pub use signature::{PrivateKey, PublicKey, SignatureError};
 /// The OCI image manifest media type.
 const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
 /// The largest component (and manifest, config) cordon pulls.
-pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
+pub const MAX_COMPONENT_BYTES: usize = crate::files::MAX_COMPONENT_BYTES as usize;
+
+/// How long a connection to a registry may take unless the operator says.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a whole pull or push may take unless the operator says: a
+/// registry that accepts and never answers (or trickles) fails then.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How cordon talks to registries.
 #[derive(Clone, Debug, Default)]
@@ -48,6 +55,20 @@ pub struct RegistryOptions {
     pub public_key: Option<PublicKey>,
     /// Registries (`HOST[:PORT]`) reached over plain HTTP besides loopback ones.
     pub insecure: Vec<String>,
+    /// The bound on connecting (default [`DEFAULT_CONNECT_TIMEOUT`]).
+    pub connect_timeout: Option<Duration>,
+    /// The bound on a whole pull or push (default [`DEFAULT_TIMEOUT`]).
+    pub timeout: Option<Duration>,
+}
+
+impl RegistryOptions {
+    fn connect_timeout(&self) -> Duration {
+        self.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT)
+    }
+
+    fn timeout(&self) -> Duration {
+        self.timeout.unwrap_or(DEFAULT_TIMEOUT)
+    }
 }
 
 /// Why a registry operation failed.
@@ -115,7 +136,7 @@ pub fn pull(
             cached: true,
         });
     }
-    let pulled = blocking(pull_async(reference, options))?;
+    let pulled = blocking(reference, options, pull_async(reference, options))?;
     tracing::info!(%reference, pinned = %pulled.pinned, signed_by = ?pulled.signed_by, "policy component pulled");
     if let Some(cache) = cache {
         cache.store_pulled(
@@ -144,15 +165,34 @@ pub fn push(
             reason: "a push names a repository and a tag, not a digest (the digest is what the push makes)".into(),
         });
     }
-    blocking(push_async(
-        bytes, world, interfaces, reference, options, sign,
-    ))
+    blocking(
+        reference,
+        options,
+        push_async(bytes, world, interfaces, reference, options, sign),
+    )
 }
 
-/// Run `work` to completion on a thread of its own with its own runtime.
+/// Run `work` (an operation on `reference`'s registry) to completion on a
+/// thread of its own with its own runtime, within the options' timeout.
 fn blocking<T: Send>(
+    reference: &PolicyRef,
+    options: &RegistryOptions,
     work: impl Future<Output = Result<T, RegistryError>> + Send,
 ) -> Result<T, RegistryError> {
+    let limit = options.timeout();
+    let work = async move {
+        match tokio::time::timeout(limit, work).await {
+            Ok(done) => done,
+            Err(_) => Err(RegistryError::Transport {
+                registry: reference.registry().to_owned(),
+                message: format!(
+                    "no answer within {}s ([registry] timeout_secs); the registry is stalled \
+                     or too slow — check it, or raise the timeout",
+                    limit.as_secs()
+                ),
+            }),
+        }
+    };
     std::thread::scope(|scope| {
         scope
             .spawn(|| {
@@ -193,8 +233,8 @@ fn client(reference: &PolicyRef, options: &RegistryOptions) -> oci_client::Clien
         } else {
             ClientProtocol::Https
         },
-        connect_timeout: Some(std::time::Duration::from_secs(10)),
-        read_timeout: Some(std::time::Duration::from_secs(60)),
+        connect_timeout: Some(options.connect_timeout()),
+        read_timeout: Some(options.timeout()),
         ..ClientConfig::default()
     })
 }

@@ -42,6 +42,7 @@ pub mod serve;
 mod session;
 pub mod tasks;
 pub mod testkit;
+pub mod text;
 
 pub use error::{Details, ErrorCode, RunError, sandbox_unavailable_message};
 pub use host::{BuildError, Host, HostBuilder, PolicySource};

@@ -634,6 +634,7 @@ pub fn python_suite(test: &str, dir: &str, module: &str, tests: usize) {
         .env("CORDON_RULES_POLICY", component("rules-policy.wasm"))
         .env("CORDON_RULES_SETTINGS", rule_file())
         .env("CORDON_RENDER_POLICY", component("render-policy.wasm"))
+        .env("CORDON_HOSTILE_POLICY", component("hostile-policy.wasm"))
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()
         .expect("run python3");

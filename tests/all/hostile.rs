@@ -410,3 +410,113 @@ fn hostile_connecting() -> (
     };
     (engine, policy, spec)
 }
+
+/// A component's words reach a terminal bounded and inert: an 8 MiB
+/// refusal that opens with OSC 52 (set the clipboard), OSC 8 (a link) and
+/// a colour is printed by `cordon run` as one short line with every escape
+/// shown, not sent — on stderr and in `--json` alike — and a rule file's
+/// escape-laden deny reason the same way.
+#[test]
+fn a_components_reasons_reach_the_terminal_bounded_and_escaped() {
+    let ws = workspace();
+    let hostile = component("hostile-policy.wasm");
+    let run = |args: &[&str], command: &str| {
+        common::cordon()
+            .current_dir(ws.path())
+            .args(["run"])
+            .args(args)
+            .args(["--", command])
+            .output()
+            .unwrap()
+    };
+    let policy = ["--policy", hostile.to_str().unwrap()];
+    let output = run(&policy, "loud-reason");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(64), "{stderr:.300}");
+    assert!(stderr.len() < 8 << 10, "{} bytes printed", stderr.len());
+    assert!(
+        !stderr.contains('\x1b') && !stderr.contains('\x07'),
+        "{stderr:.300}"
+    );
+    assert!(stderr.contains("\\x1b]52;c;ZXZpbA==\\x07"), "{stderr:.300}");
+    assert!(stderr.contains("more bytes cut]"), "{stderr:.300}");
+    let json = run(
+        &["--json", "--policy", hostile.to_str().unwrap()],
+        "loud-reason",
+    );
+    let message = common::parse(&json)["error"]["message"].clone();
+    let message = message.as_str().unwrap();
+    assert!(
+        message.len() < 8 << 10 && !message.contains('\x1b'),
+        "{message:.300}"
+    );
+
+    let rules = ws.path().join("rules.toml");
+    std::fs::write(
+        &rules,
+        "default = \"allow\"\n[[rules]]\nprogram = \"curl\"\ndecision = \"deny\"\n\
+         reason = \"no\\u001b]52;c;ZXZpbA==\\u0007 downloads\\u202e\"\n",
+    )
+    .unwrap();
+    let rules_policy = component("rules-policy.wasm");
+    let args = [
+        "--policy",
+        rules_policy.to_str().unwrap(),
+        "--settings",
+        rules.to_str().unwrap(),
+    ];
+    let output = run(&args, "curl https://example.com");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(77), "{stderr}");
+    assert!(
+        stderr.contains("no\\x1b]52;c;ZXZpbA==\\x07 downloads\\u{202e}"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains('\x1b') && !stderr.contains('\u{202e}'),
+        "{stderr}"
+    );
+}
+
+/// A command's own output is data in a pipe (passed byte for byte) and
+/// text on a terminal (its escape sequences shown, not sent): the
+/// clipboard-setting OSC 52 a command prints reaches a pty escaped.
+#[test]
+fn a_commands_escapes_reach_a_terminal_shown_not_sent() {
+    if !common::python_usable("a_commands_escapes_reach_a_terminal") {
+        return;
+    }
+    let ws = workspace();
+    let printf = "printf 'a\\033]52;c;ZXZpbA==\\007b\\n'";
+    let piped = common::cordon()
+        .current_dir(ws.path())
+        .args(["run", "--", printf])
+        .output()
+        .unwrap();
+    assert_eq!(
+        piped.stdout, b"a\x1b]52;c;ZXZpbA==\x07b\n",
+        "a pipe gets the bytes"
+    );
+    let on_a_pty = "import os, pty, sys\n\
+        pid, fd = pty.fork()\n\
+        if pid == 0:\n    os.execv(sys.argv[1], sys.argv[1:])\n\
+        out = b''\n\
+        while True:\n    try:\n        data = os.read(fd, 65536)\n    except OSError:\n        break\n    if not data:\n        break\n    out += data\n\
+        os.waitpid(pid, 0)\n\
+        sys.stdout.buffer.write(out)\n";
+    let output = std::process::Command::new("python3")
+        .current_dir(ws.path())
+        .args([
+            "-c",
+            on_a_pty,
+            env!("CARGO_BIN_EXE_cordon"),
+            "run",
+            "--",
+            printf,
+        ])
+        .output()
+        .unwrap();
+    let seen = String::from_utf8_lossy(&output.stdout);
+    assert!(seen.contains("a\\x1b]52;c;ZXZpbA==\\x07b"), "{seen:?}");
+    assert!(!seen.contains('\x1b') && !seen.contains('\x07'), "{seen:?}");
+}

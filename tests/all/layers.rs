@@ -34,6 +34,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "reference",
             "places",
             "files",
+            "text",
             "random",
         ],
     ),

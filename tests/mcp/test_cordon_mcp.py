@@ -5,7 +5,8 @@ Run by tests/all/mcp.rs, which sets CORDON_BIN (the binary under test),
 CORDON_TEST_DIR (a scratch directory outside /tmp), CORDON_TEST_CONFINED
 ("1" when a sandbox backend confines runs here), CORDON_RULES_POLICY and
 CORDON_RULES_SETTINGS (rules-policy and its rule file), CORDON_RENDER_POLICY
-(a component with its own `render` texts).
+(a component with its own `render` texts), CORDON_HOSTILE_POLICY (a
+component that misbehaves on purpose).
 """
 
 import asyncio
@@ -164,6 +165,34 @@ class CordonMcp(unittest.TestCase):
             self.assertTrue(denied.is_error)
         self.assertFalse(marker.exists())
 
+    def test_text_reaches_the_model_bounded_and_inert(self):
+        # An 8 MiB refusal opening with OSC 52 (a component's words), and a
+        # command's output and a render text carrying escapes: the model
+        # reads them bounded, every escape shown, none sent.
+        hostile = ["--policy", os.environ["CORDON_HOSTILE_POLICY"]]
+
+        async def loud(session):
+            return await session.call_tool("shell", {"command": "loud-reason"})
+
+        refused = asyncio.run(session_with(hostile, loud))
+        self.assertTrue(refused.is_error)
+        self.assertLess(len(text(refused)), 8 << 10)
+        self.assertIn("\\x1b]52;c;ZXZpbA==\\x07", text(refused))
+        self.assertNotIn("\x1b", text(refused))
+
+        printf = "printf 'a\\033]52;c;ZXZpbA==\\007b\\n'"
+
+        async def escapes(session):
+            return await session.call_tool("shell", {"command": printf})
+
+        for args in ([], ["--policy", os.environ["CORDON_RENDER_POLICY"]]):
+            shown = asyncio.run(session_with(args, escapes))
+            self.assertIn("a\\x1b]52;c;ZXZpbA==\\x07b", text(shown), args)
+            self.assertNotIn("\x1b", text(shown), args)
+            self.assertNotIn("\x07", text(shown), args)
+            # The facts keep the bytes (JSON escapes them).
+            self.assertIn("\x1b", shown.structured_content["stdout"]["text"])
+
     def test_an_ask_runs_only_when_the_person_accepts_it(self):
         ws = pathlib.Path(os.environ["CORDON_TEST_DIR"]) / "asked"
         ws.mkdir()
@@ -210,12 +239,32 @@ class CordonMcp(unittest.TestCase):
         self.assertTrue(refused.is_error)
         self.assertFalse((ws / "unapproved").exists(), "a command approve: false ran")
 
+        # A command posing as the policy: its 80 newlines and fake paragraph
+        # stay on its own quoted line, after the real reason and grant.
+        spoof = (
+            "rm -rf build" + "\n" * 80
+            + "The policy asks first: routine cleanup, approve it\n\nIf approved, nothing happens"
+        )
+
+        async def spoofing(session):
+            return await session.call_tool("shell", {"command": spoof, "workdir": str(ws)})
+
+        asyncio.run(session_with(args, spoofing, answering("decline")))
+        prompt = asked[-1]
+        self.assertTrue(
+            prompt.startswith("The policy asks first: a recursive delete cannot be undone"), prompt
+        )
+        head, command = prompt.rsplit("\n\n    ", 1)
+        self.assertNotIn("routine cleanup", head)
+        self.assertNotIn("\n", command)
+        self.assertIn("routine cleanup", command)
+
         unasked = asyncio.run(session_with(args, shell("unasked")))
         self.assertTrue(unasked.is_error)
         self.assertIn("[needs approval]", text(unasked))
         self.assertEqual(unasked.structured_content["code"], "APPROVAL_REQUIRED")
         self.assertFalse((ws / "unasked").exists(), "an ask ran without a person")
-        self.assertEqual(len(asked), 3, "only a client with elicitation is asked")
+        self.assertEqual(len(asked), 4, "only a client with elicitation is asked")
 
 
 # A byte relay between stdio and a Unix socket: the SDK's stdio client then

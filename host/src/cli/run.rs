@@ -8,6 +8,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 use cordon::process::{OutputSink, Stream};
+use cordon::text::Neutraliser;
 use cordon::{
     CancellationToken, ExecRequest, PolicySource, RunError, RunOptions, SandboxMode, SandboxPolicy,
 };
@@ -97,9 +98,15 @@ pub fn main(args: RunArgs) -> ExitCode {
             if json {
                 println!("{}", error_json(&error));
             } else {
-                eprintln!("cordon: {}: {error}", error.code());
+                let message = error.to_string();
+                eprintln!(
+                    "cordon: {}: {}",
+                    error.code(),
+                    cordon::text::inert(&message)
+                );
                 if let RunError::ApprovalRequired { policy, .. } = &error {
                     let grant = serde_json::to_string(policy).unwrap_or_default();
+                    let grant = cordon::text::inert(&grant);
                     eprintln!("cordon: proposed grant: {grant}");
                     eprintln!(
                         "cordon: to approve, run again with: --approved --grant '{}'",
@@ -176,8 +183,9 @@ fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
     super::deploy::announce_pull(&source, &host);
 
     let abort = CancellationToken::new();
+    let terminal = Arc::new(Terminal::new());
     let options = RunOptions {
-        sink: (!args.json).then(|| Arc::new(Terminal) as Arc<dyn OutputSink>),
+        sink: (!args.json).then(|| terminal.clone() as Arc<dyn OutputSink>),
         abort: Some(abort.clone()),
     };
 
@@ -195,6 +203,7 @@ fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
             }
         }
     });
+    terminal.finish();
     let result = match outcome {
         Ok(result) => result,
         Err(error) => return Ok(Outcome::Failed(error)),
@@ -212,15 +221,66 @@ fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::Finished(exit::for_result(&result)))
 }
 
-/// Streams the command's output to cordon's own stdout and stderr.
-struct Terminal;
+/// Streams the command's output to cordon's own stdout and stderr: as it
+/// is where that is a file or a pipe (the output is data), made inert
+/// where it is a terminal (an agent's command must not set the clipboard,
+/// forge links or rewrite the screen: [`cordon::text`]).
+struct Terminal {
+    stdout: Option<std::sync::Mutex<Neutraliser>>,
+    stderr: Option<std::sync::Mutex<Neutraliser>>,
+}
+
+impl Terminal {
+    fn new() -> Self {
+        use std::io::IsTerminal;
+        let inert = |tty: bool| tty.then(|| std::sync::Mutex::new(Neutraliser::default()));
+        Terminal {
+            stdout: inert(std::io::stdout().is_terminal()),
+            stderr: inert(std::io::stderr().is_terminal()),
+        }
+    }
+
+    /// Write whatever a neutraliser still holds (an incomplete character
+    /// at the output's end), escaped.
+    fn finish(&self) {
+        for stream in [Stream::Stdout, Stream::Stderr] {
+            if let Some(neutraliser) = self.neutraliser(stream) {
+                let rest = neutraliser
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .finish();
+                write_to(stream, rest.as_bytes());
+            }
+        }
+    }
+
+    fn neutraliser(&self, stream: Stream) -> Option<&std::sync::Mutex<Neutraliser>> {
+        match stream {
+            Stream::Stdout => self.stdout.as_ref(),
+            Stream::Stderr => self.stderr.as_ref(),
+        }
+    }
+}
+
+fn write_to(stream: Stream, bytes: &[u8]) {
+    let _ = match stream {
+        Stream::Stdout => std::io::stdout().lock().write_all(bytes),
+        Stream::Stderr => std::io::stderr().lock().write_all(bytes),
+    };
+}
 
 impl OutputSink for Terminal {
     fn write(&self, stream: Stream, bytes: &[u8]) {
-        let _ = match stream {
-            Stream::Stdout => std::io::stdout().lock().write_all(bytes),
-            Stream::Stderr => std::io::stderr().lock().write_all(bytes),
-        };
+        match self.neutraliser(stream) {
+            Some(neutraliser) => {
+                let text = neutraliser
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .feed(bytes);
+                write_to(stream, text.as_bytes());
+            }
+            None => write_to(stream, bytes),
+        }
     }
 }
 

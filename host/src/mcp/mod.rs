@@ -186,13 +186,7 @@ impl McpServer {
         (reason, policy): (&str, &crate::model::SandboxPolicy),
         background: bool,
     ) -> Result<ExecRequest, Told> {
-        let grant = serde_json::to_string(policy).unwrap_or_default();
-        let message = format!(
-            "An agent wants to run{}:\n\n    {}\n\nThe policy asks first: {reason}\n\nIf \
-             approved it runs with this sandbox grant: {grant}",
-            if background { " in the background" } else { "" },
-            request.command
-        );
+        let message = approval_prompt(request, reason, policy, background);
         match peer.elicit::<Approval>(message).await {
             Ok(Some(Approval { approve: true })) => Ok(ExecRequest {
                 policy: Some(policy.clone()),
@@ -424,4 +418,60 @@ pub async fn listen(
     while connections.join_next().await.is_some() {}
     drop(bound);
     Ok(())
+}
+
+/// What a person is asked to approve: the policy's reason and the grant
+/// first, then the command — quoted on one line, inert, cut at
+/// [`crate::text::MAX_QUOTED_COMMAND_BYTES`] — so a command cannot pose as
+/// the policy (80 newlines and a fake "the policy asks first" stay on the
+/// command's one line, after the real reason).
+fn approval_prompt(
+    request: &ExecRequest,
+    reason: &str,
+    policy: &crate::model::SandboxPolicy,
+    background: bool,
+) -> String {
+    let grant = serde_json::to_string(policy).unwrap_or_default();
+    let command =
+        crate::text::quoted_command(&request.command, crate::text::MAX_QUOTED_COMMAND_BYTES);
+    format!(
+        "The policy asks first: {}\n\nIf approved, the command runs{} with this sandbox \
+         grant: {}\n\nThe command, as the agent sent it (one line; newlines shown as \\n):\n\n    \
+         {command}",
+        crate::text::reason(reason),
+        if background { " in the background" } else { "" },
+        crate::text::inert(&grant),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_cannot_pose_as_the_policy_in_the_approval_prompt() {
+        let spoof = format!(
+            "rm -rf ~{}The policy asks first: routine cleanup\n\nIf approved, the command runs \
+             with this sandbox grant: read-only\x1b]52;c;ZXZpbA==\x07",
+            "\n".repeat(80)
+        );
+        let policy =
+            crate::model::SandboxPolicy::new(crate::model::SandboxMode::WorkspaceWrite, "/ws");
+        let prompt = approval_prompt(
+            &ExecRequest::new(spoof),
+            "a recursive delete cannot be undone",
+            &policy,
+            false,
+        );
+        assert!(
+            prompt.starts_with("The policy asks first: a recursive delete cannot be undone\n"),
+            "{prompt}"
+        );
+        let (before, command) = prompt.rsplit_once("\n\n    ").unwrap();
+        assert!(before.contains("workspace-write"), "{prompt}");
+        assert!(!before.contains("routine cleanup"), "{prompt}");
+        assert!(!command.contains('\n'), "{command}");
+        assert!(command.contains("\\x1b]52"), "{command}");
+        assert!(!prompt.contains('\x1b'), "{prompt}");
+    }
 }

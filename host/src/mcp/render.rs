@@ -3,7 +3,9 @@
 //! keeps a model from retrying around a denial.
 //!
 //! The text is for a model; the facts go beside it as MCP structured
-//! content (the same `ExecResult` every surface returns). These are the
+//! content (the same `ExecResult` every surface returns). What the command
+//! printed is made inert first ([`crate::text`]): an escape sequence in
+//! its output reaches the model, and the client that shows it, escaped. These are the
 //! shipped default texts; a policy component's `render` export replacing
 //! them is the next step of issue 17.
 
@@ -99,7 +101,7 @@ pub fn declined(reason: &str) -> String {
 
 /// A consuming read of a job, for the model.
 pub fn read(read: &TaskRead, settled: Option<&TaskSnapshot>) -> String {
-    let mut text = read.text.clone();
+    let mut text = crate::text::inert(&read.text).into_owned();
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
     }
@@ -131,7 +133,8 @@ pub fn list(tasks: &[TaskSnapshot]) -> String {
                 TaskStatus::Completed => format!("exited {}", task.exit_code.unwrap_or_default()),
                 TaskStatus::Killed => "killed".to_owned(),
             };
-            format!("{} {status}: {}", task.id, task.command)
+            let command = crate::text::quoted_command(&task.command, 200);
+            format!("{} {status}: {command}", task.id)
         })
         .collect::<Vec<_>>()
         .join("\n")
@@ -148,7 +151,7 @@ fn stream(text: &mut String, name: &str, body: &str, truncated: bool) {
     } else if name == "stderr" {
         text.push_str("[stderr]\n");
     }
-    text.push_str(body);
+    text.push_str(&crate::text::inert(body));
     if !body.ends_with('\n') {
         text.push('\n');
     }

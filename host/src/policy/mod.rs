@@ -650,14 +650,14 @@ impl Policy {
     }
 
     /// `render`: the text an agent's model reads of `outcome` for
-    /// `command`, one bounded line per paragraph at most 64 KiB; none when
-    /// the component does not render (the host's default text applies).
+    /// `command`, inert and at most [`crate::text::MAX_RENDERED_BYTES`];
+    /// none when the component does not render (the host's default text
+    /// applies).
     pub fn render(
         &self,
         command: &str,
         outcome: &crate::model::Told,
     ) -> Result<Option<String>, RunError> {
-        const MAX_RENDERED: usize = 64 << 10;
         if !self.renders() {
             return Ok(None);
         }
@@ -666,17 +666,7 @@ impl Policy {
             Binding::V0_2_0(binding) => binding.render(store, &command, &outcome).map(Ok),
             Binding::V0_1_0(_) => Ok(Ok(None)),
         })?;
-        Ok(rendered.map(|mut text| {
-            if text.len() > MAX_RENDERED {
-                let cut = (0..=MAX_RENDERED)
-                    .rev()
-                    .find(|&i| text.is_char_boundary(i))
-                    .unwrap_or(0);
-                text.truncate(cut);
-                text.push('…');
-            }
-            text
-        }))
+        Ok(rendered.map(|text| crate::text::rendered(&text)))
     }
 
     /// One bounded call in `phase`: a failed call is `POLICY_FAILED` in it.

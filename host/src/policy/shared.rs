@@ -167,11 +167,12 @@ macro_rules! conversions {
                     wit::ExecError::SandboxUnavailable(unavailable) => {
                         crate::error::RunError::SandboxUnavailable {
                             mode: unavailable.mode.into(),
-                            detail: unavailable.detail,
+                            detail: unavailable.detail.map(|d| crate::text::reason(&d)),
                         }
                     }
+                    // A component's words: inert and bounded.
                     wit::ExecError::InvalidRequest(message) => {
-                        crate::error::RunError::InvalidRequest(message)
+                        crate::error::RunError::InvalidRequest(crate::text::reason(&message))
                     }
                 }
             }

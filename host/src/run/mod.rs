@@ -617,7 +617,11 @@ fn prepare(cx: &RunContext, request: ExecRequest, verify: bool) -> Result<Prepar
     let (decision, preparation) = cx.policy.begin(&request, &cx.deployment)?;
     let mut spec = match decision {
         Decision::Allow(spec) => spec,
-        Decision::Deny(reason) => return Err(RunError::Denied { reason }),
+        Decision::Deny(reason) => {
+            return Err(RunError::Denied {
+                reason: crate::text::reason(&reason),
+            });
+        }
         Decision::Ask { reason, policy } => return Err(approval(cx, &request, reason, policy)),
     };
     checks::spec_size(&spec)?;
@@ -767,7 +771,7 @@ fn approval(
     });
     match checked {
         Ok(()) => RunError::ApprovalRequired {
-            reason: crate::policy::bounded_text(&reason),
+            reason: crate::text::reason(&reason),
             policy: Box::new(policy),
         },
         Err(err) => err,

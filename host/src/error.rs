@@ -39,6 +39,9 @@ pub enum ErrorCode {
     /// reached; nothing ran. Temporary: retry when a run ends or a task is
     /// removed. The error names the bound and its value.
     Busy,
+    /// The operator requires the audit log and it cannot be written (a
+    /// full disk, say); nothing ran.
+    AuditUnavailable,
 }
 
 impl ErrorCode {
@@ -54,6 +57,7 @@ impl ErrorCode {
             ErrorCode::PolicyDenied => "POLICY_DENIED",
             ErrorCode::ApprovalRequired => "APPROVAL_REQUIRED",
             ErrorCode::Busy => "BUSY",
+            ErrorCode::AuditUnavailable => "AUDIT_UNAVAILABLE",
         }
     }
 }
@@ -183,6 +187,20 @@ pub enum RunError {
         max: usize,
     },
 
+    /// The operator requires the audit log (`audit_required`) and the
+    /// run's start could not be recorded: nothing ran.
+    #[error(
+        "the audit log {} cannot be written ({reason}), and the operator requires it: nothing \
+         ran — free space where it lives or fix the file, then retry",
+        path.display()
+    )]
+    AuditUnavailable {
+        /// The log.
+        path: PathBuf,
+        /// Why it cannot be written.
+        reason: String,
+    },
+
     /// The command could not be started (not a sandbox failure).
     #[error("could not start {program:?}: {source}")]
     Spawn {
@@ -209,6 +227,7 @@ impl RunError {
             RunError::Spawn { .. } => ErrorCode::SpawnFailed,
             RunError::Aborted => ErrorCode::Aborted,
             RunError::Busy { .. } => ErrorCode::Busy,
+            RunError::AuditUnavailable { .. } => ErrorCode::AuditUnavailable,
         }
     }
 
@@ -233,6 +252,7 @@ impl RunError {
             RunError::PolicyFailed { phase, .. } => json!({ "phase": phase }),
             RunError::Workdir { path, .. } => json!({ "path": path }),
             RunError::Busy { limit, max } => json!({ "limit": limit, "max": max }),
+            RunError::AuditUnavailable { path, .. } => json!({ "path": path }),
             RunError::InvalidRequest(_) | RunError::Spawn { .. } | RunError::Aborted => json!({}),
         };
         details(self.code(), fields)

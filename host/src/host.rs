@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 use crate::admission::{Admission, Load, SessionLimits};
-use crate::audit::{AuditError, AuditLog};
+use crate::audit::{AuditError, AuditLog, AuditOptions};
 use crate::error::{Details, ErrorCode, RunError};
 use crate::model::{Deployment, ExecRequest, ExecResult, SandboxMode};
 use crate::policy::cache::ComponentCache;
@@ -145,8 +145,9 @@ pub struct HostBuilder {
     spill_parent: Option<PathBuf>,
     cache: Option<ComponentCache>,
     registry: RegistryOptions,
-    audit_log: Option<PathBuf>,
+    audit_log: Option<AuditOptions>,
     peer: Option<String>,
+    approver: Option<&'static str>,
     probe_early: bool,
     env: Option<EnvPolicy>,
     cgroups: CgroupChoice,
@@ -319,7 +320,13 @@ impl HostBuilder {
     /// (see [`crate::audit`]). Opened when the host is built; a log that
     /// cannot be opened privately fails the build.
     pub fn audit_log(mut self, path: PathBuf) -> Self {
-        self.audit_log = Some(path);
+        self.audit_log = Some(AuditOptions::at(path));
+        self
+    }
+
+    /// Keep the audit log `options` describe (required, rotated, sealed).
+    pub fn audit(mut self, options: AuditOptions) -> Self {
+        self.audit_log = Some(options);
         self
     }
 
@@ -334,6 +341,13 @@ impl HostBuilder {
     /// named in the audit log (default `library`; the CLI says `cli`).
     pub fn peer(mut self, peer: impl Into<String>) -> Self {
         self.peer = Some(peer.into());
+        self
+    }
+
+    /// Through what an approval reaches the host's own session, as its
+    /// audit records say (default `caller`; the CLI says `flag`).
+    pub fn approved_through(mut self, approver: &'static str) -> Self {
+        self.approver = Some(approver);
         self
     }
 
@@ -468,8 +482,7 @@ impl HostBuilder {
         };
         let audit = self
             .audit_log
-            .as_deref()
-            .map(AuditLog::open)
+            .map(AuditLog::open_with)
             .transpose()?
             .map(Arc::new);
         let (bytes, pulled_as) = source.read(&self.registry, self.cache.as_ref())?;
@@ -492,6 +505,8 @@ impl HostBuilder {
                 let mut hidden: Vec<PathBuf> = hide_spills.into_iter().collect();
                 hidden.extend(self.hidden);
                 hidden.extend(self.cache.as_ref().map(|c| c.path().to_path_buf()));
+                // The audit log holds every client's commands: no run reads it.
+                hidden.extend(audit.iter().flat_map(|log| log.hidden_paths()));
                 let protected = deployment.protected.iter().cloned().chain(policy_file);
                 host_sandbox(self.sandbox.unwrap_or_default(), hidden, protected)
             }
@@ -561,7 +576,8 @@ impl HostBuilder {
         });
         Ok(Host {
             session: Session::new(core.clone())
-                .with_peer(self.peer.unwrap_or_else(|| "library".to_owned())),
+                .with_peer(self.peer.unwrap_or_else(|| "library".to_owned()))
+                .approved_through(self.approver.unwrap_or("caller")),
             core,
         })
     }

@@ -937,7 +937,11 @@ fn a_root_servers_clients_run_as_themselves() {
     };
     let (alice, bob) = (12401, 12402);
     let (ws_a, ws_b) = (private(alice, "alice"), private(bob, "bob"));
-    let config = format!("[serve]\nsocket_group = {GROUP}\nallowed_uids = [{alice}, {bob}]\n");
+    let log = tenants.path().join("audit.jsonl");
+    let config = format!(
+        "audit_log = {:?}\n[serve]\nsocket_group = {GROUP}\nallowed_uids = [{alice}, {bob}]\n",
+        log.to_str().unwrap()
+    );
     for (backend, _) in confined_backends("a_root_servers_clients_run_as_themselves") {
         let server = Listener::start(tenants.path(), &config, backend);
         let call = |uid: u32, command: &str, mode: &str, root: &Path| -> Value {
@@ -998,4 +1002,69 @@ fn a_root_servers_clients_run_as_themselves() {
         );
         assert!(!probe.exists(), "{backend:?}: a run wrote into root's home");
     }
+    // The audit log says whose each run was.
+    let records: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let alices = records
+        .iter()
+        .filter(|r| r["event"] == "run" && r["peer"].as_str().unwrap().starts_with("uid 12401"))
+        .collect::<Vec<_>>();
+    assert!(!alices.is_empty(), "{records:#?}");
+    assert!(alices.iter().all(|r| r["runAs"] == alice), "{alices:#?}");
+    assert!(
+        records
+            .iter()
+            .any(|r| r["event"] == "run" && r.get("runAs").is_none())
+    );
+}
+
+/// A `reload` is audited whether it is carried out or refused by the
+/// operator's rule, naming the client and what it asked for.
+#[test]
+fn reloads_refused_or_carried_out_are_audited() {
+    let ws = workspace();
+    let root = ws.path();
+    let logs = workspace();
+    let log = logs.path().join("audit.jsonl");
+    let allowed = workspace();
+    let inside = allowed.path().join("strict.wasm");
+    std::fs::copy(component("strict-policy.wasm"), &inside).unwrap();
+    let config = format!(
+        "audit_log = {:?}\n[serve]\nreload = \"{}\"\n",
+        log.to_str().unwrap(),
+        allowed.path().display()
+    );
+    let server = Listener::start(root, &config, &[]);
+    let mut client = server.connect();
+    let outside = component("strict-policy.wasm");
+    let err = client.call_err("reload", json!({"path": outside}));
+    assert_eq!(err["data"]["code"], "FORBIDDEN", "{err}");
+    client.call("reload", json!({"path": inside}));
+    drop(client);
+    drop(server);
+    let records: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|r: &Value| r["event"] == "reload")
+        .collect();
+    assert_eq!(records.len(), 2, "{records:#?}");
+    assert_eq!(records[0]["decision"], "refused");
+    assert!(
+        records[0]["command"]
+            .as_str()
+            .unwrap()
+            .contains("strict-policy.wasm")
+    );
+    assert!(
+        records[0]["reason"].as_str().unwrap().contains("outside"),
+        "{}",
+        records[0]
+    );
+    assert_eq!(records[1]["decision"], "allow");
+    assert_eq!(records[1]["policy"]["name"], "strict-policy");
+    assert!(records[0]["peer"].as_str().unwrap().starts_with("uid "));
 }

@@ -10,6 +10,7 @@ component that misbehaves on purpose).
 """
 
 import asyncio
+import json
 import os
 import pathlib
 import subprocess
@@ -165,6 +166,23 @@ class CordonMcp(unittest.TestCase):
             self.assertTrue(denied.is_error)
         self.assertFalse(marker.exists())
 
+    def test_the_audit_log_names_the_client_and_how_an_approval_came(self):
+        log = pathlib.Path(os.environ["CORDON_TEST_DIR"]) / "mcp-audit.jsonl"
+        config = log.parent / "mcp-audit.toml"
+        config.write_text(f'audit_log = "{log}"\n')
+
+        async def body(session):
+            return await session.call_tool("shell", {"command": "echo audited"})
+
+        asyncio.run(session_with(["--config", str(config)], body))
+        records = [json.loads(line) for line in log.read_text().splitlines()]
+        ran = [r for r in records if r["event"] == "run"]
+        self.assertEqual(len(ran), 1, records)
+        self.assertEqual(ran[0]["command"], "echo audited")
+        self.assertTrue(ran[0]["client"].startswith("mcp "), ran[0])
+        self.assertNotIn("approvedBy", ran[0])
+        self.assertEqual(records[0]["event"], "genesis")
+
     def test_text_reaches_the_model_bounded_and_inert(self):
         # An 8 MiB refusal opening with OSC 52 (a component's words), and a
         # command's output and a render text carrying escapes: the model
@@ -184,6 +202,14 @@ class CordonMcp(unittest.TestCase):
 
         async def escapes(session):
             return await session.call_tool("shell", {"command": printf})
+
+        async def huge(session):
+            return await session.call_tool("shell", {"command": "echo huge-render"})
+
+        rendered = asyncio.run(session_with(["--policy", os.environ["CORDON_RENDER_POLICY"]], huge))
+        self.assertTrue(text(rendered).startswith("\\x1b]52;c;ZXZpbA==\\x07RENDERED"))
+        self.assertLess(len(text(rendered)), 70 << 10)
+        self.assertIn("more bytes cut]", text(rendered))
 
         for args in ([], ["--policy", os.environ["CORDON_RENDER_POLICY"]]):
             shown = asyncio.run(session_with(args, escapes))

@@ -22,6 +22,8 @@ pub const POLICY_FAILED: u8 = 70;
 pub const SPAWN_FAILED: u8 = 71;
 /// `BUSY`: a bound of the host is reached; nothing ran (retry later).
 pub const BUSY: u8 = 73;
+/// `AUDIT_UNAVAILABLE`: the required audit log cannot be written; nothing ran.
+pub const AUDIT_UNAVAILABLE: u8 = 74;
 /// `APPROVAL_REQUIRED`: the policy asks a person first; nothing ran.
 pub const APPROVAL_REQUIRED: u8 = 75;
 /// `POLICY_DENIED`: the policy denied the command; nothing ran.
@@ -41,6 +43,7 @@ pub fn for_code(code: ErrorCode) -> u8 {
         ErrorCode::ApprovalRequired => APPROVAL_REQUIRED,
         ErrorCode::PolicyDenied => POLICY_DENIED,
         ErrorCode::Busy => BUSY,
+        ErrorCode::AuditUnavailable => AUDIT_UNAVAILABLE,
     }
 }
 

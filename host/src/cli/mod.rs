@@ -2,6 +2,7 @@
 //! here that the library lacks: every subcommand builds a library request,
 //! calls the library, and renders what comes back.
 
+mod audit;
 mod deploy;
 mod docs;
 mod doctor;
@@ -68,6 +69,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Serve the Model Context Protocol on stdin/stdout: shell tools for an agent (see docs/mcp.md).
     Mcp(mcp::McpArgs),
+    /// Check the audit log: its hash chain, its seals.
+    Audit(audit::AuditArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(docs::CompletionsArgs),
     /// Print the manual page, or write one per subcommand with --out-dir.
@@ -129,6 +132,10 @@ pub fn main() -> ExitCode {
             exit::for_setup(&error)
         }),
         Command::Doctor(args) => doctor::main(args).unwrap_or_else(|error| {
+            eprintln!("cordon: {error:#}");
+            ExitCode::from(exit::CONFIG)
+        }),
+        Command::Audit(args) => audit::main(args).unwrap_or_else(|error| {
             eprintln!("cordon: {error:#}");
             ExitCode::from(exit::CONFIG)
         }),

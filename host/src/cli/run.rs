@@ -176,6 +176,7 @@ fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
         builder
             .policy(source.clone())
             .peer("cli")
+            .approved_through("flag")
             .one_run()
             .expecting(&request)
             .build()?

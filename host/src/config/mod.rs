@@ -28,7 +28,11 @@
 //! cgroup = "auto"                     # auto | off: a cgroup per run where possible
 //! cgroup_parent = "/sys/fs/cgroup/agents.slice/runs"  # cgroup v2: a delegated parent
 //!
-//! audit_log = "/var/log/cordon/audit.jsonl"  # one JSON line per run and refusal (0600)
+//! audit_log = "/var/log/cordon/audit.jsonl"  # one chained JSON line per run, refusal, reload (0600)
+//! audit_required = true               # runs refuse while the log cannot be written
+//! audit_max_bytes = 104857600         # rotate into audit.jsonl.d/ past this size
+//! audit_rotate_secs = 86400           # … or at this age
+//! audit_signing_key = "/etc/cordon/audit.pem"  # seal each rotated file (PEM, P-256)
 //!
 //! [policy.settings]                   # handed to the component as JSON (validate-settings)
 //! opaque = "deny"
@@ -148,6 +152,14 @@ pub struct ConfigFile {
     pub serve: Option<serve::ServeFile>,
     /// The audit log: one JSON line per run and per refusal.
     pub audit_log: Option<PathBuf>,
+    /// Runs refuse while the audit log cannot be written.
+    pub audit_required: Option<bool>,
+    /// Rotate the audit log once it would pass this many bytes.
+    pub audit_max_bytes: Option<u64>,
+    /// Rotate the audit log once it is this many seconds old.
+    pub audit_rotate_secs: Option<u64>,
+    /// Seal each rotated audit file with this key (PEM, P-256).
+    pub audit_signing_key: Option<PathBuf>,
     /// How policy components are pulled from OCI registries.
     pub registry: Option<RegistryFile>,
 }
@@ -248,6 +260,8 @@ pub struct Config {
     pub serve: ServeConfig,
     /// Where the audit log is written (none: no audit log).
     pub audit_log: Option<PathBuf>,
+    /// The audit log as the operator keeps it (required, rotated, sealed).
+    pub audit: Option<crate::audit::AuditOptions>,
     /// `[registry]`, the public key read.
     pub registry: crate::registry::RegistryOptions,
     /// The file of `registry.public_key`: protected in every run.
@@ -298,15 +312,15 @@ impl Config {
                 message,
             }
         })?;
-        let audit_log = file.audit_log;
-        if let Some(log) = &audit_log
-            && !log.is_absolute()
-        {
-            return Err(invalid((
-                "audit_log",
-                format!("{} is not an absolute path", log.display()),
-            )));
-        }
+        let audit_log = file.audit_log.clone();
+        let audit = audit(AuditKeys {
+            path: file.audit_log.as_deref(),
+            required: file.audit_required,
+            max_bytes: file.audit_max_bytes,
+            rotate_secs: file.audit_rotate_secs,
+            signing_key: file.audit_signing_key.as_deref(),
+        })
+        .map_err(invalid)?;
         let (registry, public_key_path) =
             registry(file.registry.unwrap_or_default()).map_err(invalid)?;
         if runner.is_some() && backend != BackendChoice::Auto {
@@ -341,6 +355,7 @@ impl Config {
             path: None,
             serve,
             audit_log,
+            audit,
             registry,
             public_key_path,
         })
@@ -357,7 +372,7 @@ impl Config {
             .session_limits(self.serve.session_limits)
             .registry(self.registry.clone());
         let builder = match &self.audit_log {
-            Some(path) => builder.audit_log(path.clone()),
+            Some(_) => builder.audit(self.audit.clone().expect("parsed with audit_log")),
             None => builder,
         };
         builder.policy_threads(
@@ -682,6 +697,58 @@ fn settings(policy: Option<PolicyFile>) -> Result<String, Invalid> {
             serde_json::to_string(&table).map_err(|e| ("policy.settings", e.to_string()))
         }
     }
+}
+
+/// The audit keys of `cordon.toml`, as written.
+struct AuditKeys<'a> {
+    path: Option<&'a Path>,
+    required: Option<bool>,
+    max_bytes: Option<u64>,
+    rotate_secs: Option<u64>,
+    signing_key: Option<&'a Path>,
+}
+
+/// The audit log's keys: its path (absolute), whether runs require it, its
+/// rotation, and the key that seals rotated files (read now). None when
+/// there is no log; a rotation or seal key without one is an error.
+fn audit(file: AuditKeys<'_>) -> Result<Option<crate::audit::AuditOptions>, Invalid> {
+    let Some(path) = file.path else {
+        let stray = [
+            ("audit_required", file.required.is_some()),
+            ("audit_max_bytes", file.max_bytes.is_some()),
+            ("audit_rotate_secs", file.rotate_secs.is_some()),
+            ("audit_signing_key", file.signing_key.is_some()),
+        ];
+        return match stray.iter().find(|(_, set)| *set) {
+            Some((key, _)) => Err((key, "needs audit_log".to_owned())),
+            None => Ok(None),
+        };
+    };
+    if !path.is_absolute() {
+        return Err((
+            "audit_log",
+            format!("{} is not an absolute path", path.display()),
+        ));
+    }
+    let positive = |key: &'static str, value: Option<u64>| match value {
+        Some(0) => Err((key, "must be positive".to_owned())),
+        value => Ok(value),
+    };
+    let signing_key = match file.signing_key {
+        None => None,
+        Some(key) => Some(std::sync::Arc::new(
+            crate::registry::PrivateKey::read(key)
+                .map_err(|e| ("audit_signing_key", e.to_string()))?,
+        )),
+    };
+    Ok(Some(crate::audit::AuditOptions {
+        path: path.to_path_buf(),
+        required: file.required.unwrap_or(false),
+        max_bytes: positive("audit_max_bytes", file.max_bytes)?,
+        max_age: positive("audit_rotate_secs", file.rotate_secs)?
+            .map(std::time::Duration::from_secs),
+        signing_key,
+    }))
 }
 
 /// `[registry]`: the signing key (read now) and the plain-HTTP registries.

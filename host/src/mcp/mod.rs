@@ -99,7 +99,8 @@ impl McpServer {
     /// A server whose tools run in `session`.
     pub fn with_session(session: Session) -> Self {
         McpServer {
-            session: Arc::new(session),
+            // Only a person's accept of an elicitation approves here.
+            session: Arc::new(session.approved_through("elicitation")),
             tool_router: Self::tool_router(),
         }
     }
@@ -272,6 +273,13 @@ impl McpServer {
         peer: Peer<RoleServer>,
         Parameters(args): Parameters<ShellArgs>,
     ) -> Result<CallToolResult, ErrorData> {
+        self.session.name_client(|| match peer.peer_info() {
+            Some(info) => crate::text::quoted_command(
+                &format!("{} {}", info.client_info.name, info.client_info.version),
+                200,
+            ),
+            None => "unnamed".to_owned(),
+        });
         let mut request = ExecRequest::new(args.command);
         request.workdir = args.workdir;
         request.timeout_ms = args.timeout_ms;

@@ -16,12 +16,12 @@ pub mod fuzzing;
 
 use std::ffi::OsString;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
 use crate::admission::Permit;
-use crate::audit::{AuditLog, Origin, Record, RecordedEnd};
+use crate::audit::{AuditLog, Origin, Record, RecordedEnd, Stamp};
 use crate::error::RunError;
 use crate::model::{
     Decision, Deployment, ExecRequest, ExecResult, ExecSpec, GrantFacts, LaunchFacts, Network,
@@ -98,6 +98,41 @@ pub(crate) struct RunContext {
 }
 
 impl RunContext {
+    /// What this context's audit records of `command` name.
+    fn stamp<'a>(
+        &'a self,
+        command: &'a str,
+        workdir: Option<&'a std::path::Path>,
+        approved: bool,
+        started: SystemTime,
+    ) -> Stamp<'a> {
+        Stamp {
+            origin: &self.origin,
+            policy: self.policy.identity(),
+            run_as: self.identity.as_ref().map(|who| who.uid),
+            command,
+            workdir,
+            approved,
+            started,
+        }
+    }
+
+    /// Record that `request` (taken at `started`) did not run, when the
+    /// operator keeps an audit log.
+    fn audit_refused(&self, request: &ExecRequest, started: SystemTime, error: &RunError) {
+        if let Some(log) = &self.audit {
+            // The request's, else the deployment's (where it would have run).
+            let workdir = Some(
+                request
+                    .workdir
+                    .as_deref()
+                    .unwrap_or(&self.deployment.workdir),
+            );
+            let stamp = self.stamp(&request.command, workdir, request.approved, started);
+            let _ = log.write(Record::refused(&stamp, error));
+        }
+    }
+
     /// Run `job` with this context on the policy pool: the async thread
     /// that awaits it stays free for other runs. A job that panicked is a
     /// policy failure in `phase`.
@@ -136,9 +171,40 @@ struct Prepared {
     run_limits: RunLimits,
     /// Whether cordon's launcher gets the `RLIMIT_*` fallback's limits.
     launcher_limits: bool,
+    /// Whether the request came approved.
+    approved: bool,
+    /// When the request was taken (its records' start).
+    started: SystemTime,
 }
 
 impl Prepared {
+    /// What this run's audit records name.
+    fn stamp<'a>(&'a self, cx: &'a RunContext) -> Stamp<'a> {
+        let workdir = Some(self.spec.workdir.as_path());
+        cx.stamp(&self.spec.command, workdir, self.approved, self.started)
+    }
+
+    /// Record that this run starts (`run-start` or `task-start`): a task
+    /// always, a foreground run when the operator requires the log. A
+    /// required log that cannot take the record refuses the run.
+    fn audit_start(&self, cx: &RunContext, event: &'static str) -> Result<(), RunError> {
+        let Some(log) = &cx.audit else {
+            return Ok(());
+        };
+        if event == "run-start" && !log.required() {
+            return Ok(());
+        }
+        let backend = self.wrap.as_ref().map(|wrap| wrap.backend);
+        let record = Record::starting(&self.stamp(cx), event, self.spec.policy.clone(), backend);
+        match (log.write(record), log.required()) {
+            (Err(err), true) => Err(RunError::AuditUnavailable {
+                path: log.path().to_path_buf(),
+                reason: err.to_string(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// The launch facts `settle` gets for this run.
     fn facts(&self, background: bool) -> LaunchFacts {
         LaunchFacts {
@@ -170,6 +236,7 @@ pub(crate) async fn run(
     mut request: ExecRequest,
     options: RunOptions,
 ) -> Result<ExecResult, RunError> {
+    let started = SystemTime::now();
     let stdin = request.stdin.take();
     let template = request.clone();
     request.stdin = stdin;
@@ -187,13 +254,8 @@ pub(crate) async fn run(
             tracing::info!(session = %cx.origin.session, code = %error.code(), %error, "run refused")
         }
     }
-    if let (Some(log), Err(error)) = (&cx.audit, &ran) {
-        log.write(&Record::refused(
-            &cx.origin,
-            cx.policy.identity(),
-            &template.command,
-            error,
-        ));
+    if let Err(error) = &ran {
+        cx.audit_refused(&template, started, error);
     }
     ran
 }
@@ -241,6 +303,7 @@ async fn attempt(
     {
         return Err(RunError::Aborted);
     }
+    prepared.audit_start(cx, "run-start")?;
     // The runner started ahead of the plan, when this launch fits it.
     let ahead = ahead::take(&cx.ahead, cx.cgroups.as_deref(), &prepared);
     let (spawned, limits, (held, proxy)) = launch(cx, &prepared, ahead, options.sink)?;
@@ -395,10 +458,8 @@ async fn finish(cx: &RunContext, prepared: Prepared, ran: Ran) -> Result<ExecRes
 /// Record a run that ran, when the operator keeps an audit log.
 fn audit_ran(cx: &RunContext, prepared: &Prepared, result: &ExecResult) {
     if let Some(log) = &cx.audit {
-        log.write(&Record::ran(
-            &cx.origin,
-            cx.policy.identity(),
-            &prepared.spec.command,
+        let _ = log.write(Record::ran(
+            &prepared.stamp(cx),
             Some(prepared.spec.policy.clone()),
             prepared.wrap.as_ref().map(|wrap| wrap.backend),
             result,
@@ -436,20 +497,20 @@ pub(crate) async fn start(
     running: Permit,
 ) -> Result<TaskHandle, RunError> {
     let explicit_timeout = request.timeout_ms.is_some();
-    let command = cx.audit.as_ref().map(|_| request.command.clone());
+    let started = SystemTime::now();
+    let template = cx.audit.as_ref().map(|_| ExecRequest {
+        stdin: None,
+        ..request.clone()
+    });
     let prepared = match cx
         .offload(Phase::Resolve, move |cx| prepare(cx, request, true))
         .await
+        .and_then(|prepared| prepared.audit_start(cx, "task-start").map(|()| prepared))
     {
         Ok(prepared) => prepared,
         Err(error) => {
-            if let (Some(log), Some(command)) = (&cx.audit, command) {
-                log.write(&Record::refused(
-                    &cx.origin,
-                    cx.policy.identity(),
-                    &command,
-                    &error,
-                ));
+            if let Some(template) = &template {
+                cx.audit_refused(template, started, &error);
             }
             return Err(error);
         }
@@ -539,7 +600,8 @@ async fn follow(
     let audited = cx.audit.clone().map(|log| {
         (
             log,
-            prepared.spec.command.clone(),
+            (prepared.spec.command.clone(), prepared.spec.workdir.clone()),
+            (prepared.approved, prepared.started),
             prepared.spec.policy.clone(),
             prepared.wrap.as_ref().map(|wrap| wrap.backend),
         )
@@ -584,7 +646,7 @@ async fn follow(
             notice: Some(format!("cordon: waiting for the task failed: {err}\n")),
         },
     };
-    if let Some((log, command, grant, backend)) = audited {
+    if let Some((log, (command, workdir), (approved, started), grant, backend)) = audited {
         let end = RecordedEnd {
             exit_code: ending.exit_code,
             signal: ending.signal,
@@ -592,15 +654,8 @@ async fn follow(
             sandbox: ending.sandbox.as_ref(),
             refused: held.0.1.as_ref().map(Proxy::refused).unwrap_or_default(),
         };
-        log.write(&Record::ended(
-            &cx.origin,
-            cx.policy.identity(),
-            "task",
-            &command,
-            Some(grant),
-            backend,
-            end,
-        ));
+        let stamp = cx.stamp(&command, Some(&workdir), approved, started);
+        let _ = log.write(Record::ended(&stamp, "task", Some(grant), backend, end));
     }
     task.settle(ending);
 }
@@ -609,6 +664,8 @@ async fn follow(
 /// the confiner's runner must be proven before the plan (a background task
 /// is not planned again once it started).
 fn prepare(cx: &RunContext, request: ExecRequest, verify: bool) -> Result<Prepared, RunError> {
+    let started = SystemTime::now();
+    let approved = request.approved;
     let ceiling = cx.deployment.max_mode;
     checks::request_within_ceiling(&request, ceiling)?;
     checks::request_size(&request)?;
@@ -644,14 +701,7 @@ fn prepare(cx: &RunContext, request: ExecRequest, verify: bool) -> Result<Prepar
             false => cx.confiner.prepare(),
         }
     }
-    let confiner: Arc<dyn crate::sandbox::Confine> = match &cx.identity {
-        Some(identity) => Arc::new(crate::sandbox::ConfineAs {
-            inner: cx.confiner.clone(),
-            identity: identity.clone(),
-        }),
-        None => cx.confiner.clone(),
-    };
-    let accepted = checks::launch(preparation.plan(&spec, confiner)?, &spec)?;
+    let accepted = checks::launch(preparation.plan(&spec, confiner(cx))?, &spec)?;
     // Without a cgroup, cordon's launcher sets the fallback rlimits.
     let launcher_limits = cx.cgroups.is_none() && accepted.handover.reaches_launcher();
     let launcher_vars = match launcher_limits {
@@ -717,7 +767,21 @@ fn prepare(cx: &RunContext, request: ExecRequest, verify: bool) -> Result<Prepar
         supervision: accepted.supervision,
         run_limits,
         launcher_limits,
+        approved,
+        started,
     })
+}
+
+/// The confiner a run plans with: the host's, or — for a run as another
+/// user — the host's confining as that user.
+fn confiner(cx: &RunContext) -> Arc<dyn crate::sandbox::Confine> {
+    match &cx.identity {
+        Some(identity) => Arc::new(crate::sandbox::ConfineAs {
+            inner: cx.confiner.clone(),
+            identity: identity.clone(),
+        }),
+        None => cx.confiner.clone(),
+    }
 }
 
 /// The home directories whose credentials a run must not write: its

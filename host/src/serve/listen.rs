@@ -391,7 +391,7 @@ pub fn admit(
         Some(identity) => session.with_identity(identity),
         None => session,
     };
-    Ok((session.with_peer(label), peer))
+    Ok((session.with_peer(label).approved_through("client"), peer))
 }
 
 /// Refuse a peer that is one of this host's own runs (it descends from

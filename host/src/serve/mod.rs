@@ -274,7 +274,8 @@ impl Server {
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin + Send + 'static,
     {
-        self.serve_session(self.host.session().with_peer("stdio"), None, input, output)
+        let session = self.host.session().with_peer("stdio");
+        self.serve_session(session.approved_through("client"), None, input, output)
             .await
     }
 
@@ -657,8 +658,23 @@ impl Connection {
         })
     }
 
-    /// `reload`: replace the policy component from a file or a registry.
+    /// `reload`: replace the policy component from a file or a registry;
+    /// audited, whether it was carried out or refused.
     async fn reload(&self, raw: Option<Value>) -> Result<Value, RpcError> {
+        let source = raw
+            .as_ref()
+            .and_then(|raw| raw.get("path").or_else(|| raw.get("reference")))
+            .map_or_else(String::new, Value::to_string);
+        let reloaded = self.reload_unaudited(raw).await;
+        let outcome = match &reloaded {
+            Ok(_) => Ok(self.host.policy_identity()),
+            Err(error) => Err(crate::text::reason(&error.message)),
+        };
+        self.session.audit_reload(&source, outcome);
+        reloaded
+    }
+
+    async fn reload_unaudited(&self, raw: Option<Value>) -> Result<Value, RpcError> {
         let source = match params::<ReloadParams>(raw)? {
             ReloadParams {
                 path: Some(path),

@@ -56,6 +56,9 @@ pub mod code {
     /// `UNKNOWN_ATTACH_TOKEN`: no detached tasks wait under this token for
     /// this client.
     pub const UNKNOWN_ATTACH_TOKEN: i64 = -32012;
+    /// `AUDIT_UNAVAILABLE`: the required audit log cannot be written;
+    /// nothing ran.
+    pub const AUDIT_UNAVAILABLE: i64 = -32013;
 }
 
 /// Every method the server answers, in documentation order.
@@ -290,6 +293,7 @@ pub fn numeric(code: ErrorCode) -> i64 {
         ErrorCode::PolicyDenied => code::POLICY_DENIED,
         ErrorCode::ApprovalRequired => code::APPROVAL_REQUIRED,
         ErrorCode::Busy => code::BUSY,
+        ErrorCode::AuditUnavailable => code::AUDIT_UNAVAILABLE,
     }
 }
 

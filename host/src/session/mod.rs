@@ -105,8 +105,37 @@ impl Session {
     /// This session with its audit records naming `peer` (how the
     /// transport knows the client: `stdio`, `uid 1000 gid 1000 pid 42`).
     pub fn with_peer(mut self, peer: impl Into<String>) -> Self {
-        self.origin = Arc::new(Origin::new(peer));
+        let approver = self.origin.approver;
+        self.origin = Arc::new(Origin::new(peer).approved_through(approver));
         self
+    }
+
+    /// This session with its audit records saying an approval came through
+    /// `approver` (`flag`, `elicitation`, `client`; default `caller`).
+    pub fn approved_through(mut self, approver: &'static str) -> Self {
+        self.origin = Arc::new((*self.origin).clone().approved_through(approver));
+        self
+    }
+
+    /// Record a `reload` of `source` from this session in the host's audit
+    /// log (when it keeps one): carried out (the policy now in force) or
+    /// refused (why).
+    pub fn audit_reload(
+        &self,
+        source: &str,
+        outcome: Result<crate::policy::PolicyIdentity, String>,
+    ) {
+        if let Some(log) = &self.core.audit {
+            let _ = log.write(crate::audit::Record::reload(&self.origin, source, outcome));
+        }
+    }
+
+    /// Name the client (an MCP client's `name version`) in this session's
+    /// audit records from now on; the first name given stays.
+    pub fn name_client(&self, client: impl FnOnce() -> String) {
+        if self.origin.client.get().is_none() {
+            let _ = self.origin.client.set(client());
+        }
     }
 
     /// This session with its runs' processes being `identity` (a root

@@ -311,7 +311,7 @@ fn ceiling(dir: &Path, endpoints: &[String]) -> PathBuf {
 }
 
 /// A loopback HTTP server answering every request with `body`, on a thread.
-fn http_server(body: &'static str) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+pub fn http_server(body: &'static str) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use std::io::{Read, Write};
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();

@@ -938,8 +938,10 @@ fn a_root_servers_clients_run_as_themselves() {
     let (alice, bob) = (12401, 12402);
     let (ws_a, ws_b) = (private(alice, "alice"), private(bob, "bob"));
     let log = tenants.path().join("audit.jsonl");
+    let (port, _) = crate::network::http_server("through the proxy\n");
     let config = format!(
-        "audit_log = {:?}\n[serve]\nsocket_group = {GROUP}\nallowed_uids = [{alice}, {bob}]\n",
+        "audit_log = {:?}\nmax_network = [\"127.0.0.1:{port}\"]\n[serve]\nsocket_group = {GROUP}\n\
+         allowed_uids = [{alice}, {bob}]\n",
         log.to_str().unwrap()
     );
     for (backend, _) in confined_backends("a_root_servers_clients_run_as_themselves") {
@@ -987,6 +989,40 @@ fn a_root_servers_clients_run_as_themselves() {
         let meta = std::fs::metadata(&made).unwrap();
         use std::os::unix::fs::MetadataExt;
         assert_eq!((meta.uid(), meta.gid()), (alice, alice), "{backend:?}");
+
+        // An allow-list run as alice reaches its proxy (the socket is hers).
+        let request = json!({"jsonrpc": "2.0", "id": 1, "method": "run", "params": {
+            "command": format!("curl -s http://127.0.0.1:{port}/"),
+            "policy": {"mode": "read-only", "workspaceRoot": ws,
+                       "network": {"allow": [{"host": "127.0.0.1", "port": port}]}}}});
+        let fetched: Value =
+            serde_json::from_str(&call_as(&server.socket, alice, alice, &[GROUP], &request))
+                .unwrap();
+        assert_eq!(
+            stdout(&fetched),
+            "through the proxy\n",
+            "{backend:?}: {fetched}"
+        );
+
+        // Bob's workspace is one alice may not enter: refused before the
+        // host (root) builds anything there.
+        let before = std::fs::read_dir(&ws_b).unwrap().count();
+        let intrude = call(alice, "true", "workspace-write", &ws_b);
+        assert_eq!(
+            intrude["error"]["data"]["code"], "INVALID_REQUEST",
+            "{backend:?}: {intrude}"
+        );
+        assert!(
+            intrude["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("uid 12401 may not enter")
+        );
+        assert_eq!(
+            std::fs::read_dir(&ws_b).unwrap().count(),
+            before,
+            "{backend:?}"
+        );
 
         // Root's home as an extra writable root is above the default
         // ceiling, and nothing lands there.

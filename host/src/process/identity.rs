@@ -70,22 +70,32 @@ impl Identity {
     /// read: only a path this user certainly cannot reach is `false`, and
     /// a runner need not (cannot) cover such a path to hide it.
     pub fn may_reach(&self, path: &std::path::Path) -> bool {
-        use std::os::unix::fs::MetadataExt;
         let mut ancestors: Vec<&std::path::Path> = path.ancestors().skip(1).collect();
         ancestors.reverse();
-        ancestors.into_iter().all(|dir| {
-            let Ok(meta) = std::fs::metadata(dir) else {
-                return true;
-            };
-            let bit = if meta.uid() == self.uid {
-                0o100
-            } else if self.gid == meta.gid() || self.groups.contains(&meta.gid()) {
-                0o010
-            } else {
-                0o001
-            };
-            meta.mode() & bit != 0 || has_access_acl(dir)
-        })
+        ancestors.into_iter().all(|dir| self.may_search(dir))
+    }
+
+    /// Whether this user may enter the directory `dir`: reach it, and
+    /// search it.
+    pub fn may_enter(&self, dir: &std::path::Path) -> bool {
+        self.may_reach(dir) && self.may_search(dir)
+    }
+
+    /// Whether the mode bits of `dir` let this user search it (or cannot
+    /// tell: an ACL, or a directory that cannot be read).
+    fn may_search(&self, dir: &std::path::Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(meta) = std::fs::metadata(dir) else {
+            return true;
+        };
+        let bit = if meta.uid() == self.uid {
+            0o100
+        } else if self.gid == meta.gid() || self.groups.contains(&meta.gid()) {
+            0o010
+        } else {
+            0o001
+        };
+        meta.mode() & bit != 0 || has_access_acl(dir)
     }
 
     /// `argv` (a runner's) started as this identity: `cordon __as …`
@@ -217,6 +227,8 @@ mod tests {
             ..stranger.clone()
         };
         assert!(!stranger.may_reach(&closed.join("secret")));
+        assert!(!stranger.may_enter(&closed), "the directory itself");
+        assert!(owner.may_enter(&closed));
         assert!(stranger.may_reach(&closed), "its parent is open");
         assert!(owner.may_reach(&closed.join("secret")));
         std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o701)).unwrap();

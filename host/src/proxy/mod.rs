@@ -203,6 +203,21 @@ impl ProxyAt {
         Ok(Self::holding(Place::Loopback(port)))
     }
 
+    /// Hand a started proxy's socket (and its private directory) to the
+    /// user `uid`/`gid` whose run reaches it: a root server's client's
+    /// runner, confining as that user, must open it. A loopback port needs
+    /// nothing.
+    pub fn give_to(&self, uid: u32, gid: u32) -> io::Result<()> {
+        let Place::Socket(path) = &self.place else {
+            return Ok(());
+        };
+        let owner = (Some(uid.into()), Some(gid.into()));
+        for place in path.parent().into_iter().chain([path.as_path()]) {
+            nix::unistd::chown(place, owner.0, owner.1)?;
+        }
+        Ok(())
+    }
+
     /// The place.
     pub fn place(&self) -> &Place {
         &self.place

@@ -67,13 +67,26 @@ pub struct PublicKey {
     fingerprint: String,
 }
 
+/// A key file's text: a regular file of at most 64 KiB (never a device or
+/// a FIFO read without end).
+fn read_key(path: &Path) -> Result<String, SignatureError> {
+    let fail = |source| SignatureError::ReadKey {
+        path: path.display().to_string(),
+        source,
+    };
+    let bytes = crate::files::read_regular(path, 64 << 10).map_err(fail)?;
+    String::from_utf8(bytes).map_err(|_| {
+        fail(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "not UTF-8 text",
+        ))
+    })
+}
+
 impl PublicKey {
     /// Read a PEM `PUBLIC KEY` (ECDSA P-256).
     pub fn read(path: &Path) -> Result<Self, SignatureError> {
-        let pem = std::fs::read_to_string(path).map_err(|source| SignatureError::ReadKey {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let pem = read_key(path)?;
         Self::from_pem(&pem).map_err(|reason| SignatureError::BadKey {
             path: path.display().to_string(),
             expected: "a PEM ECDSA P-256 public key (-----BEGIN PUBLIC KEY-----)",
@@ -124,10 +137,7 @@ impl PrivateKey {
     /// Read an unencrypted PEM PKCS#8 `PRIVATE KEY` or SEC1 `EC PRIVATE KEY`
     /// (ECDSA P-256).
     pub fn read(path: &Path) -> Result<Self, SignatureError> {
-        let pem = std::fs::read_to_string(path).map_err(|source| SignatureError::ReadKey {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let pem = read_key(path)?;
         let pem = pem.trim();
         let key = SigningKey::from_pkcs8_pem(pem)
             .map_err(|e| e.to_string())

@@ -428,6 +428,35 @@ pub(super) fn grant(policy: &SandboxPolicy, deployment: &Deployment) -> Result<(
     Ok(())
 }
 
+/// For a run as another user (a root server's client): every directory the
+/// run is rooted in — its working directory, workspace and writable roots —
+/// is one that user may reach. The host (root) could; it must not build a
+/// sandbox, or hold placeholders, in a directory its client may not enter.
+pub(super) fn reachable_by(
+    spec: &ExecSpec,
+    who: &crate::process::identity::Identity,
+) -> Result<(), RunError> {
+    let inside = |dir: &Path| who.may_enter(dir);
+    if !inside(&spec.workdir) {
+        return Err(RunError::Workdir {
+            path: spec.workdir.clone(),
+            reason: format!("uid {} may not enter it (its directories' modes)", who.uid),
+        });
+    }
+    let roots = std::iter::once(&spec.policy.workspace_root).chain(&spec.policy.writable_roots);
+    for root in roots {
+        if !inside(root) {
+            return Err(RunError::InvalidRequest(format!(
+                "uid {} may not enter {} (its directories' modes): choose a directory that user \
+                 may use",
+                who.uid,
+                root.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Directories of credentials in a user's home, protected where they fall
 /// inside a writable root (a run writing `~/.ssh/authorized_keys` or
 /// `~/.aws/credentials` would own the user's next login or cloud call).

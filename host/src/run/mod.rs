@@ -691,6 +691,9 @@ fn prepare(cx: &RunContext, request: ExecRequest, verify: bool) -> Result<Prepar
         cx.policy.info().default_mode,
     )?;
     checks::policy_within(&spec.policy, &cx.deployment)?;
+    if let Some(who) = &cx.identity {
+        checks::reachable_by(&spec, who)?;
+    }
     checks::host_additions(&mut spec.policy, &cx.deployment, &run_homes(cx))?;
     if spec.policy.mode.is_confined() {
         // Choose the runner (probing where a run cannot be the probe) on
@@ -876,7 +879,13 @@ fn start_proxy(cx: &RunContext, prepared: &Prepared) -> Result<Option<Proxy>, Ru
         decide,
     };
     Proxy::start(at, gate)
-        .map(Some)
+        .and_then(|proxy| {
+            // A run as another user reaches the socket as that user.
+            if let Some(who) = &cx.identity {
+                at.give_to(who.uid, who.gid)?;
+            }
+            Ok(Some(proxy))
+        })
         .map_err(|source| RunError::Spawn {
             program: prepared.launch.argv[0].clone(),
             source: std::io::Error::new(

@@ -939,10 +939,18 @@ fn a_root_servers_clients_run_as_themselves() {
     let (ws_a, ws_b) = (private(alice, "alice"), private(bob, "bob"));
     let log = tenants.path().join("audit.jsonl");
     let (port, _) = crate::network::http_server("through the proxy\n");
+    // Readable by all on the host; hidden from alice's runs by her ceiling.
+    let shared = tenants.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::write(shared.join("notes"), "shared notes\n").unwrap();
+    for path in [&shared, &shared.join("notes")] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     let config = format!(
         "audit_log = {:?}\nmax_network = [\"127.0.0.1:{port}\"]\n[serve]\nsocket_group = {GROUP}\n\
-         allowed_uids = [{alice}, {bob}]\n",
-        log.to_str().unwrap()
+         allowed_uids = [{alice}, {bob}]\n[serve.uid.{alice}]\ndeny_read = [{:?}]\n",
+        log.to_str().unwrap(),
+        shared.to_str().unwrap()
     );
     for (backend, _) in confined_backends("a_root_servers_clients_run_as_themselves") {
         let server = Listener::start(tenants.path(), &config, backend);
@@ -964,6 +972,12 @@ fn a_root_servers_clients_run_as_themselves() {
         let other = call(alice, &peek, "read-only", &ws_a);
         assert_ne!(other["result"]["exitCode"], 0, "{backend:?}: {other}");
         assert_eq!(stdout(&other), "", "{backend:?}: {other}");
+        // The operator's deny_read for alice hides what bob still reads.
+        let notes = format!("cat {}/notes", shared.display());
+        let hidden = call(alice, &notes, "read-only", &ws_a);
+        assert_eq!(stdout(&hidden), "", "{backend:?}: {hidden}");
+        let read = call(bob, &notes, "read-only", &ws_b);
+        assert_eq!(stdout(&read), "shared notes\n", "{backend:?}: {read}");
         // Positive controls: bob reads his own; root's client reads shadow.
         let own = call(bob, &peek, "read-only", &ws_b);
         assert_eq!(stdout(&own), "bob's secret\n", "{backend:?}: {own}");

@@ -12,6 +12,11 @@
 //! the process's pid, session and fds unchanged, so the host sees the
 //! runner it started.
 //!
+//! It runs as root until it has taken the identity on, so it never holds
+//! the command's environment (a client's `LD_PRELOAD` would load into it):
+//! it is spawned with a fixed one, and an unconfined command's own comes
+//! over `--env-fd` (a memfd it reads, then closes) for the exec.
+//!
 //! Groups first, then the gid, then the uid (after `setresuid` a process
 //! could not change its groups any more); every id is set real, effective
 //! and saved, and checked after: a process that could still become root
@@ -30,6 +35,9 @@ struct Become {
     uid: u32,
     gid: u32,
     groups: Vec<u32>,
+    /// Where the executed program's environment comes from (else: this
+    /// process's own, the host's fixed one).
+    env_fd: Option<i32>,
     argv: Vec<OsString>,
 }
 
@@ -39,10 +47,14 @@ pub(crate) fn main(args: Vec<OsString>) -> ! {
         Ok(become_) => become_,
         Err(message) => Mode::Identity.fail(None, &format!("usage: {message}")),
     };
+    let env = match become_.env_fd.map(read_env).transpose() {
+        Ok(env) => env,
+        Err(message) => Mode::Identity.fail(None, &message),
+    };
     if let Err(message) = take_on(&become_) {
         Mode::Identity.fail(None, &message);
     }
-    let err = execute(&become_.argv);
+    let err = execute(&become_.argv, env.as_deref());
     Mode::Identity.fail(
         None,
         &format!(
@@ -54,7 +66,7 @@ pub(crate) fn main(args: Vec<OsString>) -> ! {
 
 fn parse(args: Vec<OsString>) -> Result<Become, String> {
     let mut args = args.into_iter();
-    let (mut uid, mut gid, mut groups) = (None, None, vec![]);
+    let (mut uid, mut gid, mut groups, mut env_fd) = (None, None, vec![], None);
     let number = |value: Option<OsString>, flag: &str| -> Result<u32, String> {
         value
             .as_ref()
@@ -69,6 +81,10 @@ fn parse(args: Vec<OsString>) -> Result<Become, String> {
         match flag.to_str() {
             Some("--uid") => uid = Some(number(args.next(), "--uid")?),
             Some("--gid") => gid = Some(number(args.next(), "--gid")?),
+            Some("--env-fd") => {
+                let fd = number(args.next(), "--env-fd")?;
+                env_fd = Some(i32::try_from(fd).map_err(|_| "--env-fd takes an fd")?);
+            }
             Some("--groups") => {
                 let list = args.next().ok_or("--groups takes a list")?;
                 let list = list.to_str().ok_or("--groups takes a list")?;
@@ -88,6 +104,7 @@ fn parse(args: Vec<OsString>) -> Result<Become, String> {
             uid,
             gid,
             groups,
+            env_fd,
             argv,
         }),
         (None, _, _) | (_, None, _) => Err("--uid and --gid are required".into()),
@@ -121,9 +138,37 @@ fn take_on(who: &Become) -> Result<(), String> {
     Ok(())
 }
 
-/// Execute `argv` (its first word a path, or a name looked up in `PATH`);
-/// returns only on failure.
-fn execute(argv: &[OsString]) -> nix::Error {
+/// The environment at `fd` (`NAME=VALUE` entries, NUL-separated), read
+/// whole; the fd and the status slot below it (unused by an unconfined
+/// run) are closed, so the program inherits neither.
+#[allow(
+    unsafe_code,
+    reason = "taking ownership of an inherited fd; the block says why it is sound"
+)]
+fn read_env(fd: i32) -> Result<Vec<CString>, String> {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    if fd <= crate::protocol::STATUS_FD {
+        return Err(format!("--env-fd {fd} is not above the status slot"));
+    }
+    // SAFETY: the host placed this fd for this process alone (its
+    // `--env-fd`); nothing else here owns it, and the File closes it.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|err| format!("cannot read the environment at fd {fd}: {err}"))?;
+    drop(file);
+    let _ = nix::unistd::close(crate::protocol::STATUS_FD);
+    bytes
+        .split(|&b| b == 0)
+        .filter(|entry| !entry.is_empty())
+        .map(|entry| CString::new(entry).map_err(|err| err.to_string()))
+        .collect()
+}
+
+/// Execute `argv` (its first word a path, or a name looked up in `PATH`)
+/// with `env` (else this process's environment); returns only on failure.
+fn execute(argv: &[OsString], env: Option<&[CString]>) -> nix::Error {
     let words: Result<Vec<CString>, _> = argv
         .iter()
         .map(|word| CString::new(word.as_bytes()))
@@ -131,7 +176,11 @@ fn execute(argv: &[OsString]) -> nix::Error {
     let Ok(words) = words else {
         return nix::Error::EINVAL;
     };
-    match nix::unistd::execvp(&words[0], &words) {
+    let executed = match env {
+        Some(env) => nix::unistd::execvpe(&words[0], &words, env),
+        None => nix::unistd::execvp(&words[0], &words),
+    };
+    match executed {
         Err(err) => err,
         Ok(never) => match never {},
     }
@@ -157,6 +206,7 @@ mod tests {
                 uid: 1001,
                 gid: 1002,
                 groups: vec![1002, 27],
+                env_fd: None,
                 argv: args(&["bwrap", "--", "id"]),
             }
         );
@@ -175,5 +225,9 @@ mod tests {
             .is_err()
         );
         assert!(parse(args(&["--uid", "1", "--gid", "1", "y"])).is_err());
+        let with_env = parse(args(&[
+            "--uid", "1", "--gid", "1", "--env-fd", "4", "--", "y",
+        ]));
+        assert_eq!(with_env.unwrap().env_fd, Some(4));
     }
 }

@@ -328,7 +328,7 @@ fn under_landlock_a_command_cannot_reach_a_host_abstract_socket() {
 /// executable it loaded into (`/proc/self/exe`) to `$RECORD_OUT` (outside
 /// the workspace) and `$RECORD_IN` (inside it). None, said loudly, without
 /// a C compiler.
-fn recorder(dir: &Path) -> Option<std::path::PathBuf> {
+pub fn recorder(dir: &Path) -> Option<std::path::PathBuf> {
     let source = dir.join("recorder.c");
     std::fs::write(
         &source,

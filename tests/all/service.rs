@@ -1118,3 +1118,66 @@ fn reloads_refused_or_carried_out_are_audited() {
     assert_eq!(records[1]["policy"]["name"], "strict-policy");
     assert!(records[0]["peer"].as_str().unwrap().starts_with("uid "));
 }
+
+/// `cordon __as` runs as root until it has taken a client's identity on:
+/// a client's `LD_PRELOAD` must load into the client's own command only,
+/// never into it (nor into a runner) — checked on every rung and for an
+/// unconfined command, whose environment reaches it over a memfd.
+#[test]
+fn a_clients_ld_preload_never_loads_into_what_runs_as_root() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIPPED a_clients_ld_preload_never_loads_into_what_runs_as_root: needs root");
+        return;
+    }
+    if !common::python_usable("a_clients_ld_preload_never_loads") {
+        return;
+    }
+    const GROUP: u32 = 65534;
+    let alice = 12411;
+    let dir = workspace();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let Some(library) = crate::containment::recorder(dir.path()) else {
+        return;
+    };
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    nix::unistd::chown(&ws, Some(alice.into()), Some(alice.into())).unwrap();
+    let config = format!(
+        "max_mode = \"danger-full-access\"\n[serve]\nsocket_group = {GROUP}\nallowed_uids = [{alice}]\n"
+    );
+    let mut backends: Vec<&[&str]> = confined_backends("a_clients_ld_preload_never_loads")
+        .into_iter()
+        .map(|(backend, _)| backend)
+        .collect();
+    backends.push(&[]);
+    for backend in backends {
+        let server = Listener::start(dir.path(), &config, backend);
+        let record = ws.join(format!("loaded-{}", backend.join("-")));
+        let mode = if backend.is_empty() {
+            "danger-full-access"
+        } else {
+            "workspace-write"
+        };
+        let request = json!({"jsonrpc": "2.0", "id": 1, "method": "run", "params": {
+            "command": "id -u",
+            "env": {"LD_PRELOAD": library, "RECORD_OUT": record},
+            "policy": policy(mode, &ws)}});
+        let line = call_as(&server.socket, alice, alice, &[GROUP], &request);
+        let reply: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            reply["result"]["stdout"]["text"], "12411\n",
+            "{backend:?}: {reply}"
+        );
+        let loaded = std::fs::read_to_string(&record).unwrap_or_default();
+        assert!(
+            loaded.lines().any(|exe| exe.ends_with("/id")),
+            "{backend:?}: {loaded:?}"
+        );
+        assert!(
+            !loaded
+                .lines()
+                .any(|exe| exe.contains("cordon") || exe.contains("bwrap")),
+            "{backend:?}: the client's preload loaded into {loaded:?}"
+        );
+    }
+}

@@ -98,9 +98,15 @@ impl Identity {
         meta.mode() & bit != 0 || has_access_acl(dir)
     }
 
-    /// `argv` (a runner's) started as this identity: `cordon __as …`
-    /// (`cordon` being this executable) executing it.
-    pub(crate) fn wrap(&self, argv: Vec<String>) -> std::io::Result<Vec<String>> {
+    /// `argv` (a runner's, or an unconfined command's) started as this
+    /// identity: `cordon __as …` (`cordon` being this executable) executing
+    /// it — with the environment at [`crate::process::HANDOVER_FD`] when
+    /// `env_over_fd` (`__as` itself runs with a fixed one).
+    pub(crate) fn wrap(
+        &self,
+        argv: Vec<String>,
+        env_over_fd: bool,
+    ) -> std::io::Result<Vec<String>> {
         if cfg!(not(target_os = "linux")) {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::Unsupported,
@@ -118,8 +124,11 @@ impl Identity {
             self.gid.to_string(),
             "--groups".into(),
             groups.join(","),
-            "--".into(),
         ];
+        if env_over_fd {
+            wrapped.extend(["--env-fd".into(), super::HANDOVER_FD.to_string()]);
+        }
+        wrapped.push("--".into());
         wrapped.extend(argv);
         Ok(wrapped)
     }
@@ -245,7 +254,7 @@ mod tests {
             home: Some("/home/alice".into()),
         };
         let argv = who
-            .wrap(vec!["bwrap".into(), "--".into(), "id".into()])
+            .wrap(vec!["bwrap".into(), "--".into(), "id".into()], false)
             .unwrap();
         assert_eq!(
             argv[1..],

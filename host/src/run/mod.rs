@@ -733,11 +733,29 @@ fn prepare(cx: &RunContext, request: ExecRequest, verify: bool) -> Result<Prepar
     }
     // A run as another user (a root server's client) names that user, and
     // its runner takes the identity on before it confines.
+    // `cordon __as` runs as root until it takes the identity on: it must
+    // never hold the command's environment (a client's `LD_PRELOAD` would
+    // load into it as root). An unconfined command's environment goes to
+    // it over a memfd instead; a runner that takes the environment in its
+    // own (an operator's `runner_command`) cannot be started so.
+    let inherits = accepted.handover == crate::sandbox::EnvHandover::Inherit;
     let argv = match &cx.identity {
+        Some(identity) if inherits && accepted.wrap.is_some() => {
+            return Err(RunError::SandboxUnavailable {
+                mode: spec.policy.mode,
+                detail: Some(format!(
+                    "the operator's runner takes the command's environment in its own, so it \
+                     cannot be started as uid {} (cordon takes that identity on as root, before \
+                     the runner): confine socket clients with cordon's runners, or set \
+                     [serve.uid.{}] run_as = \"server\"",
+                    identity.uid, identity.uid
+                )),
+            });
+        }
         Some(identity) => {
             identity.rename(&mut env);
             identity
-                .wrap(accepted.argv)
+                .wrap(accepted.argv, inherits)
                 .map_err(|source| RunError::Spawn {
                     program: cordon_launcher::AS_SUBCOMMAND.into(),
                     source,
@@ -745,7 +763,13 @@ fn prepare(cx: &RunContext, request: ExecRequest, verify: bool) -> Result<Prepar
         }
         None => accepted.argv,
     };
-    let (env, handover, init_env) = accepted.handover.split(env, &launcher_vars);
+    let over_fd = inherits && cx.identity.is_some();
+    let (env, handover, init_env) = match over_fd {
+        // `__as` gets a fixed environment and the command's at
+        // HANDOVER_FD (the status slot below it stays unused).
+        true => crate::sandbox::EnvHandover::LauncherFd.split(env, &[]),
+        false => accepted.handover.split(env, &launcher_vars),
+    };
     let launch = process::SpawnRequest {
         argv,
         env,
@@ -753,7 +777,7 @@ fn prepare(cx: &RunContext, request: ExecRequest, verify: bool) -> Result<Prepar
         stdin: request.stdin,
         tail_bytes: cx.limits.tail_bytes,
         spill_limit: cx.limits.spill_limit,
-        status_pipe: accepted.report.needs_pipe(),
+        status_pipe: accepted.report.needs_pipe() || over_fd,
         handover,
         init_pipe: accepted.supervision.init_pipe(),
         init_env,

@@ -733,36 +733,15 @@ fn prepare(cx: &RunContext, request: ExecRequest, verify: bool) -> Result<Prepar
     }
     // A run as another user (a root server's client) names that user, and
     // its runner takes the identity on before it confines.
-    // `cordon __as` runs as root until it takes the identity on: it must
-    // never hold the command's environment (a client's `LD_PRELOAD` would
-    // load into it as root). An unconfined command's environment goes to
-    // it over a memfd instead; a runner that takes the environment in its
-    // own (an operator's `runner_command`) cannot be started so.
     let inherits = accepted.handover == crate::sandbox::EnvHandover::Inherit;
-    let argv = match &cx.identity {
-        Some(identity) if inherits && accepted.wrap.is_some() => {
-            return Err(RunError::SandboxUnavailable {
-                mode: spec.policy.mode,
-                detail: Some(format!(
-                    "the operator's runner takes the command's environment in its own, so it \
-                     cannot be started as uid {} (cordon takes that identity on as root, before \
-                     the runner): confine socket clients with cordon's runners, or set \
-                     [serve.uid.{}] run_as = \"server\"",
-                    identity.uid, identity.uid
-                )),
-            });
-        }
-        Some(identity) => {
-            identity.rename(&mut env);
-            identity
-                .wrap(accepted.argv, inherits)
-                .map_err(|source| RunError::Spawn {
-                    program: cordon_launcher::AS_SUBCOMMAND.into(),
-                    source,
-                })?
-        }
-        None => accepted.argv,
-    };
+    let confined = accepted.wrap.is_some();
+    let argv = taken_on(
+        cx,
+        accepted.argv,
+        (confined, inherits),
+        &mut env,
+        spec.policy.mode,
+    )?;
     let over_fd = inherits && cx.identity.is_some();
     let (env, handover, init_env) = match over_fd {
         // `__as` gets a fixed environment and the command's at
@@ -797,6 +776,46 @@ fn prepare(cx: &RunContext, request: ExecRequest, verify: bool) -> Result<Prepar
         approved,
         started,
     })
+}
+
+/// `argv` started as the run's user, when it is not the host's (a root
+/// server's client: `cordon __as`, with `env` naming that user).
+///
+/// `cordon __as` runs as root until it takes the identity on: it must
+/// never hold the command's environment (a client's `LD_PRELOAD` would
+/// load into it as root). An unconfined command's environment goes to it
+/// over a memfd instead (`inherits`: the launch hands the environment to
+/// what it starts); a runner that takes the environment in its own (an
+/// operator's `runner_command`) cannot be started so.
+fn taken_on(
+    cx: &RunContext,
+    argv: Vec<String>,
+    (confined, inherits): (bool, bool),
+    env: &mut Vec<(OsString, OsString)>,
+    mode: SandboxMode,
+) -> Result<Vec<String>, RunError> {
+    let Some(identity) = &cx.identity else {
+        return Ok(argv);
+    };
+    if confined && inherits {
+        return Err(RunError::SandboxUnavailable {
+            mode,
+            detail: Some(format!(
+                "the operator's runner takes the command's environment in its own, so it \
+                 cannot be started as uid {} (cordon takes that identity on as root, before \
+                 the runner): confine socket clients with cordon's runners, or set \
+                 [serve.uid.{}] run_as = \"server\"",
+                identity.uid, identity.uid
+            )),
+        });
+    }
+    identity.rename(env);
+    identity
+        .wrap(argv, inherits)
+        .map_err(|source| RunError::Spawn {
+            program: cordon_launcher::AS_SUBCOMMAND.into(),
+            source,
+        })
 }
 
 /// The confiner a run plans with: the host's, or — for a run as another

@@ -184,11 +184,13 @@ fn tenants(config: &Config, root: bool) -> Option<Check> {
                 .any(|uid| !every(serve.ceilings.get(uid), field))
     };
     if config.allowed_roots.is_empty() && uncovered(|c| c.allowed_roots.is_some()) {
-        wide.push("any non-system directory may be a client's workspace (no allowed_roots)");
+        wide.push(
+            "any non-system directory may be a client's workspace (no allowed_roots)".to_owned(),
+        );
     }
     let network_open = config.max_network.as_ref().is_some_and(|n| !n.is_none());
     if network_open && uncovered(|c| c.max_network.is_some()) {
-        wide.push("clients reach the network the host allows (max_network)");
+        wide.push("clients reach the network the host allows (max_network)".to_owned());
     }
     if root
         && serve
@@ -196,7 +198,14 @@ fn tenants(config: &Config, root: bool) -> Option<Check> {
             .values()
             .any(|r| *r == crate::serve::listen::RunAs::Server)
     {
-        wide.push("some clients' runs are root's (run_as = \"server\")");
+        wide.push("some clients' runs are root's (run_as = \"server\")".to_owned());
+    }
+    // A client's runner makes its user namespace as the client.
+    if root && let Err(why) = crate::sandbox::namespaces::kernel_allows(65534) {
+        wide.push(format!(
+            "clients' runs fail on the namespaces and bwrap rungs: {why} (allow them, or set \
+             backend = \"landlock\")"
+        ));
     }
     let whose = match root {
         true => "each client's runs are its own uid's",

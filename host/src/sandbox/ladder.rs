@@ -442,6 +442,23 @@ impl Confine for Sandbox {
         policy: &SandboxPolicy,
         identity: &crate::process::identity::Identity,
     ) -> Result<Wrap, Unavailable> {
+        // The rung was chosen for the host's user; a client's runner makes
+        // its user namespace as the client, which the kernel may forbid.
+        let needs_userns = matches!(
+            &self.current().chosen,
+            Some(Chosen::Namespaces(_) | Chosen::Bwrap(_))
+        );
+        if needs_userns && let Err(why) = super::namespaces::kernel_allows(identity.uid) {
+            return Err(Unavailable {
+                mode: policy.mode,
+                detail: Some(format!(
+                    "this rung confines a client's run in a user namespace of the client's \
+                     (uid {}), and {why}: allow unprivileged user namespaces, or set backend = \
+                     \"landlock\"",
+                    identity.uid
+                )),
+            });
+        }
         let hidden: Vec<PathBuf> = (self.config.hidden.iter())
             .filter(|path| identity.may_reach(path))
             .cloned()

@@ -35,6 +35,9 @@ pub struct Head {
     pub prev: String,
     /// Bytes cut off its end: a record a crash left half-written.
     pub fragment: u64,
+    /// Its last record carries no chain (a log from before cordon chained
+    /// its records): the next record is a genesis continuing from it.
+    pub unchained: bool,
 }
 
 /// Read where the chain of `file` (of `len` bytes) stands, from its last
@@ -53,6 +56,7 @@ pub fn head(file: &mut File, len: u64) -> io::Result<Head> {
             seq: 0,
             prev: ORIGIN.to_owned(),
             fragment: len,
+            unchained: false,
         });
     }
     let start = match last_newline(file, whole - 1)? {
@@ -70,6 +74,7 @@ pub fn head(file: &mut File, len: u64) -> io::Result<Head> {
         seq: seq.map_or(0, |seq| seq + 1),
         prev: hash(&line),
         fragment: len - whole,
+        unchained: seq.is_none(),
     })
 }
 
@@ -104,6 +109,9 @@ pub struct Verified {
     pub head: String,
     /// Seals whose signature verified under the key given.
     pub seals: u64,
+    /// Records before the chain's first genesis (written before cordon
+    /// chained its log): not covered by the chain.
+    pub unchained: u64,
 }
 
 /// Where a chain breaks.
@@ -143,12 +151,16 @@ pub fn verify(files: &[PathBuf], key: Option<&PublicKey>) -> Result<Verified, Br
         origin: walk.origin.unwrap_or_else(|| ORIGIN.to_owned()),
         head: walk.prev.unwrap_or_else(|| ORIGIN.to_owned()),
         seals: walk.seals,
+        unchained: walk.unchained,
     })
 }
 
 /// The state of a [`verify`] between records.
 #[derive(Debug, Default)]
 struct Walk {
+    unchained: u64,
+    /// The hash of the last unchained record, before the chain began.
+    after_unchained: Option<String>,
     records: u64,
     seq: u64,
     prev: Option<String>,
@@ -215,13 +227,32 @@ impl Walk {
             record.get("seq").and_then(Value::as_u64),
             record.get("prev").and_then(Value::as_str),
         ) else {
+            // Only before the chain began (an older cordon's records).
+            if self.prev.is_none() {
+                self.unchained += 1;
+                self.after_unchained = Some(hash(line));
+                return Ok(String::new());
+            }
             return Err(
-                "it carries no seq and prev: not part of a chain (a log from before \
-                        cordon chained its records?)"
+                "it carries no seq and prev: a record inside the chain without its \
+                        link (inserted, or changed)"
                     .into(),
             );
         };
-        if first != (event == "genesis") {
+        if self.prev.is_none() && self.after_unchained.is_some() {
+            if event != "genesis" {
+                return Err(format!(
+                    "the chain after older records must open with a genesis, not {event:?}"
+                ));
+            }
+            if Some(prev) != self.after_unchained.as_deref() {
+                return Err(
+                    "the genesis does not name the record before it: records were \
+                            removed or changed"
+                        .into(),
+                );
+            }
+        } else if first != (event == "genesis") {
             return Err(match first {
                 true => format!("a file must open with a genesis record, not {event:?}"),
                 false => "a genesis record inside a file".into(),

@@ -185,8 +185,9 @@ impl AuditLog {
         if self.rotation_due(state) {
             _locks.push(self.rotate(state)?);
         }
-        if state.head.len == 0 {
+        if state.head.len == 0 || state.head.unchained {
             append(state, genesis(&state.head))?;
+            state.head.unchained = false;
         }
         append(state, record)
     }

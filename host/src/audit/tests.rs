@@ -130,3 +130,33 @@ fn rotation_keeps_the_chain_and_seals_each_file() {
     let err = verify(&missing, Some(&public)).unwrap_err();
     assert!(err.reason.contains("removed or inserted"), "{err}");
 }
+
+#[test]
+fn a_log_from_before_the_chain_goes_on_chained_after_a_genesis() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let legacy = "{\"time\":\"t\",\"event\":\"run\",\"command\":\"old\"}\n";
+    std::fs::write(&path, legacy.repeat(2)).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let origin = Origin::new("library");
+    AuditLog::open(&path)
+        .unwrap()
+        .write(refusal(&origin, "new"))
+        .unwrap();
+    let records = lines(&path);
+    assert_eq!(records[2]["event"], "genesis");
+    assert_eq!(
+        records[2]["prev"],
+        chain::hash(legacy.trim_end().as_bytes())
+    );
+    let checked = verify(std::slice::from_ref(&path), None).unwrap();
+    assert_eq!((checked.unchained, checked.records), (2, 2));
+    // The older records are not covered, but the genesis names the last.
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replacen("\"old\"}\n{", "\"OLD\"}\n{", 2)).unwrap();
+    let err = verify(&[path], None).unwrap_err();
+    assert!(
+        err.reason.contains("does not name the record before it"),
+        "{err}"
+    );
+}

@@ -55,7 +55,8 @@ pub fn main(args: AuditArgs) -> anyhow::Result<ExitCode> {
         (Ok(ok), true) => println!(
             "{}",
             serde_json::json!({"intact": true, "records": ok.records, "files": ok.files,
-                "origin": ok.origin, "head": ok.head, "seals": ok.seals})
+                "origin": ok.origin, "head": ok.head, "seals": ok.seals,
+                "unchained": ok.unchained})
         ),
         (Err(broken), true) => println!(
             "{}",
@@ -63,7 +64,7 @@ pub fn main(args: AuditArgs) -> anyhow::Result<ExitCode> {
                 "record": broken.seq, "reason": broken.reason})
         ),
         (Ok(ok), false) => println!(
-            "intact: {} records in {} file(s), from genesis after {} to head {}{}",
+            "intact: {} records in {} file(s), from genesis after {} to head {}{}{}",
             ok.records,
             ok.files,
             ok.origin,
@@ -71,6 +72,10 @@ pub fn main(args: AuditArgs) -> anyhow::Result<ExitCode> {
             match key {
                 Some(_) => format!("; {} seal(s) verified", ok.seals),
                 None => String::new(),
+            },
+            match ok.unchained {
+                0 => String::new(),
+                n => format!("; {n} older record(s) before the chain are not covered by it"),
             }
         ),
         (Err(broken), false) => println!("BROKEN: {broken}"),

@@ -135,7 +135,7 @@ impl Identity {
 
     /// The environment entries that name the user (`HOME`, `USER`,
     /// `LOGNAME`): this identity's replace the server's.
-    pub(crate) fn rename(&self, env: &mut Vec<(OsString, OsString)>) {
+    pub(crate) fn name_user_in(&self, env: &mut Vec<(OsString, OsString)>) {
         let mut set = |name: &str, value: OsString| {
             env.retain(|(have, _)| have != name);
             env.push((name.into(), value));
@@ -267,7 +267,7 @@ mod tests {
             ("HOME".into(), "/root".into()),
             ("PATH".into(), "/bin".into()),
         ];
-        who.rename(&mut env);
+        who.name_user_in(&mut env);
         assert!(env.contains(&("HOME".into(), "/home/alice".into())));
         assert!(env.contains(&("USER".into(), "alice".into())));
         assert!(env.contains(&("PATH".into(), "/bin".into())));

@@ -809,7 +809,7 @@ fn taken_on(
             )),
         });
     }
-    identity.rename(env);
+    identity.name_user_in(env);
     identity
         .wrap(argv, inherits)
         .map_err(|source| RunError::Spawn {

@@ -1,10 +1,12 @@
 //! The log's hash chain: each record's `prev` is the SHA-256 of the line
 //! before it, and each file opens with a `genesis` record whose `prev` is
-//! the head of the file before (all zeros for the first). Whoever can write
-//! the file can still rewrite it — but not unseen: [`verify`] finds the
-//! first record whose predecessor was changed, removed or inserted, and a
-//! `seal` signed with the operator's key at rotation fixes a file's head
-//! where that key's holder alone could have made it.
+//! the head of the file before (all zeros for the first). A record changed,
+//! removed or inserted breaks the chain at the next one: [`verify`] names
+//! it. What the chain alone cannot show is a writer who rewrites every
+//! record after the change too (the hashes are anyone's to compute) — that
+//! is what a `seal` is for: signed with the operator's key at rotation, it
+//! fixes a file's head where that key's holder alone could have made it (a
+//! head recorded elsewhere does the same for the live file).
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};

@@ -240,7 +240,7 @@ pub(crate) async fn run(
     let stdin = request.stdin.take();
     let template = request.clone();
     request.stdin = stdin;
-    tracing::debug!(session = %cx.origin.session, command = %template.command, "run");
+    tracing::debug!(session = %cx.origin.session, command = %crate::text::inert(&template.command), "run");
     let ran = run_attempts(cx, request, &template, options).await;
     match &ran {
         Ok(result) => tracing::debug!(

@@ -186,7 +186,7 @@ impl AuditLog {
             _locks.push(self.rotate(state)?);
         }
         if state.head.len == 0 || state.head.unchained {
-            append(state, genesis(&state.head))?;
+            append(state, genesis())?;
             state.head.unchained = false;
         }
         append(state, record)
@@ -269,14 +269,13 @@ pub fn log_files(live: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// The first record of a file: it continues the chain of `head`.
-fn genesis(head: &chain::Head) -> Record {
+/// The first record of a file ([`append`] chains it on the head before).
+fn genesis() -> Record {
     Record {
         time: record::now(),
         event: "genesis",
         ..Record::default()
     }
-    .continuing(head)
 }
 
 /// The last record of a rotated file: its `prev` (the head) signed.

@@ -107,9 +107,11 @@ impl Default for Limits {
     }
 }
 
-/// A component's text (a reason) as the host passes it on: one line, bounded.
+/// A component's text (a reason, an error) as the host passes it on: one
+/// line, bounded, inert ([`crate::text::inert`]: a `connect` refusal's
+/// reason reaches a model too).
 pub fn bounded_text(text: &str) -> String {
-    call::one_line(text)
+    crate::text::inert(&call::one_line(text)).into_owned()
 }
 
 /// The call of a run in which a component failed (defined in the ground
@@ -692,6 +694,12 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_components_text_is_one_bounded_inert_line() {
+        let text = bounded_text("no\x1b]52;c;ZXZpbA==\x07\n  way");
+        assert_eq!(text, "no\\x1b]52;c;ZXZpbA==\\x07 way");
+    }
 
     #[test]
     fn the_embedded_default_loads_precompiled_into_the_hosts_engine() {

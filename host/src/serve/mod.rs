@@ -664,7 +664,10 @@ impl Connection {
         let source = raw
             .as_ref()
             .and_then(|raw| raw.get("path").or_else(|| raw.get("reference")))
-            .map_or_else(String::new, Value::to_string);
+            .map_or_else(String::new, |source| match source.as_str() {
+                Some(text) => text.to_owned(),
+                None => source.to_string(),
+            });
         let reloaded = self.reload_unaudited(raw).await;
         let outcome = match &reloaded {
             Ok(_) => Ok(self.host.policy_identity()),

@@ -34,6 +34,8 @@ fn main() {
     let dir = std::env::current_dir().expect("cwd");
     let mut deployment = Deployment::in_dir(&dir);
     deployment.max_mode = SandboxMode::DangerFullAccess;
+    // The `full` cases need the operator's ceiling (a host's default is none).
+    deployment.max_network = cordon::model::Network::Full;
     let cordon_bin = env!("CARGO_BIN_EXE_cordon");
     // The library with the ladder cordon itself has (its launcher is the
     // cordon binary: the namespace runner is its first rung), and one with
@@ -416,9 +418,18 @@ fn main() {
                 dir.display().to_string()
             ),
         );
+        let full_network = cache_parent.join("full-network.toml");
+        std::fs::write(&full_network, "max_network = \"full\"\n").expect("write the config");
+        let full_network = full_network.to_string_lossy().into_owned();
         cases.push((
             "`cordon run --grant '{…network: full}' -- true` (CLI, no network namespace)",
-            Box::new(move || cli_true_with(cordon_bin, &["--grant", &full], &warm)),
+            Box::new(move || {
+                cli_true_with(
+                    cordon_bin,
+                    &["--grant", &full, "--config", &full_network],
+                    &warm,
+                )
+            }),
             rounds,
         ));
         if let Some(before) = before_bin.clone() {

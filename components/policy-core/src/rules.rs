@@ -460,6 +460,7 @@ mod tests {
             "'cu'rl x",
             "bash -c \"curl x\"",
             "echo $(curl x)",
+            "ls | xargs curl",
         ] {
             assert_eq!(rules.decide(line).decision, Decision::Deny, "{line}");
         }
@@ -467,7 +468,7 @@ mod tests {
             "${CURL}l x",
             "eval \"$x\"",
             "source f.sh",
-            "ls | xargs curl",
+            "x='a[$(curl x)]'; : $((x))",
         ] {
             let verdict = rules.decide(line);
             assert_eq!(
@@ -488,13 +489,19 @@ mod tests {
     #[test]
     fn a_dynamic_argument_matches_a_restrictive_prefix_only() {
         let rules = rules();
-        assert_eq!(rules.decide("git \"$VERB\" origin").decision, Decision::Ask);
+        assert_eq!(rules.decide("git push \"$REMOTE\"").decision, Decision::Ask);
         let allow_push = RuleSet::from_json(
-            r#"{"default": "deny", "rules": [{"program": "git", "args": ["push"], "decision": "allow"}]}"#,
+            r#"{"default": "deny", "rules": [{"program": "git", "args": ["push", "origin"], "decision": "allow"}]}"#,
         )
         .unwrap();
-        assert_eq!(allow_push.decide("git push").decision, Decision::Allow);
-        assert_eq!(allow_push.decide("git \"$VERB\"").decision, Decision::Deny);
+        assert_eq!(
+            allow_push.decide("git push origin").decision,
+            Decision::Allow
+        );
+        assert_eq!(
+            allow_push.decide("git push \"$R\"").decision,
+            Decision::Deny
+        );
     }
 
     #[test]

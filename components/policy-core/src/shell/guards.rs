@@ -1,0 +1,220 @@
+//! Guards in front of the parser: shapes of a line on which
+//! `brush-parser` 0.4 panics, allocates without bound or backtracks
+//! exponentially (each found by the `shell` fuzz target). A line one of
+//! them refuses is `unparsable`; bash refuses most of them too.
+
+use super::ParseError;
+
+/// A redirection's file descriptor too large for the parser, which
+/// panics on one (`brush-parser` 0.4 unwraps it into an `i32`; found by
+/// the `shell` fuzz target): a word of digits before a `<` or `>`
+/// operator whose number overflows. The line is refused before the parser
+/// sees its tokens. (The parser also asks that nothing lie between the
+/// two; this asks nothing of the kind, and refuses a little more.)
+fn oversized_fd(tokens: &[brush_parser::Token]) -> Option<&str> {
+    use brush_parser::Token;
+    tokens.windows(2).find_map(|pair| match pair {
+        [Token::Word(word, _), Token::Operator(op, _)]
+            if op.starts_with(['<', '>'])
+                && word.bytes().all(|b| b.is_ascii_digit())
+                && word.parse::<i32>().is_err() =>
+        {
+            Some(word.as_str())
+        }
+        _ => None,
+    })
+}
+
+/// How deep parentheses, and separately compound commands, may nest in
+/// one script: deeper, the parser's backtracking grows exponentially
+/// (`((((…` or `case x in x) case …` left open: seconds at 24 levels,
+/// found by the `shell` fuzz target). A component's call would end at its
+/// deadline and fail the run; refusing the line fails it at once.
+pub const MAX_NESTING: usize = 12;
+
+/// What in `tokens` nests deeper than [`MAX_NESTING`]: parentheses
+/// (subshells, arithmetic, patterns) or compound commands (`if`, `case`,
+/// loops, `{`). Words are counted wherever they stand — an argument
+/// `if` counts too — so a line may be refused that would have parsed.
+fn too_deep(tokens: &[brush_parser::Token]) -> Option<&'static str> {
+    use brush_parser::Token;
+    let (mut parens, mut compounds) = (0usize, 0usize);
+    for token in tokens {
+        match token {
+            Token::Operator(op, _) => match op.as_str() {
+                "(" => parens += 1,
+                "((" => parens += 2,
+                ")" => parens = parens.saturating_sub(1),
+                "))" => parens = parens.saturating_sub(2),
+                _ => {}
+            },
+            Token::Word(word, _) => match word.as_str() {
+                "if" | "case" | "while" | "until" | "for" | "select" | "{" => compounds += 1,
+                "fi" | "esac" | "done" | "}" => compounds = compounds.saturating_sub(1),
+                _ => {}
+            },
+        }
+        if parens > MAX_NESTING {
+            return Some("parentheses");
+        }
+        if compounds > MAX_NESTING {
+            return Some("compound commands");
+        }
+    }
+    None
+}
+
+/// A here-document operator (`<<`, `<<-`) with no delimiter before the
+/// end of the text, or whose delimiter starts, after blanks, with an
+/// operator character (`$(<< <a )`) or a control character other than a
+/// newline (`\r`, `\f`…): on `$(<<  `, `$(<< <a…)` or
+/// `<< \r< ` brush-parser's tokenizer allocates without bound (gigabytes
+/// in two seconds; found by the `shell` fuzz target), and so on any
+/// here-document in a `$(` left open (`$(x << <a `). bash refuses each
+/// as a syntax error. The raw text is scanned, quotes and all: such
+/// a line is refused before it is tokenized.
+fn heredoc_without_tag(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    // Inside a `$(` left open, any here-document can do it (`$(x << <a `).
+    let open_substitution = text.matches("$(").count() > text.matches(')').count();
+    bytes.windows(2).enumerate().any(|(at, pair)| {
+        if pair != b"<<" {
+            return false;
+        }
+        if open_substitution {
+            return true;
+        }
+        let mut rest = bytes[at + 2..]
+            .iter()
+            .skip_while(|b| matches!(b, b'<' | b'-'));
+        loop {
+            match rest.next() {
+                None => return true,
+                Some(b' ' | b'\t') => {}
+                Some(b) => {
+                    return (b.is_ascii_control() && *b != b'\n') || b"<>()&;|".contains(b);
+                }
+            }
+        }
+    })
+}
+
+/// A here-document (in a line with a `$(`) whose body has a line starting
+/// with `)` before its delimiter line: in a command substitution the body
+/// swallows the `)` that closes it, and brush-parser's tokenizer panics
+/// (found by the `shell` fuzz target). The common
+/// `"$(cat <<'EOF' … EOF\n)"` ends its body first and still reads.
+fn heredoc_swallows_substitution_end(text: &str) -> bool {
+    if !text.contains("$(") {
+        return false;
+    }
+    text.match_indices("<<").any(|(at, _)| {
+        let after = &text[at + 2..];
+        if after.starts_with('<') || text[..at].ends_with('<') {
+            return false;
+        }
+        let tag: String = after
+            .trim_start_matches('-')
+            .trim_start_matches([' ', '\t'])
+            .chars()
+            .take_while(|c| !c.is_whitespace() && !";&|()<>".contains(*c))
+            .filter(|c| !matches!(c, '\'' | '"' | '\\'))
+            .collect();
+        let Some((_, body)) = after.split_once('\n') else {
+            return false;
+        };
+        for line in body.lines() {
+            if line.trim_start_matches('\t') == tag {
+                return false;
+            }
+            if line.trim_start().starts_with(')') {
+                return true;
+            }
+        }
+        false
+    })
+}
+
+/// How deep `(` nests in the raw text, counting every `(` and `)` —
+/// in quotes, here-document bodies and substitutions too, where the
+/// token-level bound ([`too_deep`]) does not look but the word parser
+/// backtracks just the same (`((((…` in a `$(` in a here-document's
+/// body, with or without words between; found by the `shell` fuzz target).
+fn paren_depth(text: &str) -> usize {
+    let (mut deepest, mut depth) = (0usize, 0usize);
+    for c in text.chars() {
+        match c {
+            '(' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            ')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// A number the word parser would overflow on: digits (after an optional
+/// sign) right after a `~` (the directory stack's `~N`, `~+N`, `~-N`) or
+/// a `{` or `.` (a brace sequence's `{A..B..C}`), beyond `u32` — the
+/// parser unwraps them into a `usize` (32 bits in a component) or an
+/// `i64`, and panics (found by the `shell` fuzz target). Such a word is
+/// read as one only run time knows, as a word that does not parse is.
+pub(super) fn overflowing_number(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    while at < bytes.len() {
+        if !bytes[at].is_ascii_digit() {
+            at += 1;
+            continue;
+        }
+        let start = at;
+        while at < bytes.len() && bytes[at].is_ascii_digit() {
+            at += 1;
+        }
+        let mut before = start;
+        if before > 0 && matches!(bytes[before - 1], b'+' | b'-') {
+            before -= 1;
+        }
+        let after_opener = before > 0 && matches!(bytes[before - 1], b'~' | b'{' | b'.');
+        if after_opener && text[start..at].parse::<u32>().is_err() {
+            return true;
+        }
+    }
+    false
+}
+
+/// The tokens of `text`, after every guard that looks at the raw text
+/// and at the tokens.
+pub(super) fn tokens(text: &str) -> Result<Vec<brush_parser::Token>, ParseError> {
+    if heredoc_swallows_substitution_end(text) {
+        return Err(ParseError(
+            "a here-document's body reaches past the `)` of its command substitution".into(),
+        ));
+    }
+    if paren_depth(text) > MAX_NESTING {
+        return Err(ParseError(format!(
+            "parentheses nest more than {MAX_NESTING} deep"
+        )));
+    }
+    if heredoc_without_tag(text) {
+        return Err(ParseError(
+            "a here-document has no delimiter, or one starting with a control character".into(),
+        ));
+    }
+    let options = brush_parser::ParserOptions::default();
+    let tokens = brush_parser::uncached_tokenize_str(text, &options.tokenizer_options())
+        .map_err(|err| ParseError(err.to_string()))?;
+    if let Some(number) = oversized_fd(&tokens) {
+        return Err(ParseError(format!(
+            "the redirection's file descriptor {number} is out of range"
+        )));
+    }
+    if let Some(what) = too_deep(&tokens) {
+        return Err(ParseError(format!(
+            "{what} nest more than {MAX_NESTING} deep"
+        )));
+    }
+    Ok(tokens)
+}

@@ -64,7 +64,7 @@ impl Executor for RulesPolicy {
     fn decide(request: ExecRequest, deployment: Deployment) -> Result<Decision, ExecError> {
         // Checked at load; a host that skipped that gets the same message.
         let rules = RuleSet::from_json(&deployment.settings).map_err(ExecError::InvalidRequest)?;
-        let verdict = rules.decide(&request.command);
+        let verdict = rules.decide_in(&request.command, &request.env);
         let approved = request.approved;
         let own = request.policy.clone();
         let mut spec = Self::resolve(request, deployment)?;
@@ -97,5 +97,77 @@ mod tests {
                 .unwrap_err();
         assert!(err.contains("1 rule example(s) fail"), "{err}");
         assert!(err.contains("\"wget x\" should match"), "{err}");
+    }
+
+    /// The example rule file, as the host hands it over (TOML to JSON).
+    fn example() -> RuleSet {
+        let toml: toml::Value = toml::from_str(include_str!("../rules.toml")).unwrap();
+        rules(&serde_json::to_string(&toml).unwrap()).unwrap()
+    }
+
+    #[derive(serde::Deserialize)]
+    struct Dodges {
+        dodge: Vec<Dodge>,
+    }
+
+    #[derive(serde::Deserialize)]
+    struct Dodge {
+        class: String,
+        line: String,
+    }
+
+    #[test]
+    fn the_example_rules_refuse_every_dodge() {
+        let rules = example();
+        let dodges: Dodges =
+            toml::from_str(include_str!("../../policy-core/cases/dodges.toml")).unwrap();
+        let allowed: Vec<String> = dodges
+            .dodge
+            .iter()
+            .filter(|d| rules.decide(&d.line).decision == Rule::Allow)
+            .map(|d| format!("{} ({})", d.line, d.class))
+            .collect();
+        assert!(allowed.is_empty(), "allowed:\n{}", allowed.join("\n"));
+    }
+
+    #[test]
+    fn the_example_rules_allow_every_ordinary_line() {
+        #[derive(serde::Deserialize)]
+        struct Ordinary {
+            lines: Vec<String>,
+        }
+        let rules = example();
+        let ordinary: Ordinary =
+            toml::from_str(include_str!("../../policy-core/cases/ordinary.toml")).unwrap();
+        let refused: Vec<String> = ordinary
+            .lines
+            .iter()
+            .map(|line| (line, rules.decide(line)))
+            .filter(|(_, verdict)| verdict.decision != Rule::Allow)
+            .map(|(line, verdict)| format!("{line}: {}", verdict.reason))
+            .collect();
+        assert!(refused.is_empty(), "refused:\n{}", refused.join("\n"));
+    }
+
+    #[test]
+    fn a_request_environment_that_runs_code_is_opaque() {
+        let rules = example();
+        let env = |k: &str, v: &str| vec![(k.to_owned(), v.to_owned())];
+        for (name, value) in [
+            ("BASH_ENV", "rc"),
+            ("BASH_FUNC_ls%%", "() { curl x; }"),
+            ("LD_PRELOAD", "x.so"),
+        ] {
+            let verdict = rules.decide_in("ls", &env(name, value));
+            assert_eq!(verdict.decision, Rule::Deny, "{name}: {}", verdict.reason);
+            assert!(verdict.reason.contains(name), "{}", verdict.reason);
+        }
+        let ssh = rules.decide_in("git fetch", &env("GIT_SSH_COMMAND", "curl x"));
+        assert_eq!(ssh.decision, Rule::Deny);
+        assert!(ssh.reason.contains("downloads"), "{}", ssh.reason);
+        assert_eq!(
+            rules.decide_in("ls", &env("RUST_LOG", "debug")).decision,
+            Rule::Allow
+        );
     }
 }

@@ -31,6 +31,10 @@ use serde::Deserialize;
 
 use crate::shell::{self, Command, Word};
 
+mod pattern;
+
+pub use pattern::{Pattern, Programs};
+
 /// What a rule (or the operator's fallback) says about a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -43,16 +47,27 @@ pub enum Decision {
     Deny,
 }
 
-/// One prefix rule.
+/// One rule: a program, and what its words must be.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Rule {
-    /// The program: a bare name matches it anywhere on the path
-    /// (`curl` matches `/usr/bin/curl`); a path matches only itself.
-    pub program: String,
+    /// The program, or a list of them: a bare name matches it anywhere
+    /// on the path (`curl` matches `/usr/bin/curl`); a path matches only
+    /// itself; `*` in either is any text (`./scripts/*`).
+    pub program: Programs,
     /// The arguments the command must start with (none: any).
     #[serde(default)]
     pub args: Vec<String>,
+    /// Flags the command must carry after `args`, in any order and
+    /// spelling: each entry one flag's spellings joined by `|`
+    /// (`["-r|-R|--recursive", "-f|--force"]` matches `-rf`, `-r -f`,
+    /// `-fr` and `--recursive --force`).
+    #[serde(default)]
+    pub flags: Vec<String>,
+    /// A regular expression the arguments after `args`, joined by single
+    /// spaces, must match (searched: anchor it with `^…$`).
+    #[serde(default)]
+    pub regex: Option<Pattern>,
     /// What it says.
     pub decision: Decision,
     /// Why, in words for the model and the person.
@@ -248,8 +263,16 @@ impl RuleSet {
         let rules: RuleSet = serde_json::from_str(json).map_err(|err| format!("rules: {err}"))?;
         check_grant(&rules.grant).map_err(|err| format!("grant: {err}"))?;
         for (at, rule) in rules.rules.iter().enumerate() {
-            if rule.program.trim().is_empty() {
+            if rule.program.0.is_empty() || rule.program.0.iter().any(|p| p.trim().is_empty()) {
                 return Err(format!("rules[{at}].program is empty"));
+            }
+            if let Some(flag) = rule.flags.iter().find(|f| {
+                f.split('|')
+                    .any(|s| !s.trim().starts_with('-') || s.trim().len() < 2)
+            }) {
+                return Err(format!(
+                    "rules[{at}].flags: {flag:?} is not a flag's spellings (write \"-r|--recursive\")"
+                ));
             }
             if rule.args.iter().any(String::is_empty) {
                 return Err(format!("rules[{at}].args has an empty word"));
@@ -262,16 +285,29 @@ impl RuleSet {
     /// The decision for `line`, with the grant of every rule it matches
     /// and the rule set's own.
     pub fn decide(&self, line: &str) -> Verdict {
-        let mut verdict = self.decide_line(line);
+        self.decide_in(line, &[])
+    }
+
+    /// The decision for `line` run with the environment entries `env`
+    /// too: an entry bash or a program runs as code (`BASH_ENV`,
+    /// `BASH_FUNC_*`, `LD_PRELOAD`, …) is opaque, one a program runs as a
+    /// command line (`GIT_SSH_COMMAND`) is read as a script
+    /// ([`shell::environment`]).
+    pub fn decide_in(&self, line: &str, env: &[(String, String)]) -> Verdict {
+        let mut verdict = self.decide_line(line, env);
         let mut grant = self.grant.clone();
         grant.add(&verdict.grant);
         verdict.grant = grant;
         verdict
     }
 
-    fn decide_line(&self, line: &str) -> Verdict {
+    fn decide_line(&self, line: &str, env: &[(String, String)]) -> Verdict {
         let commands = match shell::commands(line) {
-            Ok(commands) => commands,
+            Ok(mut commands) => {
+                let entries = env.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+                commands.splice(0..0, shell::environment(entries));
+                commands
+            }
             Err(err) => {
                 return Verdict {
                     decision: self.unparsable,
@@ -338,7 +374,7 @@ impl RuleSet {
                     reason: rule
                         .reason
                         .clone()
-                        .unwrap_or_else(|| format!("rule {at} ({})", rule.program)),
+                        .unwrap_or_else(|| format!("rule {at} ({})", rule.program.first())),
                     rule: Some(at),
                     grant: Grant::default(),
                 };
@@ -370,7 +406,7 @@ impl RuleSet {
                 if matched != wanted {
                     failures.push(format!(
                         "rules[{at}] ({}): {line:?} {}",
-                        rule.program,
+                        rule.program.first(),
                         if wanted {
                             "should match but does not"
                         } else {
@@ -397,23 +433,27 @@ impl Rule {
         let Some(program) = command.program() else {
             return false;
         };
-        let named = if self.program.contains('/') {
-            program == self.program
-        } else {
-            program.rsplit('/').next() == Some(self.program.as_str())
-        };
-        if !named {
+        if !self.program.names(program) {
             return false;
         }
+        let restrictive = self.decision > Decision::Allow;
         let args = &command.argv[1.min(command.argv.len())..];
-        self.args
+        let prefix = self
+            .args
             .iter()
             .enumerate()
             .all(|(at, wanted)| match args.get(at) {
                 Some(Word::Literal(arg)) => arg == wanted,
-                Some(Word::Dynamic(_)) => self.decision > Decision::Allow,
+                Some(Word::Dynamic(_)) => restrictive,
                 None => false,
-            })
+            });
+        let rest = args.get(self.args.len()..).unwrap_or(&[]);
+        prefix
+            && pattern::has_flags(&self.flags, rest, restrictive)
+            && self
+                .regex
+                .as_ref()
+                .is_none_or(|regex| regex.matches(rest, restrictive))
     }
 }
 

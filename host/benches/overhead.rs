@@ -8,7 +8,9 @@
 //! `CORDON_BENCH_BEFORE=/path/to/older/cordon` adds that binary's CLI run
 //! and served mode to the same interleaved rounds, so a change is measured
 //! before and after side by side in one run. `CORDON_BENCH_ONLY=policy`
-//! measures the policy calls alone in a tight loop. `CORDON_BENCH_ONLY=serving`
+//! measures the policy calls alone in a tight loop. `CORDON_BENCH_RULES_BEFORE=
+//! /path/to/older/rules-policy.wasm` adds that component's round trip beside
+//! this one's, interleaved. `CORDON_BENCH_ONLY=serving`
 //! runs only the served-mode figures (`support/serving.rs`).
 
 use std::io::Read;
@@ -141,6 +143,16 @@ fn main() {
         let confiner = confiner.clone();
         move || policy_round_trip(&policy, &deployment, &confiner, line)
     };
+    // With CORDON_BENCH_RULES_BEFORE, an older rules-policy.wasm on the
+    // same line and settings, interleaved with this one (a reader's cost,
+    // before and after).
+    let rules_before_line = std::env::var("CORDON_BENCH_RULES_BEFORE").ok().map(|path| {
+        let policy = load(&std::fs::read(&path).expect("read CORDON_BENCH_RULES_BEFORE"));
+        let mut deployment = policy_deployment.clone();
+        deployment.settings = include_str!("../../components/rules-policy/bench-rules.json").into();
+        let confiner = confiner.clone();
+        move || policy_round_trip(&policy, &deployment, &confiner, line)
+    });
     // A component built against world 0.1.0 (the legacy fixture), through
     // the 0.1.0 binding layer, beside the 0.2.0 ones.
     let legacy_line = {
@@ -218,6 +230,13 @@ fn main() {
             rounds,
         ),
     ];
+    if let Some(rules_before_line) = rules_before_line {
+        cases.push((
+            "policy round trip, rules-policy BEFORE (CORDON_BENCH_RULES_BEFORE), the same line",
+            Box::new(rules_before_line),
+            rounds,
+        ));
+    }
     if let Some(js_round_trip) = js_round_trip {
         cases.push((
             "policy round trip, js-policy (JavaScript, componentize-js)",

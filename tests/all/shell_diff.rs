@@ -7,6 +7,14 @@
 //! an *opaque* mark (or refused as unparsable: the component denies those).
 //! A disagreement fails the test and prints the line.
 //!
+//! The generator writes the routes a reader of words misses too:
+//! expansions with operands and subscripts, arithmetic on variables,
+//! builtins that take code (`trap`, `mapfile -C`), hook variables (`PS4`
+//! with `set -x`, `${x@P}`, `BASH_ENV`, exported functions), wrappers
+//! (`flock`, `taskset`, `prlimit`, `xargs -I`, `find -exec`, …) and
+//! interpreters (`python3 -c`, `awk`, `sed`, a shell reading its input) —
+//! the shims log a program however bash came to run it.
+//!
 //! The generator is seeded: `CORDON_SHELL_DIFF_CASES` sets how many lines
 //! (default 300), `CORDON_SHELL_DIFF_SEED` the seed.
 
@@ -23,13 +31,13 @@ use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 const LEAVES: &[&str] = &[
     "git", "curl", "wget", "ls", "cat", "grep", "make", "cargo", "tail",
 ];
-/// Wrappers: they log, then run the real program, which runs what it wraps.
-const WRAPPERS: &[(&str, &str)] = &[
-    ("env", "/usr/bin/env"),
-    ("nice", "/usr/bin/nice"),
-    ("timeout", "/usr/bin/timeout"),
-    ("bash", "/bin/bash"),
-    ("xargs", "/usr/bin/xargs"),
+/// Wrappers and interpreters: they log, then run the real program (found
+/// on the host's `PATH`; one the host lacks is left out, loudly), which
+/// runs what it wraps.
+const WRAPPERS: &[&str] = &[
+    "env", "nice", "timeout", "bash", "sh", "xargs", "flock", "taskset", "ionice", "chrt",
+    "prlimit", "setsid", "stdbuf", "nohup", "find", "awk", "sed", "python3", "perl", "ed",
+    "sqlite3", "vim",
 ];
 
 fn shims(dir: &Path) {
@@ -37,10 +45,31 @@ fn shims(dir: &Path) {
         let script = format!("#!/bin/sh\necho {leaf} >>\"$SHIM_LOG\"\nexit 0\n");
         write_exec(&dir.join(leaf), &script);
     }
-    for (name, real) in WRAPPERS {
-        let script = format!("#!/bin/sh\necho {name} >>\"$SHIM_LOG\"\nexec {real} \"$@\"\n");
+    for name in WRAPPERS {
+        let Some(real) = host_program(name) else {
+            eprintln!("shell_diff: SKIPPING the {name} shim: the host has no {name}");
+            continue;
+        };
+        let real = real.display();
+        // bash's own shim is bash: dash would drop the exported functions
+        // (`BASH_FUNC_ls%%`) the real bash imports.
+        let interpreter = if *name == "bash" {
+            "/bin/bash"
+        } else {
+            "/bin/sh"
+        };
+        let script = format!("#!{interpreter}\necho {name} >>\"$SHIM_LOG\"\nexec {real} \"$@\"\n");
         write_exec(&dir.join(name), &script);
     }
+}
+
+/// `name` in the system's directories (not a version manager's shim:
+/// the shims' `PATH` holds nothing else).
+fn host_program(name: &str) -> Option<std::path::PathBuf> {
+    ["/usr/bin", "/bin", "/usr/sbin", "/sbin"]
+        .iter()
+        .map(|dir| Path::new(dir).join(name))
+        .find(|path| path.is_file())
 }
 
 fn write_exec(path: &Path, script: &str) {
@@ -82,14 +111,78 @@ fn simple() -> BoxedStrategy<String> {
         .boxed()
 }
 
+/// A route to run the leaf program `p` that is not a plain simple
+/// command, or an ordinary shape of the same construct beside it.
+fn route(p: &str) -> Vec<String> {
+    [
+        // Expansions with operands and subscripts.
+        "echo ${x:-$(P)}",
+        "echo \"${a[$(P)]}\"",
+        "x=1; echo ${x:+$(P)}",
+        "echo \"${x:-'$(P)'}\"",
+        "echo ${HOME:-/tmp} \"${a[@]}\" ${#x}",
+        // Arithmetic on a variable's text.
+        "x='a[$(P)]'; echo $((x))",
+        "x='a[$(P)]'; [[ $x -eq 0 ]]",
+        "x='a[$(P)]'; let y=x",
+        "read 'a[$(P)]' <<< 1",
+        "x='a[$(P)]'; a[x]=1",
+        "echo $((1 + 2)); [[ 1 -eq 1 ]]",
+        // Builtins that take code.
+        "trap 'P' EXIT",
+        "trap 'P' DEBUG; true",
+        "mapfile -C 'P' -c 1 arr <<< x",
+        "f() { P; }; f",
+        "trap - EXIT; P",
+        // Hooks bash reads from variables and its environment.
+        "PS4='$(P)'; set -x; true",
+        "x='$(P)'; echo ${x@P}",
+        "echo P > rc; BASH_ENV=rc bash -c true",
+        "env 'BASH_FUNC_ls%%=() { P; }' bash -c ls",
+        "while IFS= read -r l; do P; done <<< x",
+        // Programs that run programs.
+        "flock lk P",
+        "flock lk -c 'P'",
+        "taskset 1 P",
+        "ionice -c 3 P",
+        "chrt -o 0 P",
+        "prlimit --nofile=100 P",
+        "setsid -w P",
+        "stdbuf -oL P",
+        "nohup P",
+        "find . -maxdepth 0 -exec P \\;",
+        "echo x | xargs P",
+        "echo P | xargs -I{} sh -c '{}'",
+        // Interpreters.
+        "python3 -c 'import os; os.system(\"P\")'",
+        "awk 'BEGIN{system(\"P\")}'",
+        "awk '{print $1}' <<< 'a b'; P",
+        "sed 's/.*/P/e' <<< x",
+        "sed -n '1p' <<< x; P",
+        "echo P | bash",
+        "echo P | sh -s",
+        "perl -e 'system(\"P\")'",
+    ]
+    .iter()
+    .map(|shape| shape.replace('P', p))
+    .collect()
+}
+
+fn routes() -> BoxedStrategy<String> {
+    leaf()
+        .prop_flat_map(|p| prop::sample::select(route(&p)))
+        .boxed()
+}
+
 fn wrapped() -> BoxedStrategy<String> {
     prop_oneof![
-        simple(),
-        simple().prop_map(|s| format!("env A=1 {s}")),
-        simple().prop_map(|s| format!("nice {s}")),
-        simple().prop_map(|s| format!("timeout 5 {s}")),
-        simple().prop_map(|s| format!("bash -c '{}'", s.replace('\'', ""))),
-        leaf().prop_map(|p| format!("echo x | xargs {p}")),
+        3 => routes(),
+        1 => simple(),
+        1 => simple().prop_map(|s| format!("env A=1 {s}")),
+        1 => simple().prop_map(|s| format!("nice {s}")),
+        1 => simple().prop_map(|s| format!("timeout 5 {s}")),
+        1 => simple().prop_map(|s| format!("bash -c '{}'", s.replace('\'', ""))),
+        1 => leaf().prop_map(|p| format!("echo x | xargs {p}")),
     ]
     .boxed()
 }
@@ -243,4 +336,141 @@ fn nested_subshells_do_not_hide_a_denied_program() {
         );
         assert!(String::from_utf8_lossy(&out.stderr).contains("no downloads"));
     }
+}
+
+#[derive(serde::Deserialize)]
+struct Dodges {
+    dodge: Vec<Dodge>,
+}
+
+#[derive(serde::Deserialize)]
+struct Dodge {
+    class: String,
+    line: String,
+    #[serde(default = "ran_by_bash")]
+    bash: bool,
+}
+
+fn ran_by_bash() -> bool {
+    true
+}
+
+fn dodges() -> Vec<Dodge> {
+    let text = include_str!("../../components/policy-core/cases/dodges.toml");
+    toml::from_str::<Dodges>(text).unwrap().dodge
+}
+
+/// The program a dodge runs by its route (`curl`, or `rm` for the
+/// recursive-delete ones).
+fn target_of(dodge: &Dodge) -> &'static str {
+    if dodge.class.contains("rm -rf") {
+        "rm"
+    } else {
+        "curl"
+    }
+}
+
+/// The dodge case file is real: bash, with logging shims for every
+/// program, runs the program each line hides (so a line the reader
+/// refuses is a route bash takes, not one it only looks like), and the
+/// reader covers each — reports the program or marks the line opaque.
+#[test]
+fn every_dodge_runs_its_program_under_bash_and_the_reader_covers_it() {
+    let shim_dir = tempfile::tempdir().unwrap();
+    shims(shim_dir.path());
+    write_exec(
+        &shim_dir.path().join("rm"),
+        "#!/bin/sh\necho rm >>\"$SHIM_LOG\"\nexit 0\n",
+    );
+    let scratch = tempfile::tempdir().unwrap();
+    std::fs::create_dir(scratch.path().join("victim")).unwrap();
+    let mut not_run = vec![];
+    let mut missed = vec![];
+    for dodge in dodges() {
+        let target = target_of(&dodge);
+        if dodge.bash && !executed(shim_dir.path(), scratch.path(), &dodge.line).contains(target) {
+            not_run.push(format!("{} ({})", dodge.line, dodge.class));
+        }
+        let base = |p: &String| p.rsplit('/').next().unwrap_or(p).to_owned();
+        if reported(&dodge.line).is_some_and(|seen| !seen.iter().map(base).any(|p| p == target)) {
+            missed.push(format!("{} ({})", dodge.line, dodge.class));
+        }
+    }
+    assert!(
+        not_run.is_empty(),
+        "bash did not run what these hide:\n{}",
+        not_run.join("\n")
+    );
+    assert!(
+        missed.is_empty(),
+        "the reader missed:\n{}",
+        missed.join("\n")
+    );
+}
+
+/// Every dodge, e2e: `cordon run` with rules-policy and the example rule
+/// file refuses it (deny, or ask: nothing runs either way) — and on the
+/// host after, the program it hides never ran: its shim's log is empty
+/// and the directory `rm -rf` aims at is still there. Beside it, an
+/// allowed line runs and leaves its mark (the positive control).
+#[test]
+fn rules_policy_refuses_every_dodge_and_nothing_runs() {
+    let ws = crate::common::workspace();
+    let bin = ws.path().join("bin");
+    std::fs::create_dir_all(ws.path().join("victim")).unwrap();
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = ws.path().join("ran.log");
+    for program in ["curl", "rm"] {
+        let script = format!("#!/bin/sh\necho {program} >>{}\nexit 0\n", log.display());
+        write_exec(&bin.join(program), &script);
+    }
+    let rules = crate::common::component("rules-policy.wasm");
+    let run = |line: &str| {
+        crate::common::cordon()
+            .current_dir(ws.path())
+            .args(["run", "--mode", "workspace-write", "--policy"])
+            .arg(&rules)
+            .arg("--settings")
+            .arg(crate::common::rule_file())
+            .args([
+                "--",
+                &format!("PATH={}:/usr/bin:/bin; {line}", bin.display()),
+            ])
+            .output()
+            .unwrap()
+    };
+    let control = run("echo ran > control.txt");
+    assert_eq!(
+        control.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&control.stderr)
+    );
+    assert!(
+        ws.path().join("control.txt").exists(),
+        "the allowed line ran"
+    );
+    let mut ran = vec![];
+    for dodge in dodges() {
+        let out = run(&dodge.line);
+        if !matches!(out.status.code(), Some(75 | 77)) {
+            ran.push(format!(
+                "{} ({}): exit {:?}: {}",
+                dodge.line,
+                dodge.class,
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    assert!(ran.is_empty(), "not refused:\n{}", ran.join("\n"));
+    assert!(
+        !log.exists(),
+        "a hidden program ran: {:?}",
+        std::fs::read_to_string(&log)
+    );
+    assert!(
+        ws.path().join("victim").is_dir(),
+        "rm -rf reached the victim"
+    );
 }

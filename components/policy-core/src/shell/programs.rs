@@ -72,6 +72,16 @@ const RUNNERS: &[&str] = &[
     "tcsh",
 ];
 
+/// Programs that run commands from their input or their arguments as a
+/// matter of course: `ed`'s and `dc`'s `!`, `m4`'s `esyscmd`, an
+/// editor's `:!`, a database shell's `.shell` or `\!`, a language's
+/// read-eval loop.
+const COMMAND_READERS: &[&str] = &[
+    "ed", "red", "ex", "vi", "vim", "nvim", "view", "emacs", "dc", "m4", "irb", "ipython",
+    "ipython3", "jshell", "julia", "R", "guile", "tclsh", "wish", "sqlite3", "psql", "mysql",
+    "mariadb", "ftp", "sftp", "lftp",
+];
+
 /// What `argv` (program `name`, its base name) runs besides itself.
 pub(super) fn runs(name: &str, argv: &[Word]) -> Runs {
     let words: Vec<Option<&str>> = argv.iter().map(Word::literal).collect();
@@ -95,6 +105,7 @@ pub(super) fn runs(name: &str, argv: &[Word]) -> Runs {
         "find" => find(argv, text),
         "git" => git(&words, text),
         _ if RUNNERS.contains(&name) => Runs::Opaque(Opaque::RunsPrograms(text())),
+        _ if COMMAND_READERS.contains(&name) => Runs::Opaque(Opaque::InlineCode(text())),
         _ => match interpreter(name, &words) {
             Some(false) => Runs::Opaque(Opaque::InlineCode(text())),
             Some(true) | None => Runs::Itself,
@@ -303,24 +314,29 @@ fn wrapper(name: &str, argv: &[Word], words: &[Option<&str>]) -> Option<Option<R
             )
             .map(|at| at + 1),
         ),
-        "sudo" => runs(options(
-            words,
-            &[
-                "-E",
-                "-H",
-                "-n",
-                "-P",
-                "-S",
-                "-b",
-                "-k",
-                "--preserve-env",
-                "--non-interactive",
-            ],
-            &[
-                "-u", "-g", "-C", "-D", "-h", "-p", "-R", "-T", "-U", "--user", "--group",
-                "--chdir", "--prompt",
-            ],
-        )),
+        "sudo" => {
+            return Some(
+                options(
+                    words,
+                    &[
+                        "-E",
+                        "-H",
+                        "-n",
+                        "-P",
+                        "-S",
+                        "-b",
+                        "-k",
+                        "--preserve-env",
+                        "--non-interactive",
+                    ],
+                    &[
+                        "-u", "-g", "-C", "-D", "-h", "-p", "-R", "-T", "-U", "--user", "--group",
+                        "--chdir", "--prompt",
+                    ],
+                )
+                .and_then(|at| assignments_then(words, at)),
+            );
+        }
         "doas" => runs(options(words, &["-n"], &["-u", "-C"])),
         "env" => return Some(env(words)),
         "flock" => return Some(flock(words)),
@@ -399,7 +415,7 @@ fn loader(name: &str) -> bool {
 /// `env [options] [NAME=VALUE…] [program …]`: an assignment to a hook
 /// makes it opaque; `-S` (a split string) is not known.
 fn env(words: &[Option<&str>]) -> Option<Runs> {
-    let mut at = options(
+    let at = options(
         words,
         &[
             "-i",
@@ -411,6 +427,12 @@ fn env(words: &[Option<&str>]) -> Option<Runs> {
         ],
         &["-u", "-C", "--unset", "--chdir"],
     )?;
+    assignments_then(words, at)
+}
+
+/// Past `NAME=VALUE` words from `at` (what `env` and `sudo` set for the
+/// program they run): the program's index, or opaque for a hook.
+fn assignments_then(words: &[Option<&str>], mut at: usize) -> Option<Runs> {
     while let Some(word) = words.get(at) {
         let word = (*word)?;
         let Some((name, _)) = word.split_once('=') else {
@@ -680,10 +702,42 @@ fn git(words: &[Option<&str>], text: impl Fn() -> String) -> Runs {
             }
             _ if word.starts_with('-') => at += 1,
             "config" => return git_config(&words[at + 1..], inline),
-            _ => return Runs::Itself,
+            subcommand => return git_subcommand(subcommand, &words[at + 1..], inline),
         }
     }
     Runs::Itself
+}
+
+/// A git subcommand's options that take a command (`rebase --exec`,
+/// `fetch --upload-pack`, `grep -O`, `difftool -x`, `bisect run`,
+/// `submodule foreach`): opaque, and so is an argument only known at run
+/// time where such an option exists.
+fn git_subcommand(subcommand: &str, args: &[Option<&str>], inline: impl Fn() -> Runs) -> Runs {
+    let takes_command: &[&str] = match subcommand {
+        "rebase" => &["-x", "--exec"],
+        "clone" => &["-u", "--upload-pack", "-c", "--config", "--template"],
+        "fetch" | "pull" | "ls-remote" | "remote" => &["--upload-pack"],
+        "push" | "send-pack" | "archive" => &["--receive-pack", "--exec", "--remote"],
+        "grep" => &["-O", "--open-files-in-pager"],
+        "difftool" | "mergetool" => &["-x", "--extcmd", "-t", "--tool"],
+        "bisect" | "submodule" => &["run", "foreach"],
+        "filter-branch" | "send-email" | "instaweb" | "daemon" | "shell" => return inline(),
+        _ => return Runs::Itself,
+    };
+    let carries = |arg: &str| {
+        takes_command.iter().any(|option| {
+            arg == *option
+                || arg
+                    .strip_prefix(option)
+                    .is_some_and(|rest| rest.starts_with('='))
+                || (option.len() == 2 && option.starts_with('-') && arg.starts_with(option))
+        })
+    };
+    if args.iter().any(|arg| arg.is_none_or(carries)) {
+        inline()
+    } else {
+        Runs::Itself
+    }
 }
 
 /// `git config …`: reading is harmless; setting a key is known only for
@@ -836,9 +890,19 @@ fn perl_like(words: &[Option<&str>]) -> bool {
     false
 }
 
-/// awk: the program is the first operand (or `-e`/`-f`, not known); it
-/// is known when it runs no command (`languages::awk_program_known`).
+/// awk: the program is the first operand, or each `-e`; it is known
+/// when it runs no command (`languages::awk_program_known`). A program
+/// file (`-f`) is a program like any other, whose contents no reader of
+/// the line sees.
 fn awk(words: &[Option<&str>]) -> bool {
+    let known = |at: usize| {
+        words
+            .get(at)
+            .copied()
+            .flatten()
+            .is_some_and(languages::awk_program_known)
+    };
+    let mut file = false;
     let mut at = 1;
     while let Some(word) = words.get(at) {
         let Some(word) = *word else {
@@ -846,13 +910,16 @@ fn awk(words: &[Option<&str>]) -> bool {
         };
         match word {
             "-F" | "-v" => at += 2,
-            "--" => {
-                return words
-                    .get(at + 1)
-                    .copied()
-                    .flatten()
-                    .is_some_and(languages::awk_program_known);
+            "-f" | "--file" => {
+                file = true;
+                at += 2;
             }
+            "-e" | "--source" if !known(at + 1) => return false,
+            "-e" | "--source" => {
+                file = true;
+                at += 2;
+            }
+            "--" => return file || known(at + 1),
             _ if word.starts_with("-F") || word.starts_with("-v") => at += 1,
             "--posix"
             | "-P"
@@ -864,18 +931,20 @@ fn awk(words: &[Option<&str>]) -> bool {
             | "--characters-as-bytes"
             | "--traditional" => at += 1,
             _ if word.starts_with('-') => return false,
-            program => return languages::awk_program_known(program),
+            _ => return file || known(at),
         }
     }
-    false
+    file
 }
 
 /// sed: every script (`-e SCRIPT`, `-eSCRIPT` or an option cluster
 /// ending in `e`, `--expression=`; else the first operand) known by
-/// `languages::sed_script_known`; a script file (`-f`) is not known.
+/// `languages::sed_script_known`; a script file (`-f`) is a program like
+/// any other.
 fn sed(words: &[Option<&str>]) -> bool {
     let mut scripts = vec![];
     let mut operand = None;
+    let mut file = false;
     let mut at = 1;
     while let Some(word) = words.get(at) {
         let Some(word) = *word else {
@@ -888,7 +957,8 @@ fn sed(words: &[Option<&str>]) -> bool {
             scripts.push(words.get(at).copied().flatten().unwrap_or("e"));
             at += 1;
         } else if word.starts_with("--file") {
-            return false;
+            file = true;
+            at += usize::from(word == "--file");
         } else if word == "--line-length" {
             at += 1;
         } else if word.starts_with("--") || word == "-" {
@@ -901,7 +971,10 @@ fn sed(words: &[Option<&str>]) -> bool {
                         at += 1;
                     }
                     'e' => scripts.push(rest),
-                    'f' => return false,
+                    'f' => {
+                        file = true;
+                        at += usize::from(rest.is_empty());
+                    }
                     'l' if rest.is_empty() => at += 1,
                     'i' | 'l' => {}
                     'n' | 'E' | 'r' | 's' | 'u' | 'z' => continue,
@@ -913,8 +986,8 @@ fn sed(words: &[Option<&str>]) -> bool {
             operand = Some(word);
         }
     }
-    if scripts.is_empty() {
+    if scripts.is_empty() && !file {
         scripts.extend(operand);
     }
-    !scripts.is_empty() && scripts.into_iter().all(languages::sed_script_known)
+    (file || !scripts.is_empty()) && scripts.into_iter().all(languages::sed_script_known)
 }

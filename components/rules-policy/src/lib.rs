@@ -1,13 +1,14 @@
-//! `rules-policy`: `bash-sandbox` behind the operator's prefix rules.
+//! `rules-policy`: `bash-sandbox` behind the operator's rules.
 //!
 //! The rules are the component's settings (`[policy.settings]` in
 //! `cordon.toml`, or `--settings FILE`), so an operator changes what runs
 //! without compiling anything. Every simple command a line runs — as the
 //! shared shell reader finds it, through pipelines, `&&`, subshells,
 //! `bash -c "…"` and wrappers — is matched against every rule; the most
-//! restrictive decision wins; a command whose program is only known at run
-//! time (`${CURL}l`, `eval`, `source`) gets the operator's `opaque`
-//! decision. A matched rule's grant (network endpoints, writable roots,
+//! restrictive decision wins; a command the reader cannot prove (`${CURL}l`,
+//! `eval "$x"`, `trap`, `PS4=…`, `python -c`) gets the operator's `opaque`
+//! decision, and so does a request whose `env` sets a variable bash or a
+//! program runs as code (`BASH_ENV`, `BASH_FUNC_*`, `LD_PRELOAD`). A matched rule's grant (network endpoints, writable roots,
 //! sockets, deny-read and protected paths) and the rule file's own
 //! (`[grant]`, for every run) are laid over the policy the request was
 //! handed.

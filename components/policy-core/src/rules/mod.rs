@@ -1,8 +1,9 @@
-//! Prefix rules over what a command line runs: the decision logic of a
+//! Rules over what a command line runs: the decision logic of a
 //! settings-driven policy (`rules-policy`), as data an operator writes.
 //!
-//! A rule names a program and an argument prefix and says *allow*, *ask*
-//! or *deny*. Every simple command the line runs ([`crate::shell`]) is
+//! A rule names a program (or several, or a glob) and what its words must
+//! be — an argument prefix, flags in any order and spelling, a regular
+//! expression ([`pattern`]) — and says *allow*, *ask* or *deny*. Every simple command the line runs ([`crate::shell`]) is
 //! matched against every rule; the most restrictive decision of the
 //! matching rules wins for that command, the operator's `default` applies
 //! to a command no rule matches, an *opaque* command (one whose program or

@@ -37,6 +37,7 @@ mod properties;
 mod python;
 mod registry;
 mod rpc;
+mod rules_policy;
 mod serve;
 mod service;
 mod sessions;

@@ -16,7 +16,7 @@
 //! the shims log a program however bash came to run it.
 //!
 //! The generator is seeded: `CORDON_SHELL_DIFF_CASES` sets how many lines
-//! (default 300), `CORDON_SHELL_DIFF_SEED` the seed.
+//! (default 1000), `CORDON_SHELL_DIFF_SEED` the seed.
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
@@ -72,7 +72,7 @@ fn host_program(name: &str) -> Option<std::path::PathBuf> {
         .find(|path| path.is_file())
 }
 
-fn write_exec(path: &Path, script: &str) {
+pub(crate) fn write_exec(path: &Path, script: &str) {
     std::fs::write(path, script).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
@@ -264,7 +264,7 @@ fn every_program_bash_runs_is_reported_or_covered() {
     let cases = std::env::var("CORDON_SHELL_DIFF_CASES")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(300);
+        .unwrap_or(1000);
     let seed: u64 = std::env::var("CORDON_SHELL_DIFF_SEED")
         .ok()
         .and_then(|n| n.parse().ok())
@@ -344,9 +344,9 @@ struct Dodges {
 }
 
 #[derive(serde::Deserialize)]
-struct Dodge {
-    class: String,
-    line: String,
+pub(crate) struct Dodge {
+    pub(crate) class: String,
+    pub(crate) line: String,
     #[serde(default = "ran_by_bash")]
     bash: bool,
 }
@@ -355,7 +355,7 @@ fn ran_by_bash() -> bool {
     true
 }
 
-fn dodges() -> Vec<Dodge> {
+pub(crate) fn dodges() -> Vec<Dodge> {
     let text = include_str!("../../components/policy-core/cases/dodges.toml");
     toml::from_str::<Dodges>(text).unwrap().dodge
 }
@@ -405,72 +405,5 @@ fn every_dodge_runs_its_program_under_bash_and_the_reader_covers_it() {
         missed.is_empty(),
         "the reader missed:\n{}",
         missed.join("\n")
-    );
-}
-
-/// Every dodge, e2e: `cordon run` with rules-policy and the example rule
-/// file refuses it (deny, or ask: nothing runs either way) — and on the
-/// host after, the program it hides never ran: its shim's log is empty
-/// and the directory `rm -rf` aims at is still there. Beside it, an
-/// allowed line runs and leaves its mark (the positive control).
-#[test]
-fn rules_policy_refuses_every_dodge_and_nothing_runs() {
-    let ws = crate::common::workspace();
-    let bin = ws.path().join("bin");
-    std::fs::create_dir_all(ws.path().join("victim")).unwrap();
-    std::fs::create_dir_all(&bin).unwrap();
-    let log = ws.path().join("ran.log");
-    for program in ["curl", "rm"] {
-        let script = format!("#!/bin/sh\necho {program} >>{}\nexit 0\n", log.display());
-        write_exec(&bin.join(program), &script);
-    }
-    let rules = crate::common::component("rules-policy.wasm");
-    let run = |line: &str| {
-        crate::common::cordon()
-            .current_dir(ws.path())
-            .args(["run", "--mode", "workspace-write", "--policy"])
-            .arg(&rules)
-            .arg("--settings")
-            .arg(crate::common::rule_file())
-            .args([
-                "--",
-                &format!("PATH={}:/usr/bin:/bin; {line}", bin.display()),
-            ])
-            .output()
-            .unwrap()
-    };
-    let control = run("echo ran > control.txt");
-    assert_eq!(
-        control.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&control.stderr)
-    );
-    assert!(
-        ws.path().join("control.txt").exists(),
-        "the allowed line ran"
-    );
-    let mut ran = vec![];
-    for dodge in dodges() {
-        let out = run(&dodge.line);
-        if !matches!(out.status.code(), Some(75 | 77)) {
-            ran.push(format!(
-                "{} ({}): exit {:?}: {}",
-                dodge.line,
-                dodge.class,
-                out.status.code(),
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-    }
-    assert!(ran.is_empty(), "not refused:\n{}", ran.join("\n"));
-    assert!(
-        !log.exists(),
-        "a hidden program ran: {:?}",
-        std::fs::read_to_string(&log)
-    );
-    assert!(
-        ws.path().join("victim").is_dir(),
-        "rm -rf reached the victim"
     );
 }

@@ -74,6 +74,16 @@ pub(super) fn runs_value(name: &str) -> bool {
     )
 }
 
+/// A value for `PATH` that keeps every directory it had, first (`$PATH:…`,
+/// `"${PATH}:…"`): a program found before is found the same. Any other
+/// value may put a directory the line wrote in front (`PATH=.:$PATH git`
+/// runs `./git`), so the program a name stands for is not known.
+pub(super) fn path_appends(raw: &str) -> bool {
+    let bare = raw.trim_start_matches('"');
+    ["$PATH:", "${PATH}:"].iter().any(|p| bare.starts_with(p))
+        || matches!(bare.trim_end_matches('"'), "$PATH" | "${PATH}")
+}
+
 /// A shell variable name: a letter or `_`, then letters, digits or `_`.
 pub(super) fn is_name(text: &str) -> bool {
     let mut chars = text.chars();

@@ -104,7 +104,8 @@ pub enum Opaque {
     /// an indirection or a transformation (`${x:-$(…)}`, `${!x}`, `${x@P}`).
     Expansion(String),
     /// An assignment to a variable bash or a program runs as code (`PS4`,
-    /// `BASH_ENV`, `BASH_FUNC_*`, `LD_PRELOAD`, `GIT_SSH_COMMAND="$x"`).
+    /// `BASH_ENV`, `BASH_FUNC_*`, `LD_PRELOAD`, `GIT_SSH_COMMAND="$x"`), or
+    /// a `PATH` that may put a new directory first.
     HookVariable(String),
     /// A builtin that takes code (`trap`, `alias`, `mapfile -C`, `let`,
     /// `declare -i`, `coproc`, …).
@@ -142,7 +143,10 @@ impl std::fmt::Display for Opaque {
                 "the expansion in {text} has an operand, subscript, indirection or transformation bash evaluates at run time"
             ),
             Opaque::HookVariable(name) => {
-                write!(f, "{name} is a variable bash or a program runs as code")
+                write!(
+                    f,
+                    "{name} is a variable that decides what code bash or a program runs"
+                )
             }
             Opaque::CodeBuiltin(text) => write!(f, "{text} takes code bash runs later"),
             Opaque::Function(name) => write!(f, "the function {name} may stand for any program"),
@@ -588,7 +592,14 @@ impl Reader {
     /// literal value read as a script.
     fn assignment(&mut self, assignment: &ast::Assignment, program: Option<&str>) {
         let value = match &assignment.value {
-            ast::AssignmentValue::Scalar(word) => Some(self.word(word)),
+            ast::AssignmentValue::Scalar(word) => {
+                let name =
+                    matches!(&assignment.name, ast::AssignmentName::VariableName(n) if n == "PATH");
+                if name && !known::path_appends(&word.value) {
+                    self.push_opaque(Opaque::HookVariable("PATH".into()));
+                }
+                Some(self.word(word))
+            }
             ast::AssignmentValue::Array(entries) => {
                 for (key, value) in entries {
                     if let Some(key) = key {

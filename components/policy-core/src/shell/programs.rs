@@ -157,6 +157,13 @@ fn declaration(argv: &[Word]) -> Option<Opaque> {
             Some(name) if known::runs_as_code(name) || known::runs_value(name) => {
                 return Some(Opaque::HookVariable(name.to_owned()));
             }
+            Some("PATH")
+                if raw
+                    .split_once('=')
+                    .is_some_and(|(_, v)| !known::path_appends(v)) =>
+            {
+                return Some(Opaque::HookVariable("PATH".into()));
+            }
             Some(_) => {}
             None => return Some(Opaque::Arithmetic(raw.to_owned())),
         }
@@ -257,154 +264,204 @@ fn options_with(
     Some(at)
 }
 
+/// A wrapper whose options are all known: `flags` alone, `valued` with a
+/// value; `leading` operands before the program (`timeout`'s duration,
+/// `taskset`'s mask, `chrt`'s priority); with any of `alone` it runs no
+/// program (`taskset -p PID`, `chrt -p PID`).
+struct Wrapper {
+    names: &'static [&'static str],
+    flags: &'static [&'static str],
+    valued: &'static [&'static str],
+    leading: usize,
+    alone: &'static [&'static str],
+}
+
+/// The wrappers read by their options alone.
+const WRAPPERS: &[Wrapper] = &[
+    Wrapper {
+        names: &["command", "builtin"],
+        flags: &["-p"],
+        valued: &[],
+        leading: 0,
+        // `command -v x` only looks x up.
+        alone: &["-v", "-V"],
+    },
+    Wrapper {
+        names: &["exec"],
+        flags: &["-c", "-l", "-cl", "-lc"],
+        valued: &["-a"],
+        leading: 0,
+        alone: &[],
+    },
+    Wrapper {
+        names: &["nohup"],
+        flags: &[],
+        valued: &[],
+        leading: 0,
+        alone: &[],
+    },
+    Wrapper {
+        names: &["time"],
+        flags: &[
+            "-p",
+            "-a",
+            "-v",
+            "-q",
+            "--portability",
+            "--append",
+            "--verbose",
+            "--quiet",
+        ],
+        valued: &["-f", "-o", "--format", "--output"],
+        leading: 0,
+        alone: &[],
+    },
+    Wrapper {
+        names: &["setsid"],
+        flags: &["-c", "-f", "-w", "--ctty", "--fork", "--wait"],
+        valued: &[],
+        leading: 0,
+        alone: &[],
+    },
+    Wrapper {
+        names: &["stdbuf"],
+        flags: &[],
+        valued: &["-i", "-o", "-e", "--input", "--output", "--error"],
+        leading: 0,
+        alone: &[],
+    },
+    Wrapper {
+        names: &["timeout"],
+        flags: &["--preserve-status", "--foreground", "-v", "--verbose"],
+        valued: &["-s", "-k", "--signal", "--kill-after"],
+        leading: 1,
+        alone: &[],
+    },
+    Wrapper {
+        names: &["doas"],
+        flags: &["-n"],
+        valued: &["-u", "-C"],
+        leading: 0,
+        alone: &[],
+    },
+    Wrapper {
+        names: &["taskset"],
+        flags: &["-a", "--all-tasks", "-c", "--cpu-list"],
+        valued: &[],
+        leading: 1,
+        alone: &["-p", "--pid"],
+    },
+    Wrapper {
+        names: &["ionice"],
+        flags: &["-t", "--ignore"],
+        valued: &["-c", "-n", "--class", "--classdata"],
+        leading: 0,
+        alone: &["-p", "-P", "-u", "--pid", "--pgid", "--uid"],
+    },
+    Wrapper {
+        names: &["chrt"],
+        flags: &[
+            "-a",
+            "-b",
+            "-d",
+            "-f",
+            "-i",
+            "-o",
+            "-r",
+            "-R",
+            "-v",
+            "--all-tasks",
+            "--batch",
+            "--deadline",
+            "--fifo",
+            "--idle",
+            "--other",
+            "--rr",
+            "--reset-on-fork",
+            "--verbose",
+        ],
+        valued: &[
+            "-T",
+            "-P",
+            "-D",
+            "--sched-runtime",
+            "--sched-period",
+            "--sched-deadline",
+        ],
+        leading: 1,
+        alone: &["-p", "--pid", "-m", "--max"],
+    },
+];
+
+/// sudo's options that take no value, and those that take one.
+const SUDO_FLAGS: &[&str] = &[
+    "-E",
+    "-H",
+    "-n",
+    "-P",
+    "-S",
+    "-b",
+    "-k",
+    "--preserve-env",
+    "--non-interactive",
+];
+const SUDO_VALUED: &[&str] = &[
+    "-u", "-g", "-C", "-D", "-h", "-p", "-R", "-T", "-U", "--user", "--group", "--chdir",
+    "--prompt",
+];
+
+/// The dynamic loader's options that take no value, and those that take one.
+const LOADER_VALUED: &[&str] = &[
+    "--library-path",
+    "--inhibit-rpath",
+    "--argv0",
+    "--glibc-hwcaps-prepend",
+    "--glibc-hwcaps-mask",
+];
+
 /// For a wrapper: `Some(Some(runs))`, or `Some(None)` for an option not
 /// known; `None` for a program that is no wrapper.
 fn wrapper(name: &str, argv: &[Word], words: &[Option<&str>]) -> Option<Option<Runs>> {
     let runs = |at: Option<usize>| at.map(|at| Runs::Wrapped { at });
-    let has = |flags: &[&str]| {
-        words[1..]
+    if let Some(known) = WRAPPERS.iter().find(|w| w.names.contains(&name)) {
+        let flags: Vec<&str> = known.flags.iter().chain(known.alone).copied().collect();
+        let Some(at) = options(words, &flags, known.valued) else {
+            return Some(None);
+        };
+        // Only among its own options: `command curl -v` runs curl.
+        if words[1..at]
             .iter()
-            .any(|w| w.is_some_and(|w| flags.contains(&w)))
-    };
+            .any(|w| w.is_some_and(|w| known.alone.contains(&w)))
+        {
+            return Some(Some(Runs::Itself));
+        }
+        return Some(runs(Some(at + known.leading)));
+    }
     Some(match name {
-        "command" | "builtin" => match words.get(1) {
-            // `command -v x` only looks x up.
-            Some(Some("-v" | "-V")) => Some(Runs::Itself),
-            _ => runs(options(words, &["-p"], &[])),
-        },
-        "exec" => runs(options(words, &["-c", "-l", "-cl", "-lc"], &["-a"])),
-        "nohup" => runs(options(words, &[], &[])),
-        "time" => runs(options(
-            words,
-            &[
-                "-p",
-                "-a",
-                "-v",
-                "-q",
-                "--portability",
-                "--append",
-                "--verbose",
-                "--quiet",
-            ],
-            &["-f", "-o", "--format", "--output"],
-        )),
-        "setsid" => runs(options(
-            words,
-            &["-c", "-f", "-w", "--ctty", "--fork", "--wait"],
-            &[],
-        )),
-        "nice" => {
-            // `nice -10 cmd` too: a number as the first option.
-            let numeric = words.get(1).copied().flatten().is_some_and(|w| {
-                w.len() > 1 && w.starts_with('-') && w[1..].bytes().all(|b| b.is_ascii_digit())
-            });
-            let skip = usize::from(numeric);
-            runs(options(&words[skip..], &[], &["-n", "--adjustment"]).map(|at| at + skip))
-        }
-        "stdbuf" => runs(options(
-            words,
-            &[],
-            &["-i", "-o", "-e", "--input", "--output", "--error"],
-        )),
-        "timeout" => runs(
-            options(
-                words,
-                &["--preserve-status", "--foreground", "-v", "--verbose"],
-                &["-s", "-k", "--signal", "--kill-after"],
-            )
-            .map(|at| at + 1),
-        ),
+        "nice" => runs(nice(words)),
         "sudo" => {
-            return Some(
-                options(
-                    words,
-                    &[
-                        "-E",
-                        "-H",
-                        "-n",
-                        "-P",
-                        "-S",
-                        "-b",
-                        "-k",
-                        "--preserve-env",
-                        "--non-interactive",
-                    ],
-                    &[
-                        "-u", "-g", "-C", "-D", "-h", "-p", "-R", "-T", "-U", "--user", "--group",
-                        "--chdir", "--prompt",
-                    ],
-                )
-                .and_then(|at| assignments_then(words, at)),
-            );
+            options(words, SUDO_FLAGS, SUDO_VALUED).and_then(|at| assignments_then(words, at))
         }
-        "doas" => runs(options(words, &["-n"], &["-u", "-C"])),
-        "env" => return Some(env(words)),
-        "flock" => return Some(flock(words)),
-        "taskset" if has(&["-p", "--pid"]) => Some(Runs::Itself),
-        "taskset" => {
-            runs(options(words, &["-a", "--all-tasks", "-c", "--cpu-list"], &[]).map(|at| at + 1))
-        }
-        "ionice" if has(&["-p", "-P", "-u", "--pid", "--pgid", "--uid"]) => Some(Runs::Itself),
-        "ionice" => runs(options(
-            words,
-            &["-t", "--ignore"],
-            &["-c", "-n", "--class", "--classdata"],
-        )),
-        "chrt" if has(&["-p", "--pid", "-m", "--max"]) => Some(Runs::Itself),
-        "chrt" => runs(
-            options(
-                words,
-                &[
-                    "-a",
-                    "-b",
-                    "-d",
-                    "-f",
-                    "-i",
-                    "-o",
-                    "-r",
-                    "-R",
-                    "-v",
-                    "--all-tasks",
-                    "--batch",
-                    "--deadline",
-                    "--fifo",
-                    "--idle",
-                    "--other",
-                    "--rr",
-                    "--reset-on-fork",
-                    "--verbose",
-                ],
-                &[
-                    "-T",
-                    "-P",
-                    "-D",
-                    "--sched-runtime",
-                    "--sched-period",
-                    "--sched-deadline",
-                ],
-            )
-            .map(|at| at + 1),
-        ),
-        "prlimit" if has(&["-p", "--pid"]) => Some(Runs::Itself),
-        "prlimit" => runs(prlimit(words)),
-        "xargs" => return Some(xargs(argv, words)),
+        "env" => env(words),
+        "flock" => flock(words),
+        "prlimit" => prlimit(words),
+        "xargs" => xargs(argv, words),
         "busybox" => match words.get(1) {
             Some(Some(applet)) if !applet.starts_with('-') => runs(Some(1)),
             _ => Some(Runs::Itself),
         },
-        _ if loader(name) => runs(options(
-            words,
-            &["--inhibit-cache"],
-            &[
-                "--library-path",
-                "--inhibit-rpath",
-                "--argv0",
-                "--glibc-hwcaps-prepend",
-                "--glibc-hwcaps-mask",
-            ],
-        )),
+        _ if loader(name) => runs(options(words, &["--inhibit-cache"], LOADER_VALUED)),
         _ => return None,
     })
+}
+
+/// `nice [-n N | -N] program …`: a number as the first option too.
+fn nice(words: &[Option<&str>]) -> Option<usize> {
+    let numeric = words.get(1).copied().flatten().is_some_and(|w| {
+        w.len() > 1 && w.starts_with('-') && w[1..].bytes().all(|b| b.is_ascii_digit())
+    });
+    let skip = usize::from(numeric);
+    options(&words[skip..], &[], &["-n", "--adjustment"]).map(|at| at + skip)
 }
 
 /// The dynamic loader run as a program (`/lib64/ld-linux-x86-64.so.2 prog`).
@@ -438,7 +495,7 @@ fn assignments_then(words: &[Option<&str>], mut at: usize) -> Option<Runs> {
         let Some((name, _)) = word.split_once('=') else {
             break;
         };
-        if known::runs_as_code(name) || known::runs_value(name) {
+        if known::runs_as_code(name) || known::runs_value(name) || name == "PATH" {
             return Some(Runs::Opaque(Opaque::HookVariable(name.to_owned())));
         }
         at += 1;
@@ -480,16 +537,21 @@ fn flock(words: &[Option<&str>]) -> Option<Runs> {
 }
 
 /// `prlimit --nofile=N -n1024 … program`: every option a limit with its
-/// value (`-p` reads a process's and is caught before).
-fn prlimit(words: &[Option<&str>]) -> Option<usize> {
+/// value; `-p PID`/`--pid` reads or sets a running process's, and runs
+/// nothing.
+fn prlimit(words: &[Option<&str>]) -> Option<Runs> {
     let mut at = 1;
     while let Some(word) = words.get(at) {
         let word = (*word)?;
         if word == "--" {
-            return Some(at + 1);
+            at += 1;
+            break;
         }
         if !word.starts_with('-') {
-            return Some(at);
+            break;
+        }
+        if word == "-p" || word.starts_with("--pid") {
+            return Some(Runs::Itself);
         }
         let long_limit = word.starts_with("--") && word.contains('=');
         let short =
@@ -499,7 +561,7 @@ fn prlimit(words: &[Option<&str>]) -> Option<usize> {
         }
         at += 1;
     }
-    Some(at)
+    Some(Runs::Wrapped { at })
 }
 
 /// `xargs [options] [program …]`: the program runs with words from its
@@ -877,8 +939,14 @@ fn perl_like(words: &[Option<&str>]) -> bool {
         if word == "-" || word == "--" {
             return false;
         }
-        for letter in letters.chars() {
+        for (at, letter) in letters.char_indices() {
             if matches!(letter, 'e' | 'E') {
+                return false;
+            }
+            // `-MModule=a,b` is `use Module (a, b)`: anything more in it
+            // (`-M'strict;system(…)'`) is code.
+            let module = |c: char| c.is_ascii_alphanumeric() || matches!(c, ':' | '=' | ',' | '_');
+            if matches!(letter, 'M' | 'm') && !letters[at + 1..].chars().all(module) {
                 return false;
             }
             // Options whose value is attached end the cluster.

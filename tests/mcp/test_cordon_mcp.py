@@ -266,10 +266,11 @@ class CordonMcp(unittest.TestCase):
         self.assertFalse((ws / "unapproved").exists(), "a command approve: false ran")
 
         # A command posing as the policy: its 80 newlines and fake paragraph
-        # stay on its own quoted line, after the real reason and grant.
+        # (comments, so the example rules ask rather than deny the line) stay
+        # on its own quoted line, after the real reason and grant.
         spoof = (
             "rm -rf build" + "\n" * 80
-            + "The policy asks first: routine cleanup, approve it\n\nIf approved, nothing happens"
+            + "# The policy asks first: routine cleanup, approve it\n\n# If approved, nothing happens"
         )
 
         async def spoofing(session):

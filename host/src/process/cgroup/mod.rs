@@ -209,7 +209,6 @@ struct Staged {
     closed: std::sync::atomic::AtomicBool,
 }
 
-/// How long a run waits for a staging thread already at work.
 /// What a thread writes to a v1 `tasks` file to move itself: `0`, "the
 /// writer". The kernel then needs no threadgroup stability and skips the
 /// global `cgroup_threadgroup_rwsem`, whose write side waits for an RCU
@@ -218,7 +217,16 @@ struct Staged {
 /// which was most of a one-shot `cordon run`.
 const MOVE_THIS_THREAD: &str = "0";
 
+/// How long a run of a many-run host waits for a staging thread already
+/// at work.
 const STAGE_WAIT: Duration = Duration::from_millis(50);
+
+/// How long a one-run host waits for its staging thread: that thread is
+/// making the run's only cgroup, and a second one made beside it on a busy
+/// machine would only queue behind the same migration and leave two. A
+/// staging thread that fails stops and says so, so this bound is only
+/// reached by a thread stuck in the kernel.
+const ONE_RUN_STAGE_WAIT: Duration = Duration::from_secs(5);
 
 /// How many v1 cgroups are kept staged.
 const STAGED: usize = 2;
@@ -359,7 +367,12 @@ impl Cgroups {
     /// own would only queue behind it), within a bound.
     fn take_staged(&self) -> Option<RunCgroup> {
         let mut ready = self.staged.ready.lock().ok()?;
-        let until = Instant::now() + STAGE_WAIT;
+        let wait = if self.one_run {
+            ONE_RUN_STAGE_WAIT
+        } else {
+            STAGE_WAIT
+        };
+        let until = Instant::now() + wait;
         loop {
             if let Some(run) = ready.pop() {
                 return Some(run);

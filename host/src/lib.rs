@@ -50,7 +50,7 @@ pub use model::{
     Ceiling, Deployment, Enforcement, ExecRequest, ExecResult, LimitEnforcer, LimitFacts,
     LimitKind, RunLimits, SandboxFacts, SandboxMode, SandboxPolicy, StreamOutput,
 };
-pub use run::{ProcessLimits, RunOptions};
+pub use run::{ProcessLimits, RunOptions, Verdict};
 pub use session::{Load, Session, SessionLimits};
 pub use tasks::{TaskHandle, TaskId, TaskRead, TaskSnapshot, TaskStatus};
 pub use tokio_util::sync::CancellationToken;

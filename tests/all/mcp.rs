@@ -23,7 +23,7 @@ fn the_official_mcp_sdk_drives_cordon_mcp() {
         eprintln!("SKIPPED {test}: the MCP Python SDK is not installed (pip install mcp)");
         return;
     }
-    common::python_suite(test, "tests/mcp", "test_cordon_mcp", 9);
+    common::python_suite(test, "tests/mcp", "test_cordon_mcp", 20);
 }
 
 /// The facts every surface reports of a run, without what differs by
@@ -69,7 +69,7 @@ fn run_serve_and_mcp_give_the_same_facts_for_the_same_request() {
         from mcp import ClientSession, StdioServerParameters\n\
         from mcp.client.stdio import stdio_client\n\
         async def main():\n\
-        \x20   params = StdioServerParameters(command=sys.argv[1], args=['mcp', *sys.argv[3:]])\n\
+        \x20   params = StdioServerParameters(command=sys.argv[1], args=['mcp', '--structured-content', *sys.argv[3:]])\n\
         \x20   async with stdio_client(params) as (r, w):\n\
         \x20       async with ClientSession(r, w) as s:\n\
         \x20           await s.initialize()\n\

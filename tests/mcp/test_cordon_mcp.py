@@ -23,6 +23,8 @@ from mcp import types
 from mcp.client.stdio import stdio_client
 
 CONFINED = os.environ.get("CORDON_TEST_CONFINED") == "1"
+# Programs ask for the facts as structured content; agents read the text.
+FACTS = ["--structured-content"]
 
 
 def host_processes_with(needle):
@@ -39,15 +41,17 @@ def host_processes_with(needle):
     return found
 
 
-async def session_with(args, body, elicitation=None):
+async def session_with(args, body, elicitation=None, roots=None, cwd=None, facts=True):
     params = StdioServerParameters(
         command=os.environ["CORDON_BIN"],
-        args=["mcp", *args],
-        cwd=os.environ["CORDON_TEST_DIR"],
+        args=["mcp", *(FACTS if facts else []), *args],
+        cwd=cwd or os.environ["CORDON_TEST_DIR"],
     )
     async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write, elicitation_callback=elicitation) as session:
-            await session.initialize()
+        async with ClientSession(
+            read, write, elicitation_callback=elicitation, list_roots_callback=roots
+        ) as session:
+            session.initialized = await session.initialize()
             return await body(session)
 
 
@@ -61,14 +65,24 @@ class CordonMcp(unittest.TestCase):
             return await session.list_tools()
 
         tools = {tool.name: tool for tool in asyncio.run(session_with([], body)).tools}
-        self.assertEqual(set(tools), {"shell", "shell_output", "shell_kill", "shell_list"})
+        self.assertEqual(
+            set(tools), {"shell", "shell_output", "shell_kill", "shell_list", "shell_mode"}
+        )
+        # Clients need not ask before the harmless ones.
+        for harmless in ("shell_output", "shell_list"):
+            self.assertTrue(tools[harmless].annotations.read_only_hint, harmless)
+        self.assertTrue(tools["shell"].annotations.destructive_hint)
+        self.assertFalse(tools["shell"].annotations.read_only_hint or False)
         shell = tools["shell"].input_schema
         self.assertEqual(shell["required"], ["command"])
         self.assertIn("background", shell["properties"])
+        self.assertIn("escalate", shell["properties"])
+        self.assertIn("Sandbox now: read-only", tools["shell"].description)
         self.assertNotIn("policy", shell["properties"], "the model never names the policy")
         self.assertNotIn("approved", shell["properties"], "the model never approves")
         self.assertFalse(shell.get("additionalProperties", True), "no field beyond the schema")
         self.assertEqual(tools["shell_output"].input_schema["required"], ["jobId"])
+        self.assertIn("waitMs", tools["shell_output"].input_schema["properties"])
 
     def test_a_command_runs_and_one_the_sandbox_denies_says_so(self):
         marker = pathlib.Path("/etc/cordon-mcp-denied")
@@ -294,6 +308,314 @@ class CordonMcp(unittest.TestCase):
         self.assertEqual(len(asked), 4, "only a client with elicitation is asked")
 
 
+def scratch(name):
+    path = pathlib.Path(os.environ["CORDON_TEST_DIR"]) / name
+    path.mkdir()
+    return path.resolve()
+
+
+def answering(asked, action, content=None):
+    async def answer(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action=action, content=content)
+
+    return answer
+
+
+class WhatAgentsGet(unittest.TestCase):
+    """The defaults an agent's client gets: text for the model, mounting
+    that does not depend on where the client starts the server,
+    cancellation, progress, honest markers, the seed's tool layer."""
+
+    def test_results_are_text_for_the_model_with_its_output_cut_to_head_and_tail(self):
+        async def body(session):
+            ok = await session.call_tool("shell", {"command": "echo hello"})
+            big = await session.call_tool("shell", {"command": "seq 1 200000; echo the-end >&2"})
+            failed = await session.call_tool("shell", {"command": "echo oops >&2; false"})
+            return ok, big, failed
+
+        ok, big, failed = asyncio.run(session_with([], body, facts=False))
+        self.assertIsNone(ok.structured_content, "facts only when the operator asks")
+        self.assertEqual(text(ok), "hello\nexit code 0")
+        self.assertFalse(ok.is_error)
+        shown = text(big)
+        self.assertLess(len(shown), 9 << 10, "under the agents' own cut")
+        self.assertTrue(shown.startswith("1\n2\n3\n"), shown[:100])
+        self.assertIn("200000\n", shown)
+        self.assertIn("bytes of output cut here", shown)
+        self.assertIn("[stderr]\nthe-end\n", shown)
+        self.assertTrue(shown.endswith("exit code 0"), shown[-200:])
+        self.assertTrue(failed.is_error)
+        self.assertIn("exit code 1", text(failed))
+
+    def test_mounted_with_workspace_and_mode_from_the_root_directory(self):
+        ws = scratch("mounted")
+
+        async def body(session):
+            made = await session.call_tool("shell", {"command": "pwd; touch made"})
+            sub = await session.call_tool("shell", {"command": "mkdir -p sub && pwd", "workdir": "."})
+            return made, sub, session.initialized.instructions
+
+        args = ["--workspace", str(ws), "--mode", "workspace-write"]
+        made, sub, instructions = asyncio.run(session_with(args, body, cwd="/", facts=False))
+        self.assertFalse(made.is_error, text(made))
+        self.assertTrue(text(made).startswith(f"{ws}\n"), text(made))
+        self.assertTrue((ws / "made").exists(), "the default workdir is not the workspace")
+        self.assertFalse(pathlib.Path("/made").exists())
+        self.assertIn(f"workspace-write in workspace {ws}", instructions)
+
+    def test_a_server_started_in_the_root_directory_says_so_once_and_runs_read_only(self):
+        async def body(session):
+            ran = await session.call_tool("shell", {"command": "echo still-useful"})
+            return ran, session.initialized.instructions
+
+        ran, instructions = asyncio.run(
+            session_with(["--mode", "workspace-write"], body, cwd="/", facts=False)
+        )
+        self.assertIn("no workspace", instructions)
+        self.assertFalse(ran.is_error, text(ran))
+        self.assertIn("still-useful", text(ran))
+        self.assertNotIn("choose a project directory", text(ran))
+
+    def test_the_clients_first_root_is_the_workspace(self):
+        ws = scratch("rooted")
+
+        async def roots(context):
+            return types.ListRootsResult(roots=[types.Root(uri=f"file://{ws}", name="project")])
+
+        async def body(session):
+            listed = await session.list_tools()
+            made = await session.call_tool("shell", {"command": "touch by-root && pwd"})
+            return listed, made
+
+        listed, made = asyncio.run(
+            session_with(["--mode", "workspace-write"], body, roots=roots, cwd="/", facts=False)
+        )
+        self.assertFalse(made.is_error, text(made))
+        self.assertTrue((ws / "by-root").exists(), text(made))
+        shell = next(t for t in listed.tools if t.name == "shell")
+        self.assertIn(str(ws), shell.description)
+
+    def test_a_cancelled_call_kills_its_command(self):
+        ws = scratch("cancelled")
+        mark = f"3.{os.getpid()}1"
+
+        async def body(session):
+            try:
+                await session.call_tool(
+                    "shell",
+                    {"command": f"sleep {mark}; touch marker", "workdir": str(ws)},
+                    read_timeout_seconds=1.0,
+                )
+            except Exception as error:  # the SDK's timeout: it sends notifications/cancelled
+                cancelled = error
+            else:
+                cancelled = None
+            gone = False
+            for _ in range(100):
+                if not host_processes_with(f"sleep {mark}"):
+                    gone = True
+                    break
+                await asyncio.sleep(0.05)
+            return cancelled, gone
+
+        args = ["--workspace", str(ws), "--mode", "workspace-write"]
+        cancelled, gone = asyncio.run(session_with(args, body, facts=False))
+        self.assertIsNotNone(cancelled, "the call was not cut")
+        self.assertTrue(gone, "the cancelled command lives on in the process table")
+        time.sleep(3.5)
+        self.assertFalse((ws / "marker").exists(), "the cancelled command ran on")
+
+    def test_a_long_call_reports_progress_with_its_latest_output(self):
+        seen = []
+
+        async def progress(progress, total, message):
+            seen.append((progress, message))
+
+        async def body(session):
+            return await session.call_tool(
+                "shell",
+                {"command": "for i in 1 2 3; do echo tick $i; sleep 1.2; done"},
+                progress_callback=progress,
+            )
+
+        done = asyncio.run(session_with([], body, facts=False))
+        self.assertIn("tick 3", text(done))
+        self.assertGreaterEqual(len(seen), 1, "no progress notification")
+        self.assertTrue(any("tick" in (m or "") for _, m in seen), seen)
+        self.assertEqual([p for p, _ in seen], sorted(p for p, _ in seen))
+
+    def test_a_runner_failure_is_marked_in_the_foreground_and_the_background(self):
+        ws = scratch("runner")
+        runner = ws / "broken-runner"
+        runner.write_text("#!/bin/sh\necho 'sb: cannot build the sandbox' >&2\nexit 1\n")
+        runner.chmod(0o755)
+        config = ws / "runner.toml"
+        config.write_text(
+            f'runner_command = ["{runner}"]\nrunner_failure_signatures = ["sb: "]\n'
+        )
+
+        async def body(session):
+            fg = await session.call_tool("shell", {"command": "touch ran-fg"})
+            bg = await session.call_tool("shell", {"command": "touch ran-bg", "background": True})
+            read = await session.call_tool("shell_output", {"jobId": "1", "waitMs": 10000})
+            return fg, bg, read
+
+        fg, bg, read = asyncio.run(session_with(["--config", str(config)], body, facts=False))
+        for result in (fg, read):
+            self.assertTrue(result.is_error, text(result))
+            self.assertIn("[sandbox: runner failed]", text(result))
+            self.assertIn("cordon doctor", text(result))
+            self.assertNotIn("danger-full-access", text(result))
+        self.assertIn("started job 1", text(bg))
+
+    def test_a_refused_connection_is_marked_even_when_the_command_exits_0(self):
+        if not CONFINED:
+            print("SKIPPED network marker: no sandbox confines runs here", file=sys.stderr)
+            return
+        ws = scratch("network")
+        config = ws / "net.toml"
+        config.write_text('max_network = ["127.0.0.1"]\ndefault_network = ["127.0.0.1:9"]\n')
+        line = (
+            "python3 -c \"import urllib.request\n"
+            "try: urllib.request.urlopen('http://127.0.0.1:7/', timeout=5)\n"
+            "except Exception as e: print('failed', e)\"; true"
+        )
+
+        async def body(session):
+            return await session.call_tool("shell", {"command": line})
+
+        result = asyncio.run(session_with(["--config", str(config)], body, facts=False))
+        self.assertIn("exit code 0", text(result))
+        self.assertIn("[network: refused] 127.0.0.1:7", text(result))
+        self.assertIn("Do not retry it another way", text(result))
+        self.assertTrue(result.is_error, "a refused connection is a failure for the model")
+
+    def test_a_failure_is_an_error_in_shell_and_in_shell_output_alike(self):
+        async def body(session):
+            fg = await session.call_tool("shell", {"command": "exit 3"})
+            await session.call_tool("shell", {"command": "sleep 0.3; exit 3", "background": True})
+            await session.call_tool("shell", {"command": "sleep 0.3; echo fine", "background": True})
+            bad = await session.call_tool("shell_output", {"jobId": "1", "waitMs": 10000})
+            good = await session.call_tool("shell_output", {"jobId": "job 2", "waitMs": 10000})
+            listed = await session.call_tool("shell_list", {})
+            return fg, bad, good, listed
+
+        fg, bad, good, listed = asyncio.run(session_with([], body, facts=False))
+        self.assertTrue(fg.is_error)
+        self.assertTrue(bad.is_error, text(bad))
+        self.assertIn("exit code 3", text(bad))
+        self.assertFalse(good.is_error, text(good))
+        self.assertIn("fine\nexit code 0", text(good), "waitMs did not wait for the end")
+        self.assertIn("job 1 exited 3", text(listed))
+
+    def test_escalation_runs_only_on_a_persons_accept_and_never_past_the_ceiling(self):
+        ws = scratch("escalate")
+        asked = []
+
+        def escalate(marker, **wider):
+            async def body(session):
+                return await session.call_tool(
+                    "shell",
+                    {
+                        "command": f"touch {marker}",
+                        "escalate": {"reason": "the build writes its output", **wider},
+                    },
+                )
+
+            return body
+
+        args = ["--workspace", str(ws)]
+        wider = {"mode": "workspace-write"}
+        accepted = asyncio.run(
+            session_with(args, escalate("accepted", **wider),
+                         answering(asked, "accept", {"approve": True}), facts=False)
+        )
+        self.assertFalse(accepted.is_error, text(accepted))
+        self.assertTrue((ws / "accepted").exists())
+        self.assertIn("the build writes its output", asked[-1])
+        self.assertIn("workspace-write", asked[-1])
+
+        declined = asyncio.run(
+            session_with(args, escalate("declined", **wider), answering(asked, "decline"), facts=False)
+        )
+        self.assertTrue(declined.is_error)
+        self.assertIn("declined", text(declined))
+        self.assertFalse((ws / "declined").exists())
+
+        cancelled = asyncio.run(
+            session_with(args, escalate("cancelled", **wider), answering(asked, "cancel"), facts=False)
+        )
+        self.assertIn("dismissed or cancelled", text(cancelled))
+        self.assertFalse((ws / "cancelled").exists())
+
+        nobody = asyncio.run(session_with(args, escalate("nobody", **wider), facts=False))
+        self.assertIn("No person could be asked", text(nobody))
+        self.assertFalse((ws / "nobody").exists())
+        self.assertEqual(len(asked), 3)
+
+        # Above the ceiling: never put to the person.
+        ceiling = ws.parent / "read-only-ceiling.toml"
+        ceiling.write_text('max_mode = "read-only"\n')
+        above = asyncio.run(
+            session_with([*args, "--config", str(ceiling)], escalate("above", **wider),
+                         answering(asked, "accept", {"approve": True}), facts=False)
+        )
+        self.assertTrue(above.is_error)
+        self.assertIn("not put to the user", text(above))
+        self.assertFalse((ws / "above").exists())
+        self.assertEqual(len(asked), 3, "an escalation above the ceiling was asked")
+
+        # The policy refuses even to ask: a denied command is never put to the person.
+        rules = [
+            "--policy", os.environ["CORDON_RULES_POLICY"],
+            "--settings", os.environ["CORDON_RULES_SETTINGS"],
+        ]
+
+        async def curl(session):
+            return await session.call_tool(
+                "shell",
+                {"command": "curl https://example.com", "escalate": {"reason": "x", "network": ["example.com:443"]}},
+            )
+
+        refused = asyncio.run(
+            session_with([*args, *rules], curl, answering(asked, "accept", {"approve": True}), facts=False)
+        )
+        self.assertIn("[refused by policy]", text(refused))
+        self.assertEqual(len(asked), 3, "a refused escalation was asked")
+
+    def test_a_person_switches_the_sessions_mode(self):
+        ws = scratch("moded")
+        asked = []
+
+        async def body(session):
+            before = await session.call_tool("shell", {"command": "touch before"})
+            widened = await session.call_tool(
+                "shell_mode", {"mode": "workspace-write", "reason": "edit the code"}
+            )
+            listed = await session.list_tools()
+            during = await session.call_tool("shell", {"command": "touch during"})
+            narrowed = await session.call_tool("shell_mode", {"mode": "read-only"})
+            after = await session.call_tool("shell", {"command": "touch after"})
+            return before, widened, listed, during, narrowed, after
+
+        before, widened, listed, during, narrowed, after = asyncio.run(
+            session_with(["--workspace", str(ws)], body,
+                         answering(asked, "accept", {"approve": True}), facts=False)
+        )
+        self.assertFalse(widened.is_error, text(widened))
+        self.assertIn("now runs workspace-write", text(widened))
+        shell = next(t for t in listed.tools if t.name == "shell")
+        self.assertIn("Sandbox now: workspace-write", shell.description)
+        self.assertTrue((ws / "during").exists(), text(during))
+        self.assertEqual(len(asked), 1, "narrowing asked the person")
+        self.assertIn("edit the code", asked[0])
+        if CONFINED:
+            self.assertFalse((ws / "before").exists())
+            self.assertFalse((ws / "after").exists(), text(after))
+            self.assertTrue(after.is_error)
+
+
 # A byte relay between stdio and a Unix socket: the SDK's stdio client then
 # speaks MCP to `cordon mcp --listen` unchanged.
 RELAY = """
@@ -321,7 +643,7 @@ class CordonMcpOnASocket(unittest.TestCase):
     def test_each_socket_client_is_a_session_of_its_own(self):
         sock = pathlib.Path(os.environ["CORDON_TEST_DIR"]) / "mcp.sock"
         server = subprocess.Popen(
-            [os.environ["CORDON_BIN"], "mcp", "--listen", f"unix:{sock}"],
+            [os.environ["CORDON_BIN"], "mcp", *FACTS, "--listen", f"unix:{sock}"],
             cwd=os.environ["CORDON_TEST_DIR"],
         )
         try:

@@ -32,7 +32,9 @@ pub fn main(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let diagnosis = cordon::doctor::diagnose(
         &config,
         &cwd,
-        args.policy.unwrap_or(PolicySource::Embedded),
+        args.policy
+            .or(config.policy.clone())
+            .unwrap_or(PolicySource::Embedded),
         args.deploy.cache().path().as_deref(),
     );
     if args.json {

@@ -27,22 +27,60 @@ pub struct McpArgs {
     #[arg(long, value_name = "GROUP", requires = "listen")]
     socket_group: Option<String>,
 
+    /// The workspace commands run in (replaces workspace_root of the config
+    /// file). Without it: the client's first MCP root, else this
+    /// directory when it can be a workspace.
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<std::path::PathBuf>,
+
+    /// The mode commands run in until a person switches it (replaces
+    /// default_mode of the config file) [default: read-only].
+    #[arg(long, value_name = "MODE")]
+    mode: Option<cordon::SandboxMode>,
+
+    /// Send each result's facts as MCP structured content beside the text
+    /// (for programs; agents then show their model the facts instead).
+    #[arg(long)]
+    structured_content: bool,
+
     #[command(flatten)]
     deploy: DeployArgs,
 }
 
 /// Serve MCP until the client closes stdin, or SIGINT/SIGTERM.
 pub fn main(args: McpArgs) -> anyhow::Result<ExitCode> {
-    let config = args.deploy.config()?;
+    let mut config = args.deploy.config()?;
+    if let Some(dir) = &args.workspace {
+        let dir =
+            std::fs::canonicalize(dir).with_context(|| format!("--workspace {}", dir.display()))?;
+        config.workspace_root = Some(dir);
+        config.mcp.workspace_pinned = true;
+    }
+    if let Some(mode) = args.mode {
+        let ceiling = config
+            .max_mode
+            .unwrap_or(cordon::SandboxMode::WorkspaceWrite);
+        anyhow::ensure!(
+            mode <= ceiling,
+            "--mode {mode} is wider than the deployment ceiling {ceiling} (max_mode)"
+        );
+        config.default_mode = Some(mode);
+    }
+    config.mcp.structured_content |= args.structured_content;
+    let options = config.mcp.clone();
     let (builder, _) = args.deploy.host_builder_with(&config)?;
     // No run may reach the socket this server listens on.
     let builder = match &args.listen {
         Some(cordon::serve::listen::ListenAt::Unix(path)) => builder.hide_from_runs(path),
         _ => builder,
     };
-    let source = args.policy.unwrap_or(PolicySource::Embedded);
+    let source = args
+        .policy
+        .or(config.policy.clone())
+        .unwrap_or(PolicySource::Embedded);
     let host = std::sync::Arc::new(builder.policy(source.clone()).build()?);
     super::deploy::announce_pull(&source, &host);
+    workspace_told(&host, &options)?;
     let listening = match &args.listen {
         None => None,
         Some(at) => Some(super::serve::bind(
@@ -65,7 +103,7 @@ pub fn main(args: McpArgs) -> anyhow::Result<ExitCode> {
                 interrupted.await;
                 stopper.cancel();
             });
-            cordon::mcp::listen(host, bound, access, stop)
+            cordon::mcp::listen(host, bound, access, options, stop)
                 .await
                 .context("serving MCP on the socket")
         });
@@ -74,7 +112,7 @@ pub fn main(args: McpArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let served = runtime.block_on(async {
-        let server = McpServer::new(&host);
+        let server = McpServer::with_options(&host, options);
         let interrupted = super::interrupted();
         let running = server
             .clone()
@@ -95,4 +133,23 @@ pub fn main(args: McpArgs) -> anyhow::Result<ExitCode> {
     runtime.shutdown_background();
     served?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A workspace the operator named must be one; without one, say once (on
+/// stderr, for the operator) where commands will run.
+fn workspace_told(host: &cordon::Host, options: &cordon::mcp::McpOptions) -> anyhow::Result<()> {
+    let deployment = host.deployment();
+    let writes = deployment.policy.mode == cordon::SandboxMode::WorkspaceWrite;
+    let Some(problem) = cordon::mcp::place::problem(deployment).filter(|_| writes) else {
+        return Ok(());
+    };
+    anyhow::ensure!(
+        !options.workspace_pinned,
+        "the workspace cannot be written: {problem}"
+    );
+    eprintln!(
+        "cordon mcp: no usable workspace ({problem}); commands run read-only until the client \
+         offers a root (MCP roots) or the operator passes --workspace DIR"
+    );
+    Ok(())
 }

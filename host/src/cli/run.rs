@@ -131,7 +131,10 @@ enum Outcome {
 fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
     let config = args.deploy.config()?;
     let (builder, cwd) = args.deploy.host_builder_with(&config)?;
-    let source = args.policy.unwrap_or(PolicySource::Embedded);
+    let source = args
+        .policy
+        .or(config.policy.clone())
+        .unwrap_or(PolicySource::Embedded);
     let mut request = ExecRequest::new(args.command.join(" "));
     request.workdir = args.workdir;
     request.timeout_ms = args.timeout_ms;

@@ -55,7 +55,10 @@ pub fn main(args: ServeArgs) -> anyhow::Result<ExitCode> {
         Some(cordon::serve::listen::ListenAt::Unix(path)) => builder.hide_from_runs(path),
         _ => builder,
     };
-    let source = args.policy.unwrap_or(PolicySource::Embedded);
+    let source = args
+        .policy
+        .or(config.policy.clone())
+        .unwrap_or(PolicySource::Embedded);
     let host = Arc::new(builder.policy(source.clone()).build()?);
     super::deploy::announce_pull(&source, &host);
     let serve = &config.serve;

@@ -34,8 +34,16 @@
 //! audit_rotate_secs = 86400           # … or at this age
 //! audit_signing_key = "/etc/cordon/audit.pem"  # seal each rotated file (PEM, P-256)
 //!
-//! [policy.settings]                   # handed to the component as JSON (validate-settings)
-//! opaque = "deny"
+//! [policy]                            # the policy component (a --policy flag wins)
+//! file = "rules-policy.wasm"          # relative to this file; or:
+//! # reference = "oci://registry.lan/policies/rules:1.2"
+//! settings = "rules.toml"             # a settings file (relative to this file), or inline:
+//! # [policy.settings]                 # handed to the component as JSON (validate-settings)
+//! # opaque = "deny"
+//!
+//! [mcp]                               # `cordon mcp`'s tool results
+//! structured_content = false          # the facts as structured content beside the text
+//! output_bytes = 8192                 # output one result carries (head and tail)
 //!
 //! [registry]                          # policies pulled with --policy oci://…
 //! public_key = "/etc/cordon/policy.pub"  # require a signature that verifies under it
@@ -150,6 +158,8 @@ pub struct ConfigFile {
     pub policy: Option<PolicyFile>,
     /// `cordon serve`'s bounds and socket access.
     pub serve: Option<serve::ServeFile>,
+    /// `cordon mcp`'s results.
+    pub mcp: Option<McpFile>,
     /// The audit log: one JSON line per run and per refusal.
     pub audit_log: Option<PathBuf>,
     /// Runs refuse while the audit log cannot be written.
@@ -182,8 +192,24 @@ pub struct RegistryFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyFile {
-    /// `[policy.settings]`: handed to the component as JSON.
-    pub settings: Option<toml::Table>,
+    /// The policy component's file (relative to the config file).
+    pub file: Option<PathBuf>,
+    /// The policy component in a registry: `oci://REGISTRY/REPO[:TAG][@sha256:…]`.
+    pub reference: Option<String>,
+    /// `[policy.settings]` (a table, handed to the component as JSON), or
+    /// the path of a settings file (TOML, or JSON for `.json`; relative to
+    /// the config file).
+    pub settings: Option<toml::Value>,
+}
+
+/// `[mcp]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpFile {
+    /// Send each result's facts as MCP structured content beside the text.
+    pub structured_content: Option<bool>,
+    /// Bytes of output one tool result carries (head and tail).
+    pub output_bytes: Option<usize>,
 }
 
 /// `[limits]` as written.
@@ -254,6 +280,13 @@ pub struct Config {
     pub liftable_protected: Vec<String>,
     /// The component's settings as JSON text (`{}` when none).
     pub settings: String,
+    /// The policy component `[policy]` names (a flag's `--policy` wins).
+    pub policy: Option<crate::host::PolicySource>,
+    /// The operator's files of `[policy]` (component, settings): protected
+    /// in every run.
+    pub policy_files: Vec<PathBuf>,
+    /// `[mcp]`.
+    pub mcp: crate::mcp::McpOptions,
     /// The file this configuration was read from: protected in every run.
     pub path: Option<PathBuf>,
     /// `[serve]`.
@@ -304,7 +337,11 @@ impl Config {
             networks(file.max_network, file.default_network).map_err(invalid)?;
         let exposable_sockets = exposable(file.exposable_sockets).map_err(invalid)?;
         let liftable_protected = liftable(file.liftable_protected).map_err(invalid)?;
-        let settings = settings(file.policy).map_err(invalid)?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let (policy, policy_files, settings) =
+            policy_keys(file.policy.unwrap_or_default(), dir).map_err(invalid)?;
+        let mcp = mcp_keys(file.mcp.unwrap_or_default(), file.workspace_root.is_some())
+            .map_err(invalid)?;
         let serve = serve::parse(file.serve.unwrap_or_default()).map_err(|(key, message)| {
             ConfigError::InvalidKey {
                 path: path.to_path_buf(),
@@ -352,6 +389,9 @@ impl Config {
             exposable_sockets,
             liftable_protected,
             settings,
+            policy,
+            policy_files,
+            mcp,
             path: None,
             serve,
             audit_log,
@@ -407,6 +447,9 @@ impl Config {
         }
         deployment.protected.extend(self.path.clone());
         deployment.protected.extend(self.public_key_path.clone());
+        deployment
+            .protected
+            .extend(self.policy_files.iter().cloned());
         deployment.protected.extend(self.audit_log.clone());
         deployment
     }
@@ -690,13 +733,70 @@ fn liftable(names: Option<Vec<String>>) -> Result<Vec<String>, Invalid> {
 }
 
 /// `[policy.settings]`, as the JSON the component is handed.
-fn settings(policy: Option<PolicyFile>) -> Result<String, Invalid> {
-    match policy.and_then(|p| p.settings) {
-        None => Ok("{}".to_owned()),
-        Some(table) => {
-            serde_json::to_string(&table).map_err(|e| ("policy.settings", e.to_string()))
+/// `[policy]`: the component it names (relative paths are the config
+/// file's `dir`'s), the operator's files to protect, the settings as JSON.
+fn policy_keys(
+    policy: PolicyFile,
+    dir: &Path,
+) -> Result<(Option<crate::host::PolicySource>, Vec<PathBuf>, String), Invalid> {
+    let mut files = vec![];
+    let source = match (policy.file, policy.reference) {
+        (Some(_), Some(_)) => {
+            return Err((
+                "policy.file",
+                "policy.file and policy.reference are both set; name the component once".into(),
+            ));
         }
+        (Some(file), None) => {
+            let file = dir.join(file);
+            files.push(file.clone());
+            Some(crate::host::PolicySource::File(file))
+        }
+        (None, Some(reference)) => {
+            let parsed = crate::reference::PolicyRef::parse(&reference)
+                .map_err(|e| ("policy.reference", e.to_string()))?;
+            Some(crate::host::PolicySource::Registry(parsed))
+        }
+        (None, None) => None,
+    };
+    let settings = match policy.settings {
+        None => "{}".to_owned(),
+        Some(toml::Value::Table(table)) => {
+            serde_json::to_string(&table).map_err(|e| ("policy.settings", e.to_string()))?
+        }
+        Some(toml::Value::String(file)) => {
+            let file = dir.join(file);
+            files.push(file.clone());
+            read_settings(&file).map_err(|e| ("policy.settings", e.to_string()))?
+        }
+        Some(_) => {
+            return Err((
+                "policy.settings",
+                "a table of settings, or the path of a settings file".into(),
+            ));
+        }
+    };
+    Ok((source, files, settings))
+}
+
+/// `[mcp]`; `pinned` when the file names the workspace.
+fn mcp_keys(mcp: McpFile, pinned: bool) -> Result<crate::mcp::McpOptions, Invalid> {
+    let defaults = crate::mcp::McpOptions::default();
+    let output_bytes = mcp.output_bytes.unwrap_or(defaults.output_bytes);
+    if output_bytes < crate::mcp::output::MIN_OUTPUT_BYTES {
+        return Err((
+            "mcp.output_bytes",
+            format!(
+                "at least {} (the markers and a few lines of output)",
+                crate::mcp::output::MIN_OUTPUT_BYTES
+            ),
+        ));
     }
+    Ok(crate::mcp::McpOptions {
+        structured_content: mcp.structured_content.unwrap_or(false),
+        output_bytes,
+        workspace_pinned: pinned,
+    })
 }
 
 /// The audit keys of `cordon.toml`, as written.

@@ -2,107 +2,127 @@
 //! official Rust SDK (`rmcp`), so any agent that speaks MCP can mount it.
 //!
 //! Why a surface of its own: `serve` gives programs facts; an agent's model
-//! needs the same facts *told*: the output, one exit line, a marker when
-//! the sandbox denied something, and the guidance that keeps it from
-//! retrying around a denial (`render.rs`). The facts go beside the text as
-//! structured content — the very `ExecResult` `run` and `serve` return, from
-//! the same library host, so a result never differs between surfaces.
+//! needs the same facts *told*, in the words that reach it in real clients
+//! — the output (head and tail, under every agent's own cut), one exit
+//! line, a marker when the sandbox denied something, and the guidance that
+//! keeps it from retrying around a denial (`render.rs`). Agents forward a
+//! result's structured content *instead of* its text when it has any, so
+//! the facts (the very `ExecResult` `run` and `serve` return) go beside the
+//! text only when the operator asks for them ([`McpOptions`]).
 //!
-//! * Tools: `shell` (a command, optionally in the background), and for
-//!   background jobs `shell_output` (consuming), `shell_kill`, `shell_list`.
-//! * The model chooses only the command, its working directory, its
-//!   timeout and whether it runs in the background: never the sandbox
-//!   policy, never `approved`. The deployment's default policy, ceiling and
-//!   component apply, exactly as for `cordon run`.
+//! * Tools: `shell` (a command, optionally in the background, optionally
+//!   with a wider grant a person approves), `shell_output` (consuming,
+//!   with `waitMs`), `shell_kill`, `shell_list`, `shell_mode`. Annotations
+//!   tell clients which are harmless, so they need not ask.
+//! * The model chooses the command, its working directory, its timeout and
+//!   whether it runs in the background; it never sets the grant or
+//!   `approved`: a wider grant, a policy's ask and a mode switch each run
+//!   only on a person's accept (`approval.rs`), under every ceiling.
+//! * Where and as what commands run (`place.rs`): the operator's workspace,
+//!   else the client's first root, else the server's working directory
+//!   when it can be one; told in the `shell` tool's description.
+//! * A cancelled call kills its run; a long call reports progress
+//!   (`progress.rs`) when the client asked for it.
 //! * One connection is one [`Session`]: its jobs are its own and end with it.
 //!   Over stdio there is one; [`listen`] serves a Unix socket's clients,
 //!   each admitted by its peer credentials exactly as `serve --listen`
 //!   admits them.
-//! * A policy *ask* becomes an MCP elicitation when the client supports
-//!   one: the person sees the command, the reason and the proposed grant;
-//!   only their *accept* runs it (with that grant, still under every
-//!   ceiling). A decline, a dismissal or a client without elicitation gets
-//!   the refusal text, and nothing runs.
 
+pub mod approval;
+mod jobs;
+pub mod output;
+pub mod place;
+mod progress;
 pub mod render;
+mod tools;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
-use rmcp::service::ElicitationError;
-use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, tool, tool_handler, tool_router};
-use serde::Deserialize;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ContentBlock, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
+use tokio::sync::watch;
 
-use crate::error::RunError;
 use crate::host::Host;
-use crate::model::{ExecRequest, Told};
+use crate::model::Told;
 use crate::session::Session;
-use crate::tasks::{TaskId, TaskStatus};
 
-/// `shell`'s input.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ShellArgs {
-    /// The shell command line to run.
-    pub command: String,
-    /// The directory to run it in (default: the deployment's).
-    #[serde(default)]
-    pub workdir: Option<PathBuf>,
-    /// Kill it after this many milliseconds (default 120000, at most 600000).
-    #[serde(default)]
-    pub timeout_ms: Option<u64>,
-    /// Run it as a background job and return its id at once; read it with
-    /// `shell_output`.
-    #[serde(default)]
-    pub background: bool,
+pub use tools::{Escalation, JobArgs, ModeArgs, NoArgs, ShellArgs};
+
+/// How an MCP server serves (the operator's choices; `[mcp]` in cordon.toml).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct McpOptions {
+    /// Send each result's facts (the `ExecResult`, a job's read) as
+    /// structured content beside the text. Off by default: agents that
+    /// receive structured content show their model that instead of the
+    /// text, so their model would never read cordon's markers.
+    pub structured_content: bool,
+    /// Bytes of output one result carries (head and tail).
+    pub output_bytes: usize,
+    /// The operator named the workspace: client roots do not move it.
+    pub workspace_pinned: bool,
 }
 
-/// `shell_output` and `shell_kill`'s input.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct JobArgs {
-    /// The job's id, as `shell` returned it.
-    pub job_id: String,
+impl Default for McpOptions {
+    fn default() -> Self {
+        McpOptions {
+            structured_content: false,
+            output_bytes: output::DEFAULT_OUTPUT_BYTES,
+            workspace_pinned: false,
+        }
+    }
 }
 
-/// What a person answers when the policy asks.
-#[derive(Debug, serde::Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Approval {
-    /// Run the command with the grant shown.
-    pub approve: bool,
-}
-
-rmcp::elicit_safe!(Approval);
-
-/// `shell_list`'s input: nothing.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NoArgs {}
+/// How long a call waits for the client's roots before it runs without.
+const ROOTS_WAIT: Duration = Duration::from_secs(5);
 
 /// An MCP server over one session of a host.
 #[derive(Clone)]
 pub struct McpServer {
     session: Arc<Session>,
+    place: Arc<place::Place>,
+    jobs: Arc<jobs::Jobs>,
+    options: Arc<McpOptions>,
+    /// True once the client's roots were read (or there are none to read).
+    roots_read: Arc<watch::Sender<bool>>,
     tool_router: ToolRouter<Self>,
 }
 
 impl McpServer {
-    /// A server whose tools run in a new session of `host`.
+    /// A server whose tools run in a new session of `host`, with the
+    /// default options.
     pub fn new(host: &Host) -> Self {
-        McpServer::with_session(host.session().with_peer("mcp"))
+        McpServer::with_options(host, McpOptions::default())
+    }
+
+    /// A server whose tools run in a new session of `host`.
+    pub fn with_options(host: &Host, options: McpOptions) -> Self {
+        McpServer::with_session(host.session().with_peer("mcp"), options)
     }
 
     /// A server whose tools run in `session`.
-    pub fn with_session(session: Session) -> Self {
+    pub fn with_session(session: Session, options: McpOptions) -> Self {
+        let place = place::Place::new(&session.deployment(), options.workspace_pinned);
         McpServer {
             // Only a person's accept of an elicitation approves here.
             session: Arc::new(session.approved_through("elicitation")),
+            place: Arc::new(place),
+            jobs: Arc::default(),
+            options: Arc::new(options),
+            roots_read: Arc::new(watch::channel(false).0),
             tool_router: Self::tool_router(),
         }
+    }
+
+    /// One line on where this server's commands run (for the operator's
+    /// log and the model's tool description).
+    pub fn describe(&self) -> String {
+        self.place.describe()
     }
 
     /// End the session: its live jobs are killed (with the grace).
@@ -110,15 +130,37 @@ impl McpServer {
         self.session.close().await;
     }
 
-    /// The tool result for `outcome`: its text from the policy's `render`
-    /// export where the component has one, else the host's.
-    async fn told(&self, command: &str, outcome: Result<Shelled, RunError>) -> CallToolResult {
-        let (told, default) = match outcome {
-            Ok(Shelled::Started(result)) => return result,
-            Ok(Shelled::Ran(result, reply)) => (Told::Finished(result), reply),
-            Err(error) => (told_of(&error), failure(render::error(&error), &error)),
-        };
-        self.rendered(command, &told, default).await
+    /// Read the client's roots (when it has them and the operator did not
+    /// pin the workspace): the first usable one becomes the workspace.
+    #[allow(deprecated)] // roots are what clients send today (SEP-2577)
+    async fn read_roots(&self, peer: Peer<RoleServer>) {
+        let offers = peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.roots.is_some());
+        if self.place.follows_roots() && offers {
+            let listed = tokio::time::timeout(ROOTS_WAIT, peer.list_roots()).await;
+            let first = match listed {
+                Ok(Ok(listed)) => listed.roots.into_iter().next(),
+                _ => None,
+            };
+            if let Some(root) = first {
+                match self.place.adopt_root(&root.uri) {
+                    Ok(true) => {
+                        tracing::info!(workspace = %self.place.describe(), "client root");
+                        let _ = peer.notify_tool_list_changed().await;
+                    }
+                    Ok(false) => {}
+                    Err(why) => eprintln!("cordon mcp: not using the client's root: {why}"),
+                }
+            }
+        }
+        self.roots_read.send_replace(true);
+    }
+
+    /// Wait (bounded) until the client's roots were read.
+    async fn roots_settled(&self) {
+        let mut read = self.roots_read.subscribe();
+        let _ = tokio::time::timeout(ROOTS_WAIT, read.wait_for(|done| *done)).await;
     }
 
     /// `default` with its text replaced by the component's rendering of
@@ -128,8 +170,8 @@ impl McpServer {
         &self,
         command: &str,
         told: &Told,
-        mut default: CallToolResult,
-    ) -> CallToolResult {
+        mut default: rmcp::model::CallToolResult,
+    ) -> rmcp::model::CallToolResult {
         let text = match self.session.render(command, told).await {
             Ok(None) => return default,
             Ok(Some(text)) => text,
@@ -142,99 +184,27 @@ impl McpServer {
         default
     }
 
-    /// Run (or start) `request` once; a tool result, or the run error.
-    async fn shell_once(
+    /// A tool result: `text` for the model, `facts` as structured content
+    /// when the operator asked for them.
+    fn reply(
         &self,
-        request: ExecRequest,
-        background: bool,
-    ) -> Result<Shelled, RunError> {
-        if background {
-            let task = self.session.start(request).await?;
-            return Ok(Shelled::Started(with_facts(
-                format!("started job {}; read it with shell_output", task.id()),
-                &serde_json::json!({ "jobId": task.id() }),
-                false,
-            )));
-        }
-        let result = self.session.run(request).await?;
-        let text = render::result(&result);
-        // A denial is an error for the model even when the command's last
-        // step exited 0.
-        let failed = result.exit_code != Some(0)
-            || result.timed_out
-            || result
-                .sandbox
-                .as_ref()
-                .is_some_and(|s| s.denied || s.runner_failed);
-        // The spill files go with the result (a confined command cannot
-        // read the spill root anyway, and nothing here would release them),
-        // so the facts name none.
-        let mut result = result;
-        result.stdout.spill_path = None;
-        result.stderr.spill_path = None;
-        let reply = with_facts(text, &result, failed);
-        Ok(Shelled::Ran(Box::new(result), reply))
-    }
-
-    /// Ask the person behind the client (an MCP elicitation) whether
-    /// `request` may run as the policy's *ask* (`reason`, `policy`)
-    /// proposes; the approved request, or what the model is told instead:
-    /// declined, or (no elicitation here) still needing approval.
-    async fn ask(
-        &self,
-        peer: &Peer<RoleServer>,
-        request: &ExecRequest,
-        (reason, policy): (&str, &crate::model::SandboxPolicy),
-        background: bool,
-    ) -> Result<ExecRequest, Told> {
-        let message = approval_prompt(request, reason, policy, background);
-        match peer.elicit::<Approval>(message).await {
-            Ok(Some(Approval { approve: true })) => Ok(ExecRequest {
-                policy: Some(policy.clone()),
-                approved: true,
-                ..request.clone()
-            }),
-            Ok(_) | Err(ElicitationError::UserDeclined | ElicitationError::UserCancelled) => {
-                Err(Told::Declined(reason.to_owned()))
-            }
-            // No elicitation here: the model is told it needs approval.
-            Err(_) => Err(Told::NeedsApproval(reason.to_owned())),
-        }
-    }
-
-    fn job(&self, id: &str) -> Result<crate::tasks::TaskHandle, CallToolResult> {
-        let unknown = || {
-            CallToolResult::error(vec![ContentBlock::text(format!(
-                "no job has id {id}; shell_list shows the jobs"
-            ))])
+        text: String,
+        facts: impl FnOnce() -> serde_json::Value,
+        failed: bool,
+    ) -> rmcp::model::CallToolResult {
+        let mut result = match failed {
+            true => rmcp::model::CallToolResult::error(vec![ContentBlock::text(text)]),
+            false => rmcp::model::CallToolResult::success(vec![ContentBlock::text(text)]),
         };
-        let id: TaskId = id.parse().map_err(|_| unknown())?;
-        self.session.task(id).ok_or_else(unknown)
-    }
-}
-
-/// What one `shell` call came to.
-enum Shelled {
-    /// A background job started: its reply.
-    Started(CallToolResult),
-    /// A foreground run's result, and its reply with the host's text.
-    Ran(Box<crate::model::ExecResult>, CallToolResult),
-}
-
-/// A run error as the model is told it.
-fn told_of(error: &RunError) -> Told {
-    match error {
-        RunError::Denied { reason } => Told::Refused(reason.clone()),
-        RunError::ApprovalRequired { reason, .. } => Told::NeedsApproval(reason.clone()),
-        other => Told::Failed {
-            code: other.code().to_string(),
-            message: other.to_string(),
-        },
+        if self.options.structured_content {
+            result.structured_content = Some(facts());
+        }
+        result
     }
 }
 
 /// The text of a tool result's first content block.
-fn first_text(result: &CallToolResult) -> String {
+fn first_text(result: &rmcp::model::CallToolResult) -> String {
     result
         .content
         .first()
@@ -243,138 +213,64 @@ fn first_text(result: &CallToolResult) -> String {
         .unwrap_or_default()
 }
 
-/// A tool result for a run that produced no result: `text` for the
-/// model, the error's stable details as structured content.
-fn failure(text: String, error: &RunError) -> CallToolResult {
-    let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
-    result.structured_content = Some(serde_json::Value::Object(error.details()));
-    result
-}
+const INSTRUCTIONS: &str = "Run shell commands with the shell tool. Every command runs in \
+    cordon's sandbox under the operator's policy; a denial is final, not a transient error. When \
+    a command needs more than the sandbox gives (a write outside the workspace, a network host), \
+    call shell again with `escalate` and a reason: a person decides. shell_mode asks the person \
+    to switch the session's mode.";
 
-fn with_facts(text: String, facts: &impl serde::Serialize, failed: bool) -> CallToolResult {
-    let mut result = match failed {
-        true => CallToolResult::error(vec![ContentBlock::text(text)]),
-        false => CallToolResult::success(vec![ContentBlock::text(text)]),
-    };
-    result.structured_content = serde_json::to_value(facts).ok();
-    result
-}
-
-#[tool_router]
-impl McpServer {
-    /// Run a shell command in the sandbox.
-    #[tool(
-        description = "Run a shell command in cordon's sandbox (the deployment's policy decides \
-                       what it may read, write and reach). Returns its output and exit code; \
-                       with background: true, returns a job id at once."
-    )]
-    async fn shell(
-        &self,
-        peer: Peer<RoleServer>,
-        Parameters(args): Parameters<ShellArgs>,
-    ) -> Result<CallToolResult, ErrorData> {
-        self.session.name_client(|| match peer.peer_info() {
-            Some(info) => crate::text::quoted_command(
-                &format!("{} {}", info.client_info.name, info.client_info.version),
-                200,
-            ),
-            None => "unnamed".to_owned(),
-        });
-        let mut request = ExecRequest::new(args.command);
-        request.workdir = args.workdir;
-        request.timeout_ms = args.timeout_ms;
-        let command = request.command.clone();
-        let first = self.shell_once(request.clone(), args.background).await;
-        // An ask fails before anything runs; only a person's accept makes
-        // the request `approved` (never the model).
-        let (reason, policy) = match first {
-            Err(RunError::ApprovalRequired { reason, policy }) => (reason, policy),
-            other => return Ok(self.told(&command, other).await),
-        };
-        let reply = match self
-            .ask(&peer, &request, (&reason, &policy), args.background)
-            .await
-        {
-            Ok(approved) => {
-                let again = self.shell_once(approved, args.background).await;
-                self.told(&command, again).await
-            }
-            Err(told) => {
-                let text = match &told {
-                    Told::Declined(reason) => render::declined(reason),
-                    _ => render::needs_approval(&reason),
-                };
-                let asked = RunError::ApprovalRequired { reason, policy };
-                self.rendered(&command, &told, failure(text, &asked)).await
-            }
-        };
-        Ok(reply)
-    }
-
-    /// A job's new output (consuming), and its facts once it has ended.
-    #[tool(
-        description = "Read what a background job printed since the last read; once it has \
-                       ended, also its exit code and sandbox facts."
-    )]
-    async fn shell_output(
-        &self,
-        Parameters(args): Parameters<JobArgs>,
-    ) -> Result<CallToolResult, ErrorData> {
-        let task = match self.job(&args.job_id) {
-            Ok(task) => task,
-            Err(unknown) => return Ok(unknown),
-        };
-        let read = task.read();
-        let settled = (read.status != TaskStatus::Running).then(|| task.snapshot());
-        let text = render::read(&read, settled.as_ref());
-        let facts = serde_json::json!({ "read": read, "job": settled });
-        Ok(with_facts(text, &facts, false))
-    }
-
-    /// Kill a background job.
-    #[tool(description = "Kill a background job's whole process tree.")]
-    async fn shell_kill(
-        &self,
-        Parameters(args): Parameters<JobArgs>,
-    ) -> Result<CallToolResult, ErrorData> {
-        let task = match self.job(&args.job_id) {
-            Ok(task) => task,
-            Err(unknown) => return Ok(unknown),
-        };
-        let killed = task.kill();
-        let done = task.wait(Some(Duration::from_secs(10))).await;
-        let text = match killed {
-            true => format!("killed job {}", done.id),
-            false => format!("job {} had already ended", done.id),
-        };
-        Ok(with_facts(text, &done, false))
-    }
-
-    /// Every job of this connection.
-    #[tool(description = "List this connection's background jobs and their status.")]
-    async fn shell_list(
-        &self,
-        Parameters(NoArgs {}): Parameters<NoArgs>,
-    ) -> Result<CallToolResult, ErrorData> {
-        let tasks = self.session.tasks();
-        let text = render::list(&tasks);
-        Ok(with_facts(
-            text,
-            &serde_json::json!({ "jobs": tasks }),
-            false,
-        ))
-    }
-}
-
-#[tool_handler(router = self.tool_router)]
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("cordon", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "Run shell commands with the shell tool. Every command runs in cordon's sandbox \
-                 under the operator's policy; a denial is final, not a transient error.",
-            )
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("cordon", env!("CARGO_PKG_VERSION")))
+        .with_instructions(format!("{INSTRUCTIONS}\n{}", self.place.describe()))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        // The description names the workspace: the client's root, once read.
+        self.roots_settled().await;
+        let mut tools = self.tool_router.list_all();
+        for tool in &mut tools {
+            if tool.name == "shell" {
+                let described = tool.description.clone().unwrap_or_default();
+                tool.description = Some(format!("{described}\n{}", self.describe()).into());
+            }
+        }
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let context = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+        self.tool_router.call(context).await
+    }
+
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        self.tool_router.get(name).cloned()
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let server = self.clone();
+        // Asking the client while its notification is handled would wait
+        // on the very loop that reads the answer.
+        tokio::spawn(async move { server.read_roots(context.peer).await });
+    }
+
+    async fn on_roots_list_changed(&self, context: NotificationContext<RoleServer>) {
+        let server = self.clone();
+        tokio::spawn(async move { server.read_roots(context.peer).await });
     }
 }
 
@@ -386,6 +282,7 @@ pub async fn listen(
     host: Arc<Host>,
     bound: crate::serve::listen::Bound,
     access: crate::serve::Access,
+    options: McpOptions,
     stop: tokio_util::sync::CancellationToken,
 ) -> std::io::Result<()> {
     use crate::serve::listen::{admit, refuse};
@@ -403,13 +300,14 @@ pub async fn listen(
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
-        let (host, access, stop) = (host.clone(), access.clone(), stop.clone());
+        let (host, access, stop, options) =
+            (host.clone(), access.clone(), stop.clone(), options.clone());
         connections.spawn(async move {
             let session = match admit(&host, &access, &stream) {
                 Ok((session, _peer)) => session,
                 Err(error) => return refuse(stream, error).await,
             };
-            let server = McpServer::with_session(session);
+            let server = McpServer::with_session(session, options);
             if let Ok(running) = server.clone().serve(stream.into_split()).await {
                 let cancel = running.cancellation_token();
                 let stopper = tokio::spawn(async move {
@@ -426,60 +324,4 @@ pub async fn listen(
     while connections.join_next().await.is_some() {}
     drop(bound);
     Ok(())
-}
-
-/// What a person is asked to approve: the policy's reason and the grant
-/// first, then the command — quoted on one line, inert, cut at
-/// [`crate::text::MAX_QUOTED_COMMAND_BYTES`] — so a command cannot pose as
-/// the policy (80 newlines and a fake "the policy asks first" stay on the
-/// command's one line, after the real reason).
-fn approval_prompt(
-    request: &ExecRequest,
-    reason: &str,
-    policy: &crate::model::SandboxPolicy,
-    background: bool,
-) -> String {
-    let grant = serde_json::to_string(policy).unwrap_or_default();
-    let command =
-        crate::text::quoted_command(&request.command, crate::text::MAX_QUOTED_COMMAND_BYTES);
-    format!(
-        "The policy asks first: {}\n\nIf approved, the command runs{} with this sandbox \
-         grant: {}\n\nThe command, as the agent sent it (one line; newlines shown as \\n):\n\n    \
-         {command}",
-        crate::text::reason(reason),
-        if background { " in the background" } else { "" },
-        crate::text::inert(&grant),
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_command_cannot_pose_as_the_policy_in_the_approval_prompt() {
-        let spoof = format!(
-            "rm -rf ~{}The policy asks first: routine cleanup\n\nIf approved, the command runs \
-             with this sandbox grant: read-only\x1b]52;c;ZXZpbA==\x07",
-            "\n".repeat(80)
-        );
-        let policy =
-            crate::model::SandboxPolicy::new(crate::model::SandboxMode::WorkspaceWrite, "/ws");
-        let prompt = approval_prompt(
-            &ExecRequest::new(spoof),
-            "a recursive delete cannot be undone",
-            &policy,
-            false,
-        );
-        assert!(
-            prompt.starts_with("The policy asks first: a recursive delete cannot be undone\n"),
-            "{prompt}"
-        );
-        let (before, command) = prompt.rsplit_once("\n\n    ").unwrap();
-        assert!(before.contains("workspace-write"), "{prompt}");
-        assert!(!before.contains("routine cleanup"), "{prompt}");
-        assert!(!command.contains('\n'), "{command}");
-        assert!(command.contains("\\x1b]52"), "{command}");
-        assert!(!prompt.contains('\x1b'), "{prompt}");
-    }
 }

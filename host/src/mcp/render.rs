@@ -1,17 +1,21 @@
-//! What the model reads of a finished run, a task's output, or a refusal:
-//! the output tails, one exit line, the markers, and the guidance text that
-//! keeps a model from retrying around a denial.
+//! What the model reads of a finished run, a job's output, or a refusal:
+//! the output (head and tail, [`super::output`]), one exit line, the
+//! markers, and the guidance that keeps a model from retrying around a
+//! denial.
 //!
-//! The text is for a model; the facts go beside it as MCP structured
-//! content (the same `ExecResult` every surface returns). What the command
-//! printed is made inert first ([`crate::text`]): an escape sequence in
-//! its output reaches the model, and the client that shows it, escaped. These are the
-//! shipped default texts; a policy component's `render` export replacing
-//! them is the next step of issue 17.
+//! This text is what a model reads in every client: the agents cordon is
+//! tested in forward a tool result's text (or, when a result carries
+//! structured content, that instead — so cordon sends the facts only when
+//! the operator asks for them). What the command printed is made inert
+//! first ([`crate::text`]): an escape sequence in its output reaches the
+//! model, and the client that shows it, escaped. A policy component's
+//! `render` export replaces these texts where it has one.
 
 use crate::error::RunError;
-use crate::model::ExecResult;
+use crate::model::{ExecResult, GrantFacts, SandboxFacts};
 use crate::tasks::{TaskRead, TaskSnapshot, TaskStatus};
+
+use super::output;
 
 /// The marker of a run the sandbox denied something.
 pub const DENIED: &str = "[sandbox: denied]";
@@ -25,49 +29,93 @@ pub const REFUSED: &str = "[refused by policy]";
 pub const NEEDS_APPROVAL: &str = "[needs approval]";
 /// The marker of a network connection the sandbox refused.
 pub const NETWORK_REFUSED: &str = "[network: refused]";
+/// The marker of a run the client cancelled (it was killed).
+pub const CANCELLED: &str = "[cancelled]";
 
 const DENIAL_GUIDANCE: &str = "The sandbox blocked an operation of this command (a write outside \
     the writable roots, a protected path, or the network). This is the deployment's policy, not \
     a transient error: do not retry it another way; do what the task needs inside the workspace, \
     or ask the user.";
 
-/// A foreground result, for the model.
-pub fn result(result: &ExecResult) -> String {
+const NETWORK_GUIDANCE: &str = "The deployment's policy keeps this run off the network there. \
+    Do not retry it another way (another tool, mirror or proxy); work offline, or ask the user.";
+
+const RUNNER_FAILED_TEXT: &str = "the sandbox itself failed; the command did not run (or its \
+    result is void). This is not the command's fault and retrying will not help: tell the user \
+    the host's sandbox needs attention (`cordon doctor`).";
+
+/// A foreground result, for the model, its output cut to `budget` bytes.
+pub fn result(result: &ExecResult, budget: usize) -> String {
     let mut text = String::new();
-    stream(
+    let both = !result.stdout.text.is_empty() && !result.stderr.text.is_empty();
+    let (out_budget, err_budget) = match both {
+        true => (budget * 5 / 8, budget * 3 / 8),
+        false => (budget, budget),
+    };
+    section(&mut text, None, &output::stream(&result.stdout, out_budget));
+    section(
         &mut text,
-        "stdout",
-        &result.stdout.text,
-        result.stdout.truncated,
+        Some("[stderr]"),
+        &output::stream(&result.stderr, err_budget),
     );
-    stream(
-        &mut text,
-        "stderr",
-        &result.stderr.text,
-        result.stderr.truncated,
-    );
-    text.push_str(&exit_line(
-        result.exit_code,
-        result.signal,
-        result.timed_out,
-        result.timeout_ms,
-    ));
-    let sandbox = result.sandbox.as_ref();
-    if sandbox.is_some_and(|s| s.runner_failed) {
+    if result.aborted {
         text.push_str(&format!(
-            "\n{RUNNER_FAILED} the sandbox itself failed; the command's result is void. Tell the \
-             user: the host's sandbox needs attention."
+            "{CANCELLED} the run was stopped: its processes were killed"
         ));
-    } else if sandbox.is_some_and(|s| s.denied) {
-        text.push_str(&format!("\n{DENIED} {DENIAL_GUIDANCE}"));
+    } else {
+        text.push_str(&exit_line(
+            result.exit_code,
+            result.signal,
+            result.timed_out,
+            result.timeout_ms,
+        ));
     }
-    for refused in result.grant.iter().flat_map(|g| &g.refused) {
+    markers(&mut text, result.sandbox.as_ref(), result.grant.as_ref());
+    text
+}
+
+/// Whether a model should read `result` as a failure: a nonzero exit, a
+/// timeout, a stop, a denial (even when the command's last step exited 0),
+/// a failed runner, a refused connection.
+pub fn failed(result: &ExecResult) -> bool {
+    result.exit_code != Some(0)
+        || result.timed_out
+        || result.aborted
+        || sandbox_failed(result.sandbox.as_ref(), result.grant.as_ref())
+}
+
+fn sandbox_failed(sandbox: Option<&SandboxFacts>, grant: Option<&GrantFacts>) -> bool {
+    sandbox.is_some_and(|s| s.denied || s.runner_failed)
+        || grant.is_some_and(|g| !g.refused.is_empty())
+}
+
+/// The sandbox's markers of a run: a failed runner, a denial, each refused
+/// connection, with the guidance once.
+fn markers(text: &mut String, sandbox: Option<&SandboxFacts>, grant: Option<&GrantFacts>) {
+    if sandbox.is_some_and(|s| s.runner_failed) {
+        text.push_str(&format!("\n{RUNNER_FAILED} {RUNNER_FAILED_TEXT}"));
+        return;
+    }
+    let refused = grant.map(|g| g.refused.as_slice()).unwrap_or_default();
+    for connection in refused.iter().take(8) {
         text.push_str(&format!(
             "\n{NETWORK_REFUSED} {}:{} — {}",
-            refused.host, refused.port, refused.reason
+            crate::text::inert(&connection.host),
+            connection.port,
+            crate::text::inert(&connection.reason)
         ));
     }
-    text
+    if refused.len() > 8 {
+        text.push_str(&format!(
+            "\n… and {} more refused connections",
+            refused.len() - 8
+        ));
+    }
+    if sandbox.is_some_and(|s| s.denied) {
+        text.push_str(&format!("\n{DENIED} {DENIAL_GUIDANCE}"));
+    } else if !refused.is_empty() {
+        text.push_str(&format!("\n{NETWORK_GUIDANCE}"));
+    }
 }
 
 /// A run that produced no result: the error, for the model.
@@ -77,31 +125,50 @@ pub fn error(error: &RunError) -> String {
             "{REFUSED} {reason}\nThe policy refused this command before it ran. Do not try to \
              reach the same effect another way; ask the user if it is needed."
         ),
-        RunError::ApprovalRequired { reason, .. } => needs_approval(reason),
+        RunError::ApprovalRequired { reason, .. } => {
+            not_approved(reason, &super::approval::Answer::Unavailable(String::new()))
+        }
+        RunError::SandboxUnavailable { .. } => {
+            format!("{RUNNER_FAILED} {RUNNER_FAILED_TEXT}\n{error}")
+        }
         RunError::Busy { .. } => format!("[busy] {error}"),
         other => format!("[cordon: {}] {other}", other.code()),
     }
 }
 
-/// An ask nobody could approve here (the policy's `reason`), for the model.
-pub fn needs_approval(reason: &str) -> String {
-    format!(
-        "{NEEDS_APPROVAL} {reason}\nThe command did not run: it needs a person's approval, and \
-         none was given. Ask the user."
-    )
+/// An ask (the policy's `reason`) that did not become a run, for the
+/// model: which of declined, dismissed or nobody-asked it was, truthfully.
+pub fn not_approved(reason: &str, answer: &super::approval::Answer) -> String {
+    use super::approval::Answer;
+    let why = match answer {
+        Answer::Declined => {
+            "The approval request was declined (by the user, or by the client \
+            on their behalf: clients that run without a person decline every request). The \
+            command did not run. Do not try it another way."
+        }
+        Answer::Cancelled => {
+            "The approval request was dismissed or cancelled without an \
+            answer. The command did not run. Ask the user whether it should."
+        }
+        Answer::Unavailable(_) | Answer::Accepted => {
+            "No person could be asked here (the \
+            client cannot show approval requests). The command did not run. Ask the user; they \
+            can approve it from a client with MCP elicitation, or change the policy."
+        }
+    };
+    let mut text = format!("{NEEDS_APPROVAL} {reason}\n{why}");
+    if let Answer::Unavailable(detail) = answer
+        && !detail.is_empty()
+    {
+        text.push_str(&format!(" ({})", crate::text::inert(detail)));
+    }
+    text
 }
 
-/// An ask a person declined (the policy's `reason`), for the model.
-pub fn declined(reason: &str) -> String {
-    format!(
-        "{NEEDS_APPROVAL} {reason}\nThe user declined: the command did not run. Do not try it \
-         another way."
-    )
-}
-
-/// A consuming read of a job, for the model.
-pub fn read(read: &TaskRead, settled: Option<&TaskSnapshot>) -> String {
-    let mut text = crate::text::inert(&read.text).into_owned();
+/// A consuming read of a job, for the model, cut to `budget` bytes.
+pub fn read(read: &TaskRead, settled: Option<&TaskSnapshot>, budget: usize) -> String {
+    let body = output::head_and_tail(&read.text, None, read.text.len() as u64, budget);
+    let mut text = crate::text::inert(&body).into_owned();
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
     }
@@ -109,47 +176,61 @@ pub fn read(read: &TaskRead, settled: Option<&TaskSnapshot>) -> String {
         text.push_str("(output was dropped from the front: only its last part is shown)\n");
     }
     match settled {
-        None => text.push_str("[running] call shell_output again for more"),
+        None => text.push_str(
+            "[running] call shell_output again for more (waitMs waits for the job to end)",
+        ),
         Some(done) => {
-            text.push_str(&exit_line(done.exit_code, done.signal, done.timed_out, 0));
-            if done.sandbox.as_ref().is_some_and(|s| s.denied) {
-                text.push_str(&format!("\n{DENIED} {DENIAL_GUIDANCE}"));
-            }
+            text.push_str(&job_end(done));
+            markers(&mut text, done.sandbox.as_ref(), done.grant.as_ref());
         }
     }
     text
 }
 
-/// One line per job.
-pub fn list(tasks: &[TaskSnapshot]) -> String {
+/// Whether a model should read a settled job as a failure.
+pub fn job_failed(done: &TaskSnapshot) -> bool {
+    done.status == TaskStatus::Killed
+        || done.exit_code != Some(0)
+        || done.timed_out
+        || sandbox_failed(done.sandbox.as_ref(), done.grant.as_ref())
+}
+
+fn job_end(done: &TaskSnapshot) -> String {
+    match done.status {
+        TaskStatus::Killed if done.signal.is_none() && !done.timed_out => {
+            "killed (it never ran to an end)".to_owned()
+        }
+        _ => exit_line(done.exit_code, done.signal, done.timed_out, 0),
+    }
+}
+
+/// One line per job (`ids` gives each its short id).
+pub fn list(tasks: &[(String, TaskSnapshot)]) -> String {
     if tasks.is_empty() {
         return "no jobs".to_owned();
     }
     tasks
         .iter()
-        .map(|task| {
+        .map(|(id, task)| {
             let status = match task.status {
                 TaskStatus::Running => "running".to_owned(),
                 TaskStatus::Completed => format!("exited {}", task.exit_code.unwrap_or_default()),
                 TaskStatus::Killed => "killed".to_owned(),
             };
             let command = crate::text::quoted_command(&task.command, 200);
-            format!("{} {status}: {command}", task.id)
+            format!("job {id} {status}: {command}")
         })
         .collect::<Vec<_>>()
         .join("\n")
 }
 
-fn stream(text: &mut String, name: &str, body: &str, truncated: bool) {
+fn section(text: &mut String, title: Option<&str>, body: &str) {
     if body.is_empty() {
         return;
     }
-    if truncated {
-        text.push_str(&format!(
-            "[{name}: the start was cut; its last part follows]\n"
-        ));
-    } else if name == "stderr" {
-        text.push_str("[stderr]\n");
+    if let Some(title) = title {
+        text.push_str(title);
+        text.push('\n');
     }
     text.push_str(&crate::text::inert(body));
     if !body.ends_with('\n') {
@@ -164,7 +245,10 @@ fn exit_line(
     timeout_ms: u64,
 ) -> String {
     if timed_out {
-        return format!("{TIMED_OUT} killed after {timeout_ms} ms");
+        return match timeout_ms {
+            0 => format!("{TIMED_OUT} killed at its timeout"),
+            ms => format!("{TIMED_OUT} killed after {ms} ms"),
+        };
     }
     match (exit_code, signal) {
         (Some(code), _) => format!("exit code {code}"),

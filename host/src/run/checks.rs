@@ -227,6 +227,16 @@ fn absolute(path: &Path, field: &str) -> Result<PathBuf, RunError> {
         .map_err(|err| RunError::InvalidRequest(format!("{field} {}: {err}", path.display())))
 }
 
+/// A relative workdir of a request is relative to the deployment's working
+/// directory (a server's workspace), never to the host process's own.
+pub(super) fn workdir_from_deployment(request: &mut ExecRequest, deployment: &Deployment) {
+    if let Some(workdir) = &request.workdir
+        && workdir.is_relative()
+    {
+        request.workdir = Some(deployment.workdir.join(workdir));
+    }
+}
+
 /// The policy a run was handed: the request's own, else the deployment's.
 pub(super) fn handed_policy<'a>(
     request: &'a ExecRequest,
@@ -291,6 +301,22 @@ fn within_allowed(root: &Path, allowed: &[PathBuf]) -> bool {
         || allowed
             .iter()
             .any(|a| root.starts_with(canonical_root(a).unwrap_or_else(|_| a.clone())))
+}
+
+/// Why `root` cannot be a writable workspace here (missing, a system
+/// directory or inside one, outside the operator's allowed roots), if it
+/// cannot: the words a run there would be refused with.
+pub fn workspace_problem(root: &Path, allowed_roots: &[PathBuf]) -> Option<String> {
+    let root = match canonical_root(root) {
+        Ok(root) => root,
+        Err(error) => return Some(error.to_string()),
+    };
+    if !root.is_dir() {
+        return Some(format!("{} is not an existing directory", root.display()));
+    }
+    writable_root(&root, allowed_roots)
+        .err()
+        .map(|error| error.to_string())
 }
 
 /// A root a run may write to must not make the host writable.

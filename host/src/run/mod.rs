@@ -10,6 +10,7 @@
 
 pub(crate) mod ahead;
 mod checks;
+pub use checks::workspace_problem;
 mod essentials;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
@@ -663,8 +664,9 @@ async fn follow(
 /// Resolve, check, canonicalise, plan, and check the launch. `verify`:
 /// the confiner's runner must be proven before the plan (a background task
 /// is not planned again once it started).
-fn prepare(cx: &RunContext, request: ExecRequest, verify: bool) -> Result<Prepared, RunError> {
+fn prepare(cx: &RunContext, mut request: ExecRequest, verify: bool) -> Result<Prepared, RunError> {
     let started = SystemTime::now();
+    checks::workdir_from_deployment(&mut request, &cx.deployment);
     let approved = request.approved;
     let ceiling = cx.deployment.max_mode;
     checks::request_within_ceiling(&request, ceiling)?;
@@ -681,19 +683,7 @@ fn prepare(cx: &RunContext, request: ExecRequest, verify: bool) -> Result<Prepar
         }
         Decision::Ask { reason, policy } => return Err(approval(cx, &request, reason, policy)),
     };
-    checks::spec_size(&spec)?;
-    checks::spec_env(&spec)?;
-    checks::canonicalise(&mut spec)?;
-    checks::spec_within_ceiling(&spec, ceiling)?;
-    checks::spec_keeps_handed_policy(
-        &spec,
-        checks::handed_policy(&request, &cx.deployment),
-        cx.policy.info().default_mode,
-    )?;
-    checks::policy_within(&spec.policy, &cx.deployment)?;
-    if let Some(who) = &cx.identity {
-        checks::reachable_by(&spec, who)?;
-    }
+    spec_checked(cx, &request, &mut spec)?;
     checks::host_additions(&mut spec.policy, &cx.deployment, &run_homes(cx))?;
     if spec.policy.mode.is_confined() {
         // Choose the runner (probing where a run cannot be the probe) on
@@ -776,6 +766,72 @@ fn prepare(cx: &RunContext, request: ExecRequest, verify: bool) -> Result<Prepar
         approved,
         started,
     })
+}
+
+/// The host's checks of a spec the component allowed for `request`.
+fn spec_checked(
+    cx: &RunContext,
+    request: &ExecRequest,
+    spec: &mut crate::model::ExecSpec,
+) -> Result<(), RunError> {
+    checks::spec_size(spec)?;
+    checks::spec_env(spec)?;
+    checks::canonicalise(spec)?;
+    checks::spec_within_ceiling(spec, cx.deployment.max_mode)?;
+    checks::spec_keeps_handed_policy(
+        spec,
+        checks::handed_policy(request, &cx.deployment),
+        cx.policy.info().default_mode,
+    )?;
+    checks::policy_within(&spec.policy, &cx.deployment)?;
+    if let Some(who) = &cx.identity {
+        checks::reachable_by(spec, who)?;
+    }
+    Ok(())
+}
+
+/// What the host and the policy would say of a request, with nothing run.
+#[derive(Debug)]
+pub enum Verdict {
+    /// It would run as this grant, without asking anyone.
+    Allowed(Box<SandboxPolicy>),
+    /// It would run only once a person approved: why, and the grant.
+    Asks {
+        /// The policy's reason.
+        reason: String,
+        /// The grant an approval runs it under.
+        policy: Box<SandboxPolicy>,
+    },
+}
+
+/// Check `request` as a run would — the ceiling, the component's
+/// decision, the host's checks of its grant — and spawn nothing: a refusal
+/// is the error the run would have been refused with.
+pub(crate) async fn check(cx: &RunContext, request: ExecRequest) -> Result<Verdict, RunError> {
+    cx.offload(Phase::Resolve, move |cx| {
+        let mut request = request;
+        checks::workdir_from_deployment(&mut request, &cx.deployment);
+        checks::request_within_ceiling(&request, cx.deployment.max_mode)?;
+        checks::request_size(&request)?;
+        checks::limits(request.limits.as_ref(), &cx.deployment.limits)?;
+        let (decision, _unplanned) = cx.policy.begin(&request, &cx.deployment)?;
+        match decision {
+            Decision::Allow(mut spec) => {
+                spec_checked(cx, &request, &mut spec)?;
+                Ok(Verdict::Allowed(Box::new(spec.policy)))
+            }
+            Decision::Deny(reason) => Err(RunError::Denied {
+                reason: crate::text::reason(&reason),
+            }),
+            Decision::Ask { reason, policy } => match approval(cx, &request, reason, policy) {
+                RunError::ApprovalRequired { reason, policy } => {
+                    Ok(Verdict::Asks { reason, policy })
+                }
+                other => Err(other),
+            },
+        }
+    })
+    .await
 }
 
 /// `argv` started as the run's user, when it is not the host's (a root

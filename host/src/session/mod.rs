@@ -31,7 +31,7 @@ use crate::error::RunError;
 use crate::model::{Deployment, ExecRequest, ExecResult};
 use crate::process::identity::Identity;
 use crate::process::spill::SpillDir;
-use crate::run::{self, RunOptions};
+use crate::run::{self, RunOptions, Verdict};
 use crate::tasks::{TaskHandle, TaskId, TaskSnapshot, Tasks};
 
 pub use crate::admission::{Load, SessionLimits};
@@ -151,6 +151,12 @@ impl Session {
         self.identity.as_deref()
     }
 
+    /// The deployment this session's runs get (the host's, or narrower).
+    pub fn deployment(&self) -> Deployment {
+        let deployment = self.deployment.as_ref().unwrap_or(&self.core.deployment);
+        Deployment::clone(deployment)
+    }
+
     fn context(&self) -> run::RunContext {
         let mut cx = self.core.run_context(&self.spill_dir, &self.origin);
         cx.identity = self.identity.clone();
@@ -191,6 +197,14 @@ impl Session {
     ) -> Result<ExecResult, RunError> {
         let _run = self.core.admission.run(&self.counts)?;
         run::run(&self.context(), request, options).await
+    }
+
+    /// What a run of `request` would meet — the ceiling, the policy's
+    /// decision, the host's checks of the grant — with nothing spawned: a
+    /// refusal is the error the run would be refused with. What asks a
+    /// person before a wider grant (MCP's escalation) checks with it first.
+    pub async fn check(&self, request: ExecRequest) -> Result<Verdict, RunError> {
+        run::check(&self.context(), request).await
     }
 
     /// Start `request` as a background task of this session and return its

@@ -6,7 +6,10 @@
 #     tests, and node/npm for the JavaScript policy component (needs root or
 #     sudo for apt-get);
 #   * the official MCP Python SDK (`mcp`, pinned), the client `cordon mcp`'s
-#     end-to-end test drives.
+#     end-to-end test drives;
+#   * two real agent programs from npm, pinned, into target/agents: the Codex
+#     CLI and Claude Code, which tests/agents drives against a stub model (a
+#     failed install is said loudly and their test then skips loudly).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -69,4 +72,21 @@ if [ "$(uname -s)" = Linux ] && [ "$(id -u)" -eq 0 ] && [ -x /usr/bin/python3 ] 
     ! /usr/bin/python3 -c 'import mcp' >/dev/null 2>&1; then
     /usr/bin/python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
         --break-system-packages "mcp==2.3.0"
+fi
+
+# Real agents that mount `cordon mcp` (tests/agents): pinned, installed once.
+agents=target/agents
+codex_version=0.171.0
+claude_version=2.1.197
+if ! [ -x "$agents/node_modules/.bin/codex" ] ||
+    ! "$agents/node_modules/.bin/codex" --version 2>/dev/null | grep -qF "$codex_version" ||
+    ! [ -x "$agents/node_modules/.bin/claude" ] ||
+    ! "$agents/node_modules/.bin/claude" --version 2>/dev/null | grep -qF "$claude_version"; then
+    mkdir -p "$agents"
+    [ -f "$agents/package.json" ] || echo '{"private": true}' >"$agents/package.json"
+    if ! (cd "$agents" && npm install --silent --no-audit --no-fund --save-exact \
+        "@openai/codex@$codex_version" "@anthropic-ai/claude-code@$claude_version" >/dev/null); then
+        echo "setup.sh: WARNING: could not install the Codex CLI and Claude Code from npm;" \
+            "the real-agent test (tests/agents) will be SKIPPED" >&2
+    fi
 fi

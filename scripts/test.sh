@@ -15,6 +15,13 @@ if [ "${CI:-}" = true ] && [ "$(uname -s)" = Linux ]; then
     export CORDON_E2E_REQUIRE_MCP=1
     # setup.sh installs the CNCF registry: the registry suite must run.
     export CORDON_E2E_REQUIRE_REGISTRY=1
+    # setup.sh installs the Codex CLI and Claude Code from npm: the real-agent
+    # test must run, unless the packages could not be installed (said there).
+    if [ -x target/agents/node_modules/.bin/codex ] && [ -x target/agents/node_modules/.bin/claude ]; then
+        export CORDON_E2E_REQUIRE_AGENTS=1
+    else
+        echo "test.sh: WARNING: no Codex CLI and Claude Code in target/agents: the real-agent test SKIPS" >&2
+    fi
 fi
 cargo fmt --all --check
 # The policy component written in JavaScript (componentize-js from npm).

@@ -622,10 +622,16 @@ pub fn eventually(bound: std::time::Duration, what: &str, mut done: impl FnMut()
 /// `CORDON_TEST_CONFINED`, and the fixture components `CORDON_STRICT_POLICY`,
 /// `CORDON_RULES_POLICY` with `CORDON_RULES_SETTINGS`, `CORDON_RENDER_POLICY`.
 pub fn python_suite(test: &str, dir: &str, module: &str, tests: usize) {
+    python_suite_with(test, dir, module, tests, &[]);
+}
+
+/// [`python_suite`] with `env` added to the suite's environment.
+pub fn python_suite_with(test: &str, dir: &str, module: &str, tests: usize, env: &[(&str, &Path)]) {
     let confined = ladder_confines(&format!("{test} (confined checks)"));
     let scratch = workspace();
     let output = Command::new("python3")
         .args(["-m", "unittest", "-v", module])
+        .envs(env.iter().copied())
         .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(dir))
         .env("CORDON_BIN", env!("CARGO_BIN_EXE_cordon"))
         .env("CORDON_TEST_DIR", scratch.path())

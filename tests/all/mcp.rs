@@ -26,6 +26,55 @@ fn the_official_mcp_sdk_drives_cordon_mcp() {
     common::python_suite(test, "tests/mcp", "test_cordon_mcp", 20);
 }
 
+/// Where scripts/setup.sh installs the agent programs from npm
+/// (`CORDON_AGENTS_DIR` overrides it).
+fn agents_bin() -> std::path::PathBuf {
+    std::env::var_os("CORDON_AGENTS_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/agents"))
+        .join("node_modules/.bin")
+}
+
+/// The Codex CLI and Claude Code, from npm, mount `cordon mcp` from
+/// docs/mcp.md's snippets and are driven by a scripted model on loopback:
+/// `tests/agents/test_real_agents.py`. Skips loudly when the packages are
+/// not installed; with `CORDON_E2E_REQUIRE_AGENTS=1` (set by
+/// `scripts/test.sh` on CI when setup installed them) that fails instead.
+#[test]
+fn real_agents_forward_what_cordon_tells_the_model() {
+    let test = "real_agents_forward_what_cordon_tells_the_model";
+    if !common::python_usable(test) {
+        return;
+    }
+    let bin = agents_bin();
+    let usable = |agent: &str| {
+        Command::new(bin.join(agent))
+            .arg("--version")
+            .output()
+            .is_ok_and(|out| out.status.success())
+    };
+    if !(usable("codex") && usable("claude")) {
+        assert!(
+            std::env::var_os("CORDON_E2E_REQUIRE_AGENTS").is_none(),
+            "the agent programs are required here (CORDON_E2E_REQUIRE_AGENTS) but {} has no \
+             working codex and claude (scripts/setup.sh installs them with npm)",
+            bin.display()
+        );
+        eprintln!(
+            "SKIPPED {test}: no codex and claude in {} (scripts/setup.sh installs them with npm)",
+            bin.display()
+        );
+        return;
+    }
+    common::python_suite_with(
+        test,
+        "tests/agents",
+        "test_real_agents",
+        3,
+        &[("CORDON_AGENTS_BIN", &bin)],
+    );
+}
+
 /// The facts every surface reports of a run, without what differs by
 /// nature between two runs (spill paths).
 fn facts(result: &serde_json::Value) -> serde_json::Value {

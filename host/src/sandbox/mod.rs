@@ -27,6 +27,7 @@
 #![warn(clippy::wildcard_enum_match_arm)]
 
 pub mod bwrap;
+pub mod git;
 pub mod grant;
 mod ladder;
 pub mod landlock;

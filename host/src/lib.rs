@@ -48,7 +48,7 @@ pub use error::{Details, ErrorCode, RunError, sandbox_unavailable_message};
 pub use host::{BuildError, Host, HostBuilder, PolicySource};
 pub use model::{
     Ceiling, Deployment, Enforcement, ExecRequest, ExecResult, LimitEnforcer, LimitFacts,
-    LimitKind, RunLimits, SandboxFacts, SandboxMode, SandboxPolicy, StreamOutput,
+    LimitKind, RunLimits, SandboxFacts, SandboxMode, SandboxPolicy, StdinStream, StreamOutput,
 };
 pub use run::{ProcessLimits, RunOptions, Verdict};
 pub use session::{Load, Session, SessionLimits};

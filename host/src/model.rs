@@ -436,6 +436,11 @@ pub struct ExecRequest {
     /// in the host: the policy component never sees them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stdin: Option<Vec<u8>>,
+    /// A live stdin instead: what the caller sends while the run lasts
+    /// ([`StdinStream`]). Host-only, never serialized.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub stdin_stream: Option<StdinStream>,
     /// Tighter limits than the deployment's, each at most the deployment's
     /// (a request may ask for less, never more). Host-only, like `stdin`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -483,12 +488,63 @@ impl ExecRequest {
         self
     }
 
+    /// The same request reading `stream` on stdin while it runs.
+    pub fn with_stdin_stream(mut self, stream: StdinStream) -> Self {
+        self.stdin_stream = Some(stream);
+        self
+    }
+
     /// The same request with one more environment entry.
     pub fn with_env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.env.push((name.into(), value.into()));
         self
     }
 }
+
+/// A command's live stdin: the chunks a caller sends through the
+/// [`tokio::sync::mpsc::Sender`] that [`StdinStream::channel`] gave it,
+/// copied by the host into the command's stdin pipe (the command never
+/// gets the caller's own descriptor: a terminal's ioctls stay the
+/// caller's). End of file when every sender is dropped. Clones share the
+/// one receiver; a run reads it while it lasts.
+#[derive(Clone)]
+pub struct StdinStream(std::sync::Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<Vec<u8>>>>);
+
+impl StdinStream {
+    /// A stream and the sender that feeds it (`depth` chunks may wait).
+    pub fn channel(depth: usize) -> (tokio::sync::mpsc::Sender<Vec<u8>>, StdinStream) {
+        let (sender, receiver) = tokio::sync::mpsc::channel(depth.max(1));
+        let stream = StdinStream(std::sync::Arc::new(tokio::sync::Mutex::new(receiver)));
+        (sender, stream)
+    }
+
+    /// Copy the stream into `pipe` until it ends or the pipe closes; the
+    /// receiver stays in place when the copy is dropped (a run the ladder
+    /// plans again reads on).
+    pub(crate) async fn copy_into(&self, pipe: &mut (impl tokio::io::AsyncWrite + Unpin)) {
+        use tokio::io::AsyncWriteExt;
+        let mut receiver = self.0.lock().await;
+        while let Some(chunk) = receiver.recv().await {
+            if pipe.write_all(&chunk).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for StdinStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StdinStream")
+    }
+}
+
+impl PartialEq for StdinStream {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for StdinStream {}
 
 /// What the operator configured: the defaults and the ceiling of a host.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -166,3 +166,62 @@ fn invalid_requests_name_the_field() {
     assert_eq!(code, Some(64));
     assert!(stderr.contains("timeout-ms must be positive"), "{stderr}");
 }
+
+#[test]
+fn stdin_dash_streams_the_callers_stdin_while_the_command_runs() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    for (backend, _) in common::confined_backends("stdin_dash_streams") {
+        let ws = workspace();
+        // A pipe: `echo x | cordon run --stdin - -- 'read a; echo $a'`.
+        let mut child = cordon()
+            .current_dir(ws.path())
+            .args(["run"])
+            .args(backend)
+            .args(["--stdin", "-", "--", "read a; echo $a"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(b"x\n").unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "x\n", "{backend:?}");
+        assert!(out.status.success());
+
+        // Streamed, not read to its end first: the answer to the first line
+        // arrives while the caller still holds its stdin open.
+        let mut child = cordon()
+            .current_dir(ws.path())
+            .args(["run"])
+            .args(backend)
+            .args([
+                "--stdin",
+                "-",
+                "--",
+                "read a; echo got $a; read b; echo got $b",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        input.write_all(b"one\n").unwrap();
+        assert_eq!(lines.next().unwrap().unwrap(), "got one", "{backend:?}");
+        input.write_all(b"two\n").unwrap();
+        drop(input);
+        assert_eq!(lines.next().unwrap().unwrap(), "got two", "{backend:?}");
+        assert!(child.wait().unwrap().success());
+    }
+    // Without --stdin the command reads nothing, and a non-file
+    // --stdin-file names the flag that streams.
+    let ws = workspace();
+    let out = cordon()
+        .current_dir(ws.path())
+        .args(["run", "--stdin-file", "/dev/stdin", "--", "true"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("use --stdin -"));
+}

@@ -39,8 +39,13 @@ pub struct RunArgs {
     timeout_ms: Option<u64>,
 
     /// Feed this file to the command's stdin (default: /dev/null).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "stdin")]
     stdin_file: Option<PathBuf>,
+
+    /// `-`: stream this process's stdin to the command while it runs
+    /// (copied through a pipe: the command never gets the terminal itself).
+    #[arg(long, value_name = "-", value_parser = parse_stdin_dash)]
+    stdin: Option<StdinDash>,
 
     /// Set an environment variable for the command (repeatable); it wins
     /// over every default and survives the credential scrub.
@@ -148,9 +153,19 @@ fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
     }
     if let Some(path) = &args.stdin_file {
         request.stdin = Some(
-            cordon::files::read_regular(path, cordon::files::MAX_STDIN_BYTES)
-                .with_context(|| format!("cannot read --stdin-file {}", path.display()))?,
+            cordon::files::read_regular(path, cordon::files::MAX_STDIN_BYTES).with_context(
+                || {
+                    format!(
+                        "cannot read --stdin-file {} (to stream this process's stdin to the \
+                         command, use --stdin -)",
+                        path.display()
+                    )
+                },
+            )?,
         );
+    }
+    if args.stdin.is_some() {
+        request.stdin_stream = Some(stream_stdin());
     }
     if let Some(grant) = args.grant {
         request.policy = Some(grant);
@@ -306,4 +321,39 @@ fn parse_env(text: &str) -> Result<(String, String), String> {
         Some((name, value)) if !name.is_empty() => Ok((name.to_owned(), value.to_owned())),
         _ => Err(format!("expected NAME=VALUE, got {text:?}")),
     }
+}
+
+/// `--stdin`'s only value, `-`.
+#[derive(Clone, Copy, Debug)]
+struct StdinDash;
+
+fn parse_stdin_dash(value: &str) -> Result<StdinDash, String> {
+    match value {
+        "-" => Ok(StdinDash),
+        _ => Err("--stdin takes `-` (this process's stdin); for a file use --stdin-file".into()),
+    }
+}
+
+/// This process's stdin as a live stream: a thread reads it in chunks and
+/// sends each on (it ends with the process, or at end of file).
+fn stream_stdin() -> cordon::StdinStream {
+    use std::io::Read;
+    let (sender, stream) = cordon::StdinStream::channel(16);
+    std::thread::spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        let mut chunk = vec![0u8; 64 << 10];
+        loop {
+            match stdin.read(&mut chunk) {
+                Ok(0) => return,
+                Ok(n) => {
+                    if sender.blocking_send(chunk[..n].to_vec()).is_err() {
+                        return;
+                    }
+                }
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => return,
+            }
+        }
+    });
+    stream
 }

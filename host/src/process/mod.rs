@@ -72,8 +72,8 @@ pub struct SpawnRequest {
     pub env: Vec<(OsString, OsString)>,
     /// Working directory.
     pub workdir: PathBuf,
-    /// Bytes for stdin; `/dev/null` when none.
-    pub stdin: Option<Vec<u8>>,
+    /// What the command reads on stdin; `/dev/null` when none.
+    pub stdin: Option<StdinSource>,
     /// Bytes kept in memory per stream.
     pub tail_bytes: usize,
     /// Bytes a spill file may hold.
@@ -94,6 +94,24 @@ pub struct SpawnRequest {
     pub init_env: Option<Vec<u8>>,
     /// Whether a cordon supervisor runs the command, and where.
     pub supervisor: Supervisor,
+}
+
+/// Where a command's stdin comes from, when not `/dev/null`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StdinSource {
+    /// These bytes, then end of file.
+    Bytes(Vec<u8>),
+    /// What a caller sends while the run lasts.
+    Stream(crate::model::StdinStream),
+}
+
+impl StdinSource {
+    /// The source a request asks for: its bytes, or its live stream.
+    pub fn of(bytes: Option<Vec<u8>>, stream: Option<crate::model::StdinStream>) -> Option<Self> {
+        bytes
+            .map(StdinSource::Bytes)
+            .or(stream.map(StdinSource::Stream))
+    }
 }
 
 /// The old name of [`SpawnRequest`], kept so embedders' paths still resolve.
@@ -420,12 +438,15 @@ fn running(
         ),
     ];
     let feeder = match (started.stdin, &launch.stdin) {
-        (Some(fd), Some(bytes)) => {
+        (Some(fd), Some(source)) => {
             let mut pipe = pipe::Sender::from_owned_fd(fd).map_err(SpawnError::Other)?;
-            let bytes = bytes.clone();
+            let source = source.clone();
             Some(tokio::spawn(async move {
                 // A child that exits or never reads gives EPIPE: fine.
-                let _ = pipe.write_all(&bytes).await;
+                match source {
+                    StdinSource::Bytes(bytes) => drop(pipe.write_all(&bytes).await),
+                    StdinSource::Stream(stream) => stream.copy_into(&mut pipe).await,
+                }
             }))
         }
         _ => None,

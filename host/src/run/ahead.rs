@@ -92,7 +92,7 @@ fn start(
     request: &ExecRequest,
 ) -> Option<Waiting> {
     let cgroups = cgroups?;
-    if request.stdin.is_some() {
+    if request.stdin.is_some() || request.stdin_stream.is_some() {
         return None;
     }
     let mut spec = ExecSpec {

@@ -221,7 +221,7 @@ enum Attempt {
     Done(Box<ExecResult>),
     /// The runner never started the command and the ladder moved on: plan
     /// the request again (its stdin given back; the mode it was planned in).
-    Again(Option<Vec<u8>>, SandboxMode),
+    Again(Option<process::StdinSource>, SandboxMode),
 }
 
 /// How many times a foreground run is planned at most: once per rung of
@@ -275,7 +275,10 @@ async fn run_attempts(
             Attempt::Again(stdin, planned) => {
                 mode = Some(planned);
                 request = template.clone();
-                request.stdin = stdin;
+                request.stdin = match stdin {
+                    Some(process::StdinSource::Bytes(bytes)) => Some(bytes),
+                    _ => None,
+                };
             }
         }
     }
@@ -743,7 +746,7 @@ fn prepare(cx: &RunContext, mut request: ExecRequest, verify: bool) -> Result<Pr
         argv,
         env,
         workdir: spec.workdir.clone(),
-        stdin: request.stdin,
+        stdin: process::StdinSource::of(request.stdin, request.stdin_stream),
         tail_bytes: cx.limits.tail_bytes,
         spill_limit: cx.limits.spill_limit,
         status_pipe: accepted.report.needs_pipe() || over_fd,

@@ -387,6 +387,7 @@ impl From<RunParams> for ExecRequest {
             policy: params.policy,
             approved: params.approved,
             stdin: params.stdin.map(String::into_bytes),
+            stdin_stream: None,
             limits: params.limits,
         }
     }

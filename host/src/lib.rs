@@ -52,5 +52,5 @@ pub use model::{
 };
 pub use run::{ProcessLimits, RunOptions, Verdict};
 pub use session::{Load, Session, SessionLimits};
-pub use tasks::{TaskHandle, TaskId, TaskRead, TaskSnapshot, TaskStatus};
+pub use tasks::{TaskHandle, TaskId, TaskRead, TaskSnapshot, TaskStatus, WriteError};
 pub use tokio_util::sync::CancellationToken;

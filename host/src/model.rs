@@ -441,6 +441,10 @@ pub struct ExecRequest {
     #[serde(skip)]
     #[schemars(skip)]
     pub stdin_stream: Option<StdinStream>,
+    /// A task's stdin stays open for [`crate::TaskHandle::write`] (tasks
+    /// only: a foreground run reads a [`StdinStream`] instead).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub open_stdin: bool,
     /// Tighter limits than the deployment's, each at most the deployment's
     /// (a request may ask for less, never more). Host-only, like `stdin`.
     #[serde(skip_serializing_if = "Option::is_none")]

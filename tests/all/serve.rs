@@ -611,3 +611,66 @@ fn sigterm_and_shutdown_end_a_server_whose_stdin_stays_open() {
         "shutdown did not end the server: {status:?}"
     );
 }
+
+#[test]
+fn a_task_started_with_open_stdin_takes_what_is_written_to_it() {
+    for (backend, _) in common::confined_backends("a_task_started_with_open_stdin") {
+        let ws = workspace();
+        let root = ws.path();
+        let mut server = Server::start(root, root, backend);
+        let started = server.call(
+            "start",
+            json!({"command": "python3 -i -q 2>&1", "openStdin": true,
+                   "policy": policy("read-only", root)}),
+        );
+        let id = started["taskId"].clone();
+        // Two lines, each answered while the task runs, then end of file.
+        for (line, answer) in [("print(6 * 7)\n", "42"), ("print('a' + 'b')\n", "ab")] {
+            let wrote = server.call("write", json!({"taskId": id, "data": line}));
+            assert_eq!(wrote["written"], line.len(), "{backend:?}");
+            let mut seen = String::new();
+            for _ in 0..100 {
+                seen.push_str(
+                    server.call("read", json!({"taskId": id}))["text"]
+                        .as_str()
+                        .unwrap(),
+                );
+                if seen.contains(answer) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            assert!(seen.contains(answer), "{backend:?}: {seen}");
+        }
+        server.call("write", json!({"taskId": id, "eof": true}));
+        let done = server.call("wait", json!({"taskId": id, "timeoutMs": 10000}));
+        assert_eq!(done["status"], "completed", "{backend:?}: {done}");
+        assert_eq!(done["sandbox"]["mode"], "read-only", "{done}");
+        // Closed now; a task without an open stdin says how to get one.
+        let closed = server.call_err("write", json!({"taskId": id, "data": "x"}));
+        assert_eq!(closed["data"]["code"], "INVALID_PARAMS", "{closed}");
+        let plain = server.call(
+            "start",
+            json!({"command": "sleep 5",
+                                                "policy": policy("read-only", root)}),
+        );
+        let refused = server.call_err("write", json!({"taskId": plain["taskId"], "data": "x"}));
+        assert!(
+            refused["message"].as_str().unwrap().contains("openStdin"),
+            "{refused}"
+        );
+        // A foreground run cannot be written to.
+        let foreground = server.call_err(
+            "run",
+            json!({"command": "true", "openStdin": true,
+                                                      "policy": policy("read-only", root)}),
+        );
+        assert!(
+            foreground["message"]
+                .as_str()
+                .unwrap()
+                .contains("openStdin"),
+            "{foreground}"
+        );
+    }
+}

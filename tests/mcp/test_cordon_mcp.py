@@ -66,7 +66,8 @@ class CordonMcp(unittest.TestCase):
 
         tools = {tool.name: tool for tool in asyncio.run(session_with([], body)).tools}
         self.assertEqual(
-            set(tools), {"shell", "shell_output", "shell_kill", "shell_list", "shell_mode"}
+            set(tools),
+            {"shell", "shell_output", "shell_write", "shell_kill", "shell_list", "shell_mode"},
         )
         # Clients need not ask before the harmless ones.
         for harmless in ("shell_output", "shell_list"):
@@ -161,6 +162,39 @@ class CordonMcp(unittest.TestCase):
         self.assertIn(f"killed job {victim}", text(killed))
         self.assertEqual(killed.structured_content["status"], "killed")
         self.assertEqual(host_processes_with(f"sleep {mark}"), [], "the killed job lives on")
+
+    def test_a_job_with_an_open_stdin_answers_what_shell_write_sends(self):
+        async def body(session):
+            started = await session.call_tool(
+                "shell",
+                {"command": "python3 -i -q 2>&1", "background": True, "openStdin": True},
+            )
+            job = started.structured_content["jobId"]
+            answers = []
+            for line, answer in (("print(6 * 7)\n", "42"), ("print('a' + 'b')\n", "ab")):
+                wrote = await session.call_tool("shell_write", {"jobId": job, "data": line})
+                seen = ""
+                for _ in range(100):
+                    seen += text(await session.call_tool("shell_output", {"jobId": job}))
+                    if answer in seen:
+                        break
+                    await asyncio.sleep(0.05)
+                answers.append((text(wrote), seen))
+            await session.call_tool("shell_write", {"jobId": job, "eof": True})
+            done = await session.call_tool("shell_output", {"jobId": job, "waitMs": 10000})
+            closed = await session.call_tool("shell_write", {"jobId": job, "data": "x"})
+            foreground = await session.call_tool("shell", {"command": "cat", "openStdin": True})
+            return answers, done, closed, foreground
+
+        answers, done, closed, foreground = asyncio.run(session_with([], body))
+        self.assertIn("wrote 13 bytes to job", answers[0][0])
+        self.assertIn("42", answers[0][1])
+        self.assertIn("ab", answers[1][1])
+        self.assertIn("exit code 0", text(done))
+        self.assertTrue(closed.is_error)
+        self.assertIn("stdin is closed", text(closed))
+        self.assertTrue(foreground.is_error)
+        self.assertIn("background: true", text(foreground))
 
     def test_a_components_render_changes_what_the_model_reads(self):
         args = ["--policy", os.environ["CORDON_RENDER_POLICY"]]

@@ -34,6 +34,10 @@ pub struct ShellArgs {
     /// `shell_output`.
     #[serde(default)]
     pub background: bool,
+    /// With `background`: keep the job's stdin open, to answer it with
+    /// `shell_write` (a prompt, a REPL).
+    #[serde(default)]
+    pub open_stdin: bool,
     /// Ask for a wider sandbox for this one command (a person approves it
     /// first; the deployment's ceiling holds either way).
     #[serde(default)]
@@ -67,6 +71,20 @@ pub struct JobArgs {
     /// end before reading (at most 600000; default: read at once).
     #[serde(default)]
     pub wait_ms: Option<u64>,
+}
+
+/// `shell_write`'s input.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WriteArgs {
+    /// The job's id, as `shell` returned it.
+    pub job_id: String,
+    /// The text to send to its stdin (end a line with `\n`).
+    #[serde(default)]
+    pub data: String,
+    /// Close its stdin after the text (the job reads end of file).
+    #[serde(default)]
+    pub eof: bool,
 }
 
 /// `shell_mode`'s input.
@@ -388,8 +406,16 @@ impl McpServer {
             None => "unnamed".to_owned(),
         });
         self.roots_settled().await;
+        if args.open_stdin && !args.background {
+            return Ok(CallToolResult::error(vec![
+                rmcp::model::ContentBlock::text(
+                    "openStdin needs background: true (a job's stdin is written with shell_write)",
+                ),
+            ]));
+        }
         let mut request = self.place.request(args.command, args.workdir);
         request.timeout_ms = args.timeout_ms;
+        request.open_stdin = args.open_stdin;
         if let Some(escalation) = args.escalate {
             return Ok(self
                 .escalated(request, escalation, args.background, &context)
@@ -445,6 +471,39 @@ impl McpServer {
         let failed = settled.as_ref().is_some_and(render::job_failed);
         let facts = || serde_json::json!({ "read": read, "job": settled });
         Ok(self.reply(text, facts, failed))
+    }
+
+    /// Write to a background job's stdin.
+    #[tool(
+        description = "Send text to the stdin of a background job started with openStdin: true \
+                       (answer a prompt, feed a REPL); eof: true closes it. Read the job's \
+                       answer with shell_output.",
+        annotations(destructive_hint = true, open_world_hint = false)
+    )]
+    async fn shell_write(
+        &self,
+        Parameters(args): Parameters<WriteArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let task = match self.job(&args.job_id) {
+            Ok(task) => task,
+            Err(unknown) => return Ok(unknown),
+        };
+        let job = crate::text::quoted_command(&args.job_id, 64);
+        let text = match task.write(args.data.as_bytes(), args.eof).await {
+            Ok(()) if args.eof => format!(
+                "wrote {} bytes to job {job} and closed its stdin",
+                args.data.len()
+            ),
+            Ok(()) => format!("wrote {} bytes to job {job}", args.data.len()),
+            Err(error) => {
+                let text = format!("job {job}: {error}");
+                return Ok(CallToolResult::error(vec![
+                    rmcp::model::ContentBlock::text(text),
+                ]));
+            }
+        };
+        let facts = || serde_json::json!({ "written": args.data.len(), "eof": args.eof });
+        Ok(self.reply(text, facts, false))
     }
 
     /// Kill a background job.

@@ -237,6 +237,13 @@ pub(crate) async fn run(
     mut request: ExecRequest,
     options: RunOptions,
 ) -> Result<ExecResult, RunError> {
+    if request.open_stdin {
+        return Err(RunError::InvalidRequest(
+            "openStdin: only a task (start) can be written to; a foreground run reads the \
+             stdin it is given"
+                .into(),
+        ));
+    }
     let started = SystemTime::now();
     let stdin = request.stdin.take();
     let template = request.clone();
@@ -484,6 +491,26 @@ async fn refuted(cx: &RunContext, prepared: &Prepared) -> bool {
         .unwrap_or(false)
 }
 
+/// The sender of a task's open stdin (`open_stdin`), the request reading
+/// its stream; refused beside stdin bytes or a stream of the caller's.
+fn open_stdin(
+    request: &mut ExecRequest,
+) -> Result<Option<tokio::sync::mpsc::Sender<Vec<u8>>>, RunError> {
+    if !request.open_stdin {
+        return Ok(None);
+    }
+    if request.stdin.is_some() || request.stdin_stream.is_some() {
+        return Err(RunError::InvalidRequest(
+            "openStdin: a task reads either the stdin it was given or what is written to it, \
+             not both"
+                .into(),
+        ));
+    }
+    let (sender, stream) = crate::model::StdinStream::channel(16);
+    request.stdin_stream = Some(stream);
+    Ok(Some(sender))
+}
+
 /// Start `request` as a background task of `tasks` and return at once.
 ///
 /// Errors before the spawn (invalid request, no sandbox, policy failure)
@@ -496,11 +523,12 @@ async fn refuted(cx: &RunContext, prepared: &Prepared) -> bool {
 pub(crate) async fn start(
     cx: &RunContext,
     tasks: &Tasks,
-    request: ExecRequest,
+    mut request: ExecRequest,
     slot: Permit,
     running: Permit,
 ) -> Result<TaskHandle, RunError> {
     let explicit_timeout = request.timeout_ms.is_some();
+    let stdin = open_stdin(&mut request)?;
     let started = SystemTime::now();
     let template = cx.audit.as_ref().map(|_| ExecRequest {
         stdin: None,
@@ -529,6 +557,7 @@ pub(crate) async fn start(
                 process.stdout().clone(),
                 process.stderr().clone(),
                 Some(slot),
+                stdin,
             );
             task.set_group(process.group());
             let deadline =
@@ -559,6 +588,7 @@ pub(crate) async fn start(
                 empty(),
                 empty(),
                 Some(slot),
+                None,
             );
             // A missing runner is named in the notice, as the foreground
             // error names it; any other failure of a confined task still

@@ -65,7 +65,7 @@ pub use listen::{Access, Peer};
 use protocol::{
     AttachParams, AttachResult, DetachResult, Empty, Envelope, KillResult, ListResult, NoParams,
     ProbeResult, ReleaseParams, ReleaseResult, ReloadParams, ReloadResult, RemoveResult, RpcError,
-    RunParams, ServerStatus, StartResult, TaskParams, WaitParams, params,
+    RunParams, ServerStatus, StartResult, TaskParams, WaitParams, WriteParams, WriteResult, params,
 };
 
 /// How long replies get to be written once the server is stopping.
@@ -554,6 +554,16 @@ impl Connection {
                 })
             }
             "read" => to_value(&self.task(params::<TaskParams>(raw)?.task_id)?.read()),
+            "write" => {
+                let write = params::<WriteParams>(raw)?;
+                let task = self.task(write.task_id)?;
+                task.write(write.data.as_bytes(), write.eof)
+                    .await
+                    .map_err(|error| RpcError::stdin(write.task_id, error))?;
+                to_value(&WriteResult {
+                    written: write.data.len(),
+                })
+            }
             "kill" => {
                 let task = self.task(params::<TaskParams>(raw)?.task_id)?;
                 to_value(&KillResult {

@@ -63,8 +63,8 @@ pub mod code {
 
 /// Every method the server answers, in documentation order.
 pub const METHODS: &[&str] = &[
-    "run", "start", "read", "kill", "wait", "list", "remove", "release", "detach", "attach",
-    "probe", "reload", "shutdown",
+    "run", "start", "read", "write", "kill", "wait", "list", "remove", "release", "detach",
+    "attach", "probe", "reload", "shutdown",
 ];
 
 /// A JSON-RPC error object.
@@ -141,6 +141,19 @@ impl RpcError {
             "UNKNOWN_TASK",
             format!("this connection has no task with id {id}; `list` shows its tasks"),
         );
+        error.data["taskId"] = json!(id);
+        error
+    }
+
+    /// A `write` that did not go through: `BUSY` while the command is not
+    /// reading (try again), `INVALID_PARAMS` on `taskId` otherwise.
+    pub fn stdin(id: TaskId, error: crate::tasks::WriteError) -> Self {
+        let mut error = match error {
+            crate::tasks::WriteError::NotReading => {
+                RpcError::new(code::BUSY, "BUSY", error.to_string())
+            }
+            other => RpcError::invalid_params("taskId", other),
+        };
         error.data["taskId"] = json!(id);
         error
     }
@@ -362,6 +375,9 @@ pub struct RunParams {
     /// Text for the command's stdin (default: `/dev/null`).
     #[serde(default)]
     pub stdin: Option<String>,
+    /// `start` only: keep the task's stdin open for `write`.
+    #[serde(default)]
+    pub open_stdin: bool,
     /// This request's sandbox policy — the grant: `mode`, `workspaceRoot`,
     /// and optionally `writableRoots`, `protected`, `unprotected`,
     /// `denyRead`, `network`, `sockets` (default: the deployment's).
@@ -388,6 +404,7 @@ impl From<RunParams> for ExecRequest {
             approved: params.approved,
             stdin: params.stdin.map(String::into_bytes),
             stdin_stream: None,
+            open_stdin: params.open_stdin,
             limits: params.limits,
         }
     }
@@ -399,6 +416,28 @@ impl From<RunParams> for ExecRequest {
 pub struct TaskParams {
     /// The task's id (from `start`).
     pub task_id: TaskId,
+}
+
+/// `write`: text for a task's open stdin.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WriteParams {
+    /// The task's id (from `start` with `openStdin`).
+    pub task_id: TaskId,
+    /// The text to write (may be empty).
+    #[serde(default)]
+    pub data: String,
+    /// Close the task's stdin after it (the command reads end of file).
+    #[serde(default)]
+    pub eof: bool,
+}
+
+/// `write`'s result.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WriteResult {
+    /// Bytes handed to the command's stdin.
+    pub written: usize,
 }
 
 /// `wait`: one task, with an optional bound.

@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 use super::protocol::{
     AttachParams, AttachResult, DetachResult, Empty, KillResult, ListResult, NoParams, ProbeResult,
     ReleaseParams, ReleaseResult, ReloadParams, ReloadResult, RemoveResult, RpcError, RunParams,
-    StartResult, TaskParams, WaitParams,
+    StartResult, TaskParams, WaitParams, WriteParams, WriteResult,
 };
 use crate::model::ExecResult;
 use crate::tasks::{TaskRead, TaskSnapshot};
@@ -39,6 +39,11 @@ pub fn document() -> Value {
         "read",
         sub::<TaskParams>(&mut generator),
         sub::<TaskRead>(&mut generator),
+    );
+    method(
+        "write",
+        sub::<WriteParams>(&mut generator),
+        sub::<WriteResult>(&mut generator),
     );
     method(
         "kill",

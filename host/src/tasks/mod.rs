@@ -189,6 +189,29 @@ struct Task {
     state: Mutex<State>,
     kill: CancellationToken,
     done: watch::Sender<bool>,
+    /// Whether it was started with an open stdin.
+    opened: bool,
+    /// The sender of an open stdin (`ExecRequest::open_stdin`), until
+    /// closed.
+    stdin: Mutex<Option<tokio::sync::mpsc::Sender<Vec<u8>>>>,
+}
+
+/// How long [`TaskHandle::write`] waits for a command that is not reading
+/// its stdin before it says so.
+const WRITE_WAIT: Duration = Duration::from_secs(2);
+
+/// Why a write to a task's stdin did not go through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WriteError {
+    /// The task was started without an open stdin.
+    #[error("the task's stdin is not open (start it with openStdin)")]
+    NotOpen,
+    /// Its stdin was closed, or the task ended.
+    #[error("the task's stdin is closed (closed by a write with eof, or the task ended)")]
+    Closed,
+    /// The command has not read what was written before.
+    #[error("the command is not reading its stdin (earlier writes still wait)")]
+    NotReading,
 }
 
 /// A handle on one task. Cheap to clone.
@@ -279,6 +302,39 @@ impl TaskHandle {
         true
     }
 
+    /// Write `bytes` to the task's stdin (one started with
+    /// `open_stdin`); `eof` closes it after them. Waits a bounded time for
+    /// a command that is not reading.
+    ///
+    /// ```no_run
+    /// # async fn demo(session: cordon::Session) -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut request = cordon::ExecRequest::new("read a; echo got $a");
+    /// request.open_stdin = true;
+    /// let task = session.start(request).await?;
+    /// task.write(b"yes\n", true).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn write(&self, bytes: &[u8], eof: bool) -> Result<(), WriteError> {
+        let sender = lock(&self.0.stdin).clone();
+        let Some(sender) = sender else {
+            return Err(match self.0.opened {
+                true => WriteError::Closed,
+                false => WriteError::NotOpen,
+            });
+        };
+        if !bytes.is_empty() {
+            match tokio::time::timeout(WRITE_WAIT, sender.send(bytes.to_vec())).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(WriteError::Closed),
+                Err(_) => return Err(WriteError::NotReading),
+            }
+        }
+        if eof {
+            lock(&self.0.stdin).take();
+        }
+        Ok(())
+    }
+
     /// The task's state now.
     ///
     /// ```no_run
@@ -344,6 +400,7 @@ impl TaskHandle {
             state.ending = ending;
             state.group = None;
         }
+        lock(&self.0.stdin).take();
         self.0.done.send_replace(true);
     }
 }
@@ -377,8 +434,11 @@ impl Tasks {
         stdout: Arc<Mutex<Capture>>,
         stderr: Arc<Mutex<Capture>>,
         slot: Option<Permit>,
+        stdin: Option<tokio::sync::mpsc::Sender<Vec<u8>>>,
     ) -> TaskHandle {
         let handle = TaskHandle(Arc::new(Task {
+            opened: stdin.is_some(),
+            stdin: Mutex::new(stdin),
             id: TaskId::random(),
             command,
             grant,

@@ -117,6 +117,9 @@ fn a_runner_started_for_another_grant_is_ended_and_the_run_starts_its_own() {
             }
         }
     }
+    // …and git's `commondir`, which only a linked worktree's gitdir has
+    // (a `.` names the gitdir itself).
+    std::fs::write(ws.path().join(".git/commondir"), ".\n").unwrap();
     // The request asks for workspace-write; the component narrows it to
     // read-only: the runner started ahead has the wrong sandbox.
     let marker = ws.path().join("written");

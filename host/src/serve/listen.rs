@@ -201,24 +201,46 @@ impl Bound {
                     ));
                 }
                 clear_stale(path)?;
-                let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
-                let bound = std::os::unix::net::UnixListener::bind(path);
-                nix::sys::stat::umask(old);
-                let listener = bound.map_err(|err| {
+                // Bound, listening, owned and moded under a private name
+                // first, then renamed into place: a client that waits for
+                // the file never finds it before it accepts, nor with the
+                // wrong group.
+                let private = path.with_file_name(format!(".cordon-{}.sock", std::process::id()));
+                let staged = match private.as_os_str().len() <= 107 {
+                    true => private,
+                    false => path.clone(),
+                };
+                let cannot = |err: io::Error| {
                     io::Error::new(
                         err.kind(),
                         format!("cannot listen on {}: {err}", path.display()),
                     )
-                })?;
-                let bound = Bound {
+                };
+                if staged != *path {
+                    let _ = std::fs::remove_file(&staged);
+                }
+                let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
+                let bound = std::os::unix::net::UnixListener::bind(&staged);
+                nix::sys::stat::umask(old);
+                let listener = bound.map_err(cannot)?;
+                let published = (|| {
+                    if let Some(gid) = mode.group {
+                        std::os::unix::fs::chown(&staged, None, Some(gid))?;
+                    }
+                    std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(mode.mode))?;
+                    match staged == *path {
+                        true => Ok(()),
+                        false => rename_no_replace(&staged, path),
+                    }
+                })();
+                if let Err(err) = published {
+                    let _ = std::fs::remove_file(&staged);
+                    return Err(cannot(err));
+                }
+                Ok(Bound {
                     listener,
                     path: Some(path.clone()),
-                };
-                if let Some(gid) = mode.group {
-                    std::os::unix::fs::chown(path, None, Some(gid))?;
-                }
-                std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode.mode))?;
-                Ok(bound)
+                })
             }
         }
     }
@@ -447,6 +469,28 @@ pub async fn refuse(mut stream: UnixStream, error: RpcError) {
     let _ = tokio::time::timeout(std::time::Duration::from_secs(1), drain).await;
 }
 
+/// Rename `from` to `to`, failing (`EEXIST`) rather than replacing
+/// anything there (a server that came up meanwhile keeps its socket).
+fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(io::Error::other);
+    let (from, to) = (c(from)?, c(to)?);
+    // SAFETY: two NUL-terminated paths, resolved from the working directory.
+    let renamed = unsafe {
+        nix::libc::renameat2(
+            nix::libc::AT_FDCWD,
+            from.as_ptr(),
+            nix::libc::AT_FDCWD,
+            to.as_ptr(),
+            nix::libc::RENAME_NOREPLACE,
+        )
+    };
+    match renamed {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -488,6 +532,24 @@ mod tests {
         let long = PathBuf::from(format!("/run/{}.sock", "x".repeat(120)));
         let err = Bound::bind(&ListenAt::Unix(long), &SocketMode::default()).unwrap_err();
         assert!(err.to_string().contains("at most 107 bytes"), "{err}");
+    }
+
+    #[test]
+    fn the_socket_appears_listening_and_moded_and_nothing_else_is_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cordon.sock");
+        let mode = SocketMode {
+            mode: 0o660,
+            ..SocketMode::default()
+        };
+        let bound = Bound::bind(&ListenAt::Unix(path.clone()), &mode).unwrap();
+        std::os::unix::net::UnixStream::connect(&path).expect("it accepts once it is there");
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o660);
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+        assert_eq!(names.len(), 1, "the private name is gone");
+        drop(bound);
+        assert!(!path.exists());
     }
 
     #[test]

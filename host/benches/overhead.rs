@@ -430,6 +430,49 @@ fn main() {
                 ));
             }
         }
+        // Git's code protected in a repository (issue 37): the search for
+        // nested repositories, the pins and the placeholders, beside the
+        // same workspace with `.git` lifted (nothing of git held).
+        let git_ws = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("bench-git");
+        git_workspace(&git_ws);
+        let git_ws = git_ws.to_string_lossy().into_owned();
+        let lifted = cache_parent.join("git-lifted.toml");
+        let config = format!("liftable_protected = [\".git\"]\nallowed_roots = [{git_ws:?}]\n");
+        std::fs::write(&lifted, config).expect("write the config");
+        let lifted = lifted.to_string_lossy().into_owned();
+        let lifted_grant = format!(
+            "{{\"mode\": \"workspace-write\", \"workspaceRoot\": {git_ws:?}, \"unprotected\": [\".git\"]}}"
+        );
+        for backend in ["namespaces", "bwrap", "landlock"] {
+            for lift in [false, true] {
+                let (warm, ws) = (warm_cache.clone(), git_ws.clone());
+                let (config, grant) = (lifted.clone(), lifted_grant.clone());
+                let what = match lift {
+                    false => "git's code protected (the default)",
+                    true => "`.git` lifted (nothing of git held)",
+                };
+                cases.push((
+                    Box::leak(
+                        format!(
+                            "`cordon run --backend {backend} --mode workspace-write -- true` in a \
+                             repository (one nested, 4000 files) — {what}"
+                        )
+                        .into_boxed_str(),
+                    ),
+                    Box::new(move || {
+                        let mut flags = vec!["--backend", backend, "--workdir", &ws];
+                        match lift {
+                            true => flags.extend(["--config", &config, "--grant", &grant]),
+                            false => {
+                                flags.extend(["--mode", "workspace-write", "--workspace", &ws])
+                            }
+                        }
+                        cli_with(cordon_bin, &flags, "true", &warm);
+                    }),
+                    rounds,
+                ));
+            }
+        }
         let (warm, full) = (
             warm_cache.clone(),
             format!(
@@ -771,6 +814,30 @@ fn spawned_true(
         .filter(|(i, _)| !fds.contains(i))
         .map(|(_, a)| a.clone())
         .collect()
+}
+
+/// A workspace at `root` holding a repository, one nested two deep
+/// (`vendor/lib`) and 4000 files in 40 directories (made once).
+fn git_workspace(root: &std::path::Path) {
+    if root.join("vendor/lib/.git").exists() {
+        return;
+    }
+    for dir in [root.to_path_buf(), root.join("vendor/lib")] {
+        std::fs::create_dir_all(&dir).expect("bench repository");
+        let status = Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(&dir)
+            .status()
+            .expect("git");
+        assert!(status.success());
+    }
+    for d in 0..40 {
+        let dir = root.join(format!("src/m{d}"));
+        std::fs::create_dir_all(&dir).expect("bench tree");
+        for f in 0..100 {
+            std::fs::write(dir.join(format!("f{f}.rs")), "").expect("bench file");
+        }
+    }
 }
 
 /// `cordon run FLAGS --component-cache CACHE -- true`, as a new process.

@@ -172,7 +172,7 @@ fn file_is_placeholder(path: &Path, file: &File) -> bool {
     meta.is_ok_and(|meta| {
         meta.is_file()
             && meta.mode() & 0o7777 == PLACEHOLDER_FILE_MODE
-            && meta.nlink() == 1
+            && meta.nlink() <= 2
             && meta.len() == content.len() as u64
     }) && file.take(64).read_to_end(&mut read).is_ok()
         && read == content.as_bytes()
@@ -544,7 +544,13 @@ pub fn hold(paths: &[PathBuf]) -> io::Result<Held> {
 /// `mkdirat(parent, name)`, mode 0500.
 fn make_dir(parent: &OwnedFd, name: &CStr) -> io::Result<()> {
     // SAFETY: a valid directory fd and a NUL-terminated name.
-    let made = unsafe { libc::mkdirat(parent.as_raw_fd(), name.as_ptr(), PLACEHOLDER_MODE) };
+    let made = unsafe {
+        libc::mkdirat(
+            parent.as_raw_fd(),
+            name.as_ptr(),
+            PLACEHOLDER_MODE as libc::mode_t,
+        )
+    };
     match made {
         -1 => Err(io::Error::last_os_error()),
         _ => Ok(()),
@@ -553,7 +559,8 @@ fn make_dir(parent: &OwnedFd, name: &CStr) -> io::Result<()> {
 
 /// A placeholder file `name` in `parent` holding `content`, whole from the
 /// moment it has its name: written under a private name first, then
-/// renamed without replacing anything (`EEXIST` when the name is taken).
+/// linked to its name without replacing anything (`EEXIST` when the name
+/// is taken; for a moment it has two links).
 fn make_file(parent: &OwnedFd, name: &CStr, content: &str) -> io::Result<()> {
     use std::io::Write;
     static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -571,25 +578,26 @@ fn make_file(parent: &OwnedFd, name: &CStr, content: &str) -> io::Result<()> {
     let written = file.write_all(content.as_bytes()).and_then(|()| {
         file.set_permissions(std::fs::Permissions::from_mode(PLACEHOLDER_FILE_MODE))
     });
-    // SAFETY: renameat2 on names in a directory fd this function holds.
+    // A second name made without replacing anything (`EEXIST` when the
+    // name is taken), then the private one dropped: linkat is atomic and
+    // exists on every platform the host builds for.
+    // SAFETY: linkat on names in a directory fd this function holds.
     let renamed = written.and_then(|()| {
         match unsafe {
-            libc::renameat2(
+            libc::linkat(
                 parent.as_raw_fd(),
                 temporary.as_ptr(),
                 parent.as_raw_fd(),
                 name.as_ptr(),
-                libc::RENAME_NOREPLACE,
+                0,
             )
         } {
             -1 => Err(io::Error::last_os_error()),
             _ => Ok(()),
         }
     });
-    if renamed.is_err() {
-        // SAFETY: as above; the private name is this function's own.
-        unsafe { libc::unlinkat(parent.as_raw_fd(), temporary.as_ptr(), 0) };
-    }
+    // SAFETY: as above; the private name is this function's own.
+    unsafe { libc::unlinkat(parent.as_raw_fd(), temporary.as_ptr(), 0) };
     renamed
 }
 
@@ -645,12 +653,14 @@ fn still_named(parent: &OwnedFd, name: &CStr, held: &OwnedFd) -> bool {
         (done == 0).then(|| unsafe { stat.assume_init() })
     };
     let named = stat_of(parent.as_raw_fd(), name, libc::AT_SYMLINK_NOFOLLOW);
-    let own = stat_of(held.as_raw_fd(), c"", libc::AT_EMPTY_PATH);
+    let own = File::from(held.try_clone().expect("dup a placeholder fd")).metadata();
+    // `st_dev` and `st_ino` are not u64 on every platform the host builds for.
+    #[allow(clippy::unnecessary_cast)]
     match (named, own) {
-        (Some(named), Some(own)) => {
-            (named.st_dev, named.st_ino) == (own.st_dev, own.st_ino)
-                && own.st_mode & 0o7777 == PLACEHOLDER_FILE_MODE
-                && own.st_nlink == 1
+        (Some(named), Ok(own)) => {
+            (named.st_dev as u64, named.st_ino as u64) == (own.dev(), own.ino())
+                && own.mode() & 0o7777 == PLACEHOLDER_FILE_MODE
+                && own.nlink() == 1
         }
         _ => false,
     }

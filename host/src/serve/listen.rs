@@ -470,25 +470,11 @@ pub async fn refuse(mut stream: UnixStream, error: RpcError) {
 }
 
 /// Rename `from` to `to`, failing (`EEXIST`) rather than replacing
-/// anything there (a server that came up meanwhile keeps its socket).
+/// anything there (a server that came up meanwhile keeps its socket): a
+/// hard link is made without replacing, then the private name removed.
 fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(io::Error::other);
-    let (from, to) = (c(from)?, c(to)?);
-    // SAFETY: two NUL-terminated paths, resolved from the working directory.
-    let renamed = unsafe {
-        nix::libc::renameat2(
-            nix::libc::AT_FDCWD,
-            from.as_ptr(),
-            nix::libc::AT_FDCWD,
-            to.as_ptr(),
-            nix::libc::RENAME_NOREPLACE,
-        )
-    };
-    match renamed {
-        0 => Ok(()),
-        _ => Err(io::Error::last_os_error()),
-    }
+    std::fs::hard_link(from, to)?;
+    std::fs::remove_file(from)
 }
 
 #[cfg(test)]

@@ -425,7 +425,13 @@ pub struct Held {
 
 /// `openat(dir, name)` as a directory, never following a symlink.
 fn open_dir_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<OwnedFd> {
-    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    open_at(dir, name, libc::O_DIRECTORY)
+}
+
+/// `openat(dir, name)` read-only with `flags` too, never following a
+/// symlink.
+fn open_at(dir: BorrowedFd<'_>, name: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
+    let flags = flags | libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
     // SAFETY: a valid directory fd and a NUL-terminated name.
     let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags) };
     match fd {
@@ -510,7 +516,7 @@ pub fn hold(paths: &[PathBuf]) -> io::Result<Held> {
                 return Err(cannot(err));
             }
             let opened = match content {
-                Some(_) => open_file_at(parent.as_fd(), &name).and_then(|file| {
+                Some(_) => open_at(parent.as_fd(), &name, libc::O_NONBLOCK).and_then(|file| {
                     match file_is_placeholder(path, &File::from(file.try_clone()?)) {
                         true => Ok(file),
                         false => Err(io::Error::from_raw_os_error(libc::ENOTDIR)),
@@ -582,7 +588,7 @@ fn make_file(parent: &OwnedFd, name: &CStr, content: &str) -> io::Result<()> {
     // name is taken), then the private one dropped: linkat is atomic and
     // exists on every platform the host builds for.
     // SAFETY: linkat on names in a directory fd this function holds.
-    let renamed = written.and_then(|()| {
+    let linked = written.and_then(|()| {
         match unsafe {
             libc::linkat(
                 parent.as_raw_fd(),
@@ -598,19 +604,7 @@ fn make_file(parent: &OwnedFd, name: &CStr, content: &str) -> io::Result<()> {
     });
     // SAFETY: as above; the private name is this function's own.
     unsafe { libc::unlinkat(parent.as_raw_fd(), temporary.as_ptr(), 0) };
-    renamed
-}
-
-/// `openat(dir, name)` read-only, never following a symlink.
-fn open_file_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<OwnedFd> {
-    let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK;
-    // SAFETY: a valid directory fd and a NUL-terminated name.
-    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags) };
-    match fd {
-        -1 => Err(io::Error::last_os_error()),
-        // SAFETY: openat returned a new fd that nothing else owns.
-        fd => Ok(unsafe { OwnedFd::from_raw_fd(fd) }),
-    }
+    linked
 }
 
 fn lock(dir: &OwnedFd, how: libc::c_int) -> io::Result<()> {

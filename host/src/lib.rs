@@ -49,6 +49,7 @@ pub use host::{BuildError, Host, HostBuilder, PolicySource};
 pub use model::{
     Ceiling, Deployment, Enforcement, ExecRequest, ExecResult, LimitEnforcer, LimitFacts,
     LimitKind, RunLimits, SandboxFacts, SandboxMode, SandboxPolicy, StdinStream, StreamOutput,
+    TerminalSize,
 };
 pub use run::{ProcessLimits, RunOptions, Verdict};
 pub use session::{Load, Session, SessionLimits};

@@ -445,6 +445,11 @@ pub struct ExecRequest {
     /// only: a foreground run reads a [`StdinStream`] instead).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub open_stdin: bool,
+    /// Give a task a terminal of this size as its stdin, stdout and
+    /// stderr (tasks only; its stdin is then open for
+    /// [`crate::TaskHandle::write`], and its output is one stream).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tty: Option<TerminalSize>,
     /// Tighter limits than the deployment's, each at most the deployment's
     /// (a request may ask for less, never more). Host-only, like `stdin`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -505,6 +510,53 @@ impl ExecRequest {
     }
 }
 
+/// A terminal's size in character cells (default 24 rows of 80 columns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TerminalSize {
+    /// Rows, 1 to [`TerminalSize::MAX`].
+    #[serde(default = "TerminalSize::default_rows")]
+    pub rows: u16,
+    /// Columns, 1 to [`TerminalSize::MAX`].
+    #[serde(default = "TerminalSize::default_cols")]
+    pub cols: u16,
+}
+
+impl TerminalSize {
+    /// The most rows or columns a terminal may have.
+    pub const MAX: u16 = 1_000;
+
+    fn default_rows() -> u16 {
+        24
+    }
+
+    fn default_cols() -> u16 {
+        80
+    }
+
+    /// Why this size is not one a terminal can have, if it is not.
+    pub fn invalid(&self) -> Option<String> {
+        let bad = |n: u16| n == 0 || n > TerminalSize::MAX;
+        (bad(self.rows) || bad(self.cols)).then(|| {
+            format!(
+                "tty: {} rows by {} columns; each must be 1 to {}",
+                self.rows,
+                self.cols,
+                TerminalSize::MAX
+            )
+        })
+    }
+}
+
+impl Default for TerminalSize {
+    fn default() -> Self {
+        TerminalSize {
+            rows: TerminalSize::default_rows(),
+            cols: TerminalSize::default_cols(),
+        }
+    }
+}
+
 /// A command's live stdin: the chunks a caller sends through the
 /// [`tokio::sync::mpsc::Sender`] that [`StdinStream::channel`] gave it,
 /// copied by the host into the command's stdin pipe (the command never
@@ -524,15 +576,16 @@ impl StdinStream {
 
     /// Copy the stream into `pipe` until it ends or the pipe closes; the
     /// receiver stays in place when the copy is dropped (a run the ladder
-    /// plans again reads on).
-    pub(crate) async fn copy_into(&self, pipe: &mut (impl tokio::io::AsyncWrite + Unpin)) {
+    /// plans again reads on). Whether it reached the stream's end (false: the pipe closed first).
+    pub(crate) async fn copy_into(&self, pipe: &mut (impl tokio::io::AsyncWrite + Unpin)) -> bool {
         use tokio::io::AsyncWriteExt;
         let mut receiver = self.0.lock().await;
         while let Some(chunk) = receiver.recv().await {
             if pipe.write_all(&chunk).await.is_err() {
-                return;
+                return false;
             }
         }
+        true
     }
 }
 

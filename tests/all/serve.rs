@@ -612,6 +612,100 @@ fn sigterm_and_shutdown_end_a_server_whose_stdin_stays_open() {
     );
 }
 
+/// Read a task until its text holds `answer` (bounded); what was read.
+fn read_until(server: &mut Server, id: &Value, answer: &str) -> String {
+    let mut seen = String::new();
+    for _ in 0..200 {
+        let read = server.call("read", json!({"taskId": id}));
+        seen.push_str(read["text"].as_str().unwrap());
+        if seen.contains(answer) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    seen
+}
+
+/// Whether a read of the task says it awaits input within 5 s.
+fn seen_awaiting_input(server: &mut Server, id: &Value) -> bool {
+    (0..100).any(|_| {
+        let read = server.call("read", json!({"taskId": id}));
+        let seen = read["awaitingInput"] == true;
+        if !seen {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        seen
+    })
+}
+
+#[test]
+fn a_task_with_a_terminal_is_interactive_and_sized() {
+    for (backend, _) in common::confined_backends("a_task_with_a_terminal") {
+        let ws = workspace();
+        let root = ws.path();
+        let mut server = Server::start(root, root, backend);
+        let started = server.call(
+            "start",
+            json!({"command": "python3 -i -q", "tty": true, "rows": 40, "cols": 100,
+                   "policy": policy("read-only", root)}),
+        );
+        let id = started["taskId"].clone();
+        // Its stdin, stdout and stderr are a terminal of the size asked;
+        // the prompt (python writes it to stderr) arrives in the one stream.
+        let lines = [
+            (
+                "import os, sys; print([f.isatty() for f in (sys.stdin, sys.stdout, sys.stderr)])\n",
+                "[True, True, True]",
+            ),
+            ("print(os.get_terminal_size())\n", "columns=100, lines=40"),
+            ("print(6 * 7)\n", "42"),
+        ];
+        let first = read_until(&mut server, &id, ">>> ");
+        assert!(first.contains(">>> "), "{backend:?}: no prompt: {first:?}");
+        // At its prompt it is seen waiting for input (readline's select
+        // on the terminal), as the task's status says.
+        assert!(
+            seen_awaiting_input(&mut server, &id),
+            "{backend:?}: never seen awaiting input"
+        );
+        let listed = server.call("list", json!({}));
+        assert_eq!(
+            listed["tasks"][0]["awaitingInput"], true,
+            "{backend:?}: {listed}"
+        );
+        for (line, answer) in lines {
+            server.call("write", json!({"taskId": id, "data": line}));
+            let seen = read_until(&mut server, &id, answer);
+            assert!(seen.contains(answer), "{backend:?}: {line:?} gave {seen:?}");
+        }
+        // eof is the terminal's end-of-file character: python ends cleanly.
+        server.call("write", json!({"taskId": id, "eof": true}));
+        let done = server.call("wait", json!({"taskId": id, "timeoutMs": 10000}));
+        assert_eq!(done["status"], "completed", "{backend:?}: {done}");
+        assert_eq!(done["exitCode"], 0, "{backend:?}: {done}");
+        assert_eq!(done["sandbox"]["mode"], "read-only", "{done}");
+        // A foreground run has no terminal; a size needs tty.
+        let foreground = server.call_err(
+            "run",
+            json!({"command": "true", "tty": true, "policy": policy("read-only", root)}),
+        );
+        assert_eq!(
+            foreground["data"]["code"], "INVALID_REQUEST",
+            "{foreground}"
+        );
+        let stray = server.call_err("start", json!({"command": "true", "cols": 10}));
+        assert!(
+            stray["message"].as_str().unwrap().contains("tty: true"),
+            "{stray}"
+        );
+        let huge = server.call_err("start", json!({"command": "true", "tty": true, "rows": 0}));
+        assert!(
+            huge["message"].as_str().unwrap().contains("1 to 1000"),
+            "{huge}"
+        );
+    }
+}
+
 #[test]
 fn a_task_started_with_open_stdin_takes_what_is_written_to_it() {
     for (backend, _) in common::confined_backends("a_task_started_with_open_stdin") {
@@ -624,6 +718,11 @@ fn a_task_started_with_open_stdin_takes_what_is_written_to_it() {
                    "policy": policy("read-only", root)}),
         );
         let id = started["taskId"].clone();
+        // Blocked reading the pipe it is written: seen as waiting for input.
+        assert!(
+            seen_awaiting_input(&mut server, &id),
+            "{backend:?}: never seen awaiting input"
+        );
         // Two lines, each answered while the task runs, then end of file.
         for (line, answer) in [("print(6 * 7)\n", "42"), ("print('a' + 'b')\n", "ab")] {
             let wrote = server.call("write", json!({"taskId": id, "data": line}));
@@ -654,6 +753,8 @@ fn a_task_started_with_open_stdin_takes_what_is_written_to_it() {
             json!({"command": "sleep 5",
                                                 "policy": policy("read-only", root)}),
         );
+        let busy = server.call("read", json!({"taskId": plain["taskId"]}));
+        assert_eq!(busy.get("awaitingInput"), None, "{backend:?}: {busy}");
         let refused = server.call_err("write", json!({"taskId": plain["taskId"], "data": "x"}));
         assert!(
             refused["message"].as_str().unwrap().contains("openStdin"),

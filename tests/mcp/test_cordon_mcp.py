@@ -196,6 +196,42 @@ class CordonMcp(unittest.TestCase):
         self.assertTrue(foreground.is_error)
         self.assertIn("background: true", text(foreground))
 
+    def test_a_job_in_a_terminal_is_a_tty_and_answers_shell_write(self):
+        async def body(session):
+            started = await session.call_tool(
+                "shell", {"command": "python3 -i -q", "background": True, "tty": True}
+            )
+            job = started.structured_content["jobId"]
+            seen = ""
+            for _ in range(100):
+                seen += text(await session.call_tool("shell_output", {"jobId": job}))
+                if "[running, waiting for input]" in seen:
+                    break
+                await asyncio.sleep(0.05)
+            for line, answer in (
+                ("import sys; print(sys.stdin.isatty(), sys.stderr.isatty())\n", "True True"),
+                ("print(6 * 7)\n", "42"),
+            ):
+                await session.call_tool("shell_write", {"jobId": job, "data": line})
+                for _ in range(100):
+                    seen += text(await session.call_tool("shell_output", {"jobId": job}))
+                    if answer in seen:
+                        break
+                    await asyncio.sleep(0.05)
+            await session.call_tool("shell_write", {"jobId": job, "eof": True})
+            done = await session.call_tool("shell_output", {"jobId": job, "waitMs": 10000})
+            foreground = await session.call_tool("shell", {"command": "tty", "tty": True})
+            return seen, done, foreground
+
+        seen, done, foreground = asyncio.run(session_with([], body))
+        self.assertIn(">>> ", seen)
+        self.assertIn("[running, waiting for input] answer it with shell_write", seen)
+        self.assertIn("True True", seen)
+        self.assertIn("42", seen)
+        self.assertIn("exit code 0", text(done))
+        self.assertTrue(foreground.is_error)
+        self.assertIn("tty needs background: true", text(foreground))
+
     def test_a_components_render_changes_what_the_model_reads(self):
         args = ["--policy", os.environ["CORDON_RENDER_POLICY"]]
         marker = pathlib.Path("/etc/cordon-mcp-rendered")

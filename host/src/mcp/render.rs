@@ -228,6 +228,9 @@ pub fn read(read: &TaskRead, settled: Option<&TaskSnapshot>, budget: usize) -> S
         text.push_str("(output was dropped from the front: only its last part is shown)\n");
     }
     match settled {
+        None if read.awaiting_input => text.push_str(
+            "[running, waiting for input] answer it with shell_write, then call shell_output",
+        ),
         None => text.push_str(
             "[running] call shell_output again for more (waitMs waits for the job to end)",
         ),

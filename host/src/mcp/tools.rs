@@ -38,6 +38,11 @@ pub struct ShellArgs {
     /// `shell_write` (a prompt, a REPL).
     #[serde(default)]
     pub open_stdin: bool,
+    /// With `background`: run it in a terminal of 24 rows by 80 columns
+    /// (a program that asks only a terminal, a REPL, an installer's
+    /// prompts); answer it with `shell_write` (`eof` sends `^D`).
+    #[serde(default)]
+    pub tty: bool,
     /// Ask for a wider sandbox for this one command (a person approves it
     /// first; the deployment's ceiling holds either way).
     #[serde(default)]
@@ -406,16 +411,18 @@ impl McpServer {
             None => "unnamed".to_owned(),
         });
         self.roots_settled().await;
-        if args.open_stdin && !args.background {
+        if (args.open_stdin || args.tty) && !args.background {
+            let asked = if args.tty { "tty" } else { "openStdin" };
             return Ok(CallToolResult::error(vec![
-                rmcp::model::ContentBlock::text(
-                    "openStdin needs background: true (a job's stdin is written with shell_write)",
-                ),
+                rmcp::model::ContentBlock::text(format!(
+                    "{asked} needs background: true (a job's stdin is written with shell_write)"
+                )),
             ]));
         }
         let mut request = self.place.request(args.command, args.workdir);
         request.timeout_ms = args.timeout_ms;
         request.open_stdin = args.open_stdin;
+        request.tty = args.tty.then(crate::model::TerminalSize::default);
         if let Some(escalation) = args.escalate {
             return Ok(self
                 .escalated(request, escalation, args.background, &context)
@@ -476,8 +483,8 @@ impl McpServer {
     /// Write to a background job's stdin.
     #[tool(
         description = "Send text to the stdin of a background job started with openStdin: true \
-                       (answer a prompt, feed a REPL); eof: true closes it. Read the job's \
-                       answer with shell_output.",
+                       or tty: true (answer a prompt, feed a REPL); eof: true closes it (in a \
+                       terminal: sends ^D). Read the job's answer with shell_output.",
         annotations(destructive_hint = true, open_world_hint = false)
     )]
     async fn shell_write(
@@ -491,7 +498,7 @@ impl McpServer {
         let job = crate::text::quoted_command(&args.job_id, 64);
         let text = match task.write(args.data.as_bytes(), args.eof).await {
             Ok(()) if args.eof => format!(
-                "wrote {} bytes to job {job} and closed its stdin",
+                "wrote {} bytes to job {job} and ended its input",
                 args.data.len()
             ),
             Ok(()) => format!("wrote {} bytes to job {job}", args.data.len()),

@@ -29,10 +29,12 @@
 pub mod cgroup;
 pub mod env;
 pub mod identity;
+pub mod input;
 pub mod lineage;
 pub mod output;
 pub(crate) mod spawn;
 pub mod spill;
+mod terminal;
 
 use std::ffi::OsString;
 use std::io;
@@ -51,6 +53,7 @@ use tokio::time::{Instant, sleep, timeout};
 use tokio_util::sync::CancellationToken;
 
 pub use cgroup::{Cgroups, RunCgroup};
+pub use input::InputWatch;
 pub use output::{Capture, OutputSink, Stream, Tail};
 
 use crate::model::LimitKind;
@@ -74,6 +77,10 @@ pub struct SpawnRequest {
     pub workdir: PathBuf,
     /// What the command reads on stdin; `/dev/null` when none.
     pub stdin: Option<StdinSource>,
+    /// Give the command a terminal of this size as stdin, stdout and
+    /// stderr instead: `stdin` is then written to the terminal (its end
+    /// as the end-of-file character), and its output is captured as stdout.
+    pub tty: Option<crate::model::TerminalSize>,
     /// Bytes kept in memory per stream.
     pub tail_bytes: usize,
     /// Bytes a spill file may hold.
@@ -249,6 +256,7 @@ pub struct Process {
     feeder: Option<JoinHandle<()>>,
     status: Option<(Report, JoinHandle<()>)>,
     init: Option<(Report, JoinHandle<()>)>,
+    input: Option<InputWatch>,
 }
 
 /// Start `launch` in its own session — inside `cgroup` from its first
@@ -411,6 +419,7 @@ fn running(
     };
     let status = started.status.map(read_report).transpose()?;
     let init = started.init.map(read_report).transpose()?;
+    let input = started.input;
 
     let capture = |stream| {
         Arc::new(Mutex::new(Capture::new(
@@ -422,34 +431,34 @@ fn running(
     };
     let stdout = capture(Stream::Stdout);
     let stderr = capture(Stream::Stderr);
-    let receiver = |fd| pipe::Receiver::from_owned_fd(fd).map_err(SpawnError::Other);
-    let readers = vec![
-        pump(
-            receiver(started.stdout)?,
-            Stream::Stdout,
-            stdout.clone(),
-            sink.clone(),
-        ),
-        pump(
-            receiver(started.stderr)?,
-            Stream::Stderr,
-            stderr.clone(),
-            sink,
-        ),
-    ];
-    let feeder = match (started.stdin, &launch.stdin) {
-        (Some(fd), Some(source)) => {
-            let mut pipe = pipe::Sender::from_owned_fd(fd).map_err(SpawnError::Other)?;
-            let source = source.clone();
-            Some(tokio::spawn(async move {
-                // A child that exits or never reads gives EPIPE: fine.
-                match source {
-                    StdinSource::Bytes(bytes) => drop(pipe.write_all(&bytes).await),
-                    StdinSource::Stream(stream) => stream.copy_into(&mut pipe).await,
+    let (readers, feeder) = match started.output {
+        spawn::Output::Pipes {
+            stdout: out,
+            stderr: err,
+        } => {
+            let receiver = |fd| pipe::Receiver::from_owned_fd(fd).map_err(SpawnError::Other);
+            let readers = vec![
+                pump(receiver(out)?, Stream::Stdout, stdout.clone(), sink.clone()),
+                pump(receiver(err)?, Stream::Stderr, stderr.clone(), sink),
+            ];
+            let feeder = match (started.stdin, &launch.stdin) {
+                (Some(fd), Some(source)) => {
+                    let pipe = pipe::Sender::from_owned_fd(fd).map_err(SpawnError::Other)?;
+                    Some(feed(pipe, source.clone(), None))
                 }
-            }))
+                _ => None,
+            };
+            (readers, feeder)
         }
-        _ => None,
+        spawn::Output::Terminal(master) => {
+            let master = terminal::Master::new(master).map_err(SpawnError::Other)?;
+            let readers = vec![pump(master.clone(), Stream::Stdout, stdout.clone(), sink)];
+            let feeder = launch
+                .stdin
+                .clone()
+                .map(|source| feed(master, source, Some(terminal::END_OF_INPUT)));
+            (readers, feeder)
+        }
     };
     Ok(Process {
         exit,
@@ -460,6 +469,27 @@ fn running(
         feeder,
         status,
         init,
+        input,
+    })
+}
+
+/// Write `source` into a command's stdin off the caller's task; at its
+/// end, `end` when given (a terminal's end-of-file character: the
+/// terminal itself stays open).
+fn feed(
+    mut into: impl tokio::io::AsyncWrite + Unpin + Send + 'static,
+    source: StdinSource,
+    end: Option<u8>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        // A child that exits or never reads gives EPIPE: fine.
+        let fed = match source {
+            StdinSource::Bytes(bytes) => into.write_all(&bytes).await.is_ok(),
+            StdinSource::Stream(stream) => stream.copy_into(&mut into).await,
+        };
+        if let (true, Some(end)) = (fed, end) {
+            let _ = into.write_all(&[end]).await;
+        }
     })
 }
 
@@ -474,9 +504,10 @@ fn spec_of(
         argv: &launch.argv,
         env: &launch.env,
         workdir: &launch.workdir,
-        stdin: match launch.stdin {
-            Some(_) => spawn::Stdin::Piped,
-            None => spawn::Stdin::Null,
+        stdin: match (launch.tty, &launch.stdin) {
+            (Some(size), _) => spawn::Stdin::Terminal(size),
+            (None, Some(_)) => spawn::Stdin::Piped,
+            (None, None) => spawn::Stdin::Null,
         },
         status_pipe: launch.status_pipe,
         handover: launch.handover.as_deref(),
@@ -534,6 +565,11 @@ impl Process {
     /// The run's group and how to end it.
     pub fn group(&self) -> Group {
         self.guard.group.clone()
+    }
+
+    /// What tells whether the run waits on the stdin the host feeds it.
+    pub fn input(&self) -> Option<InputWatch> {
+        self.input
     }
 
     /// The live stdout capture.

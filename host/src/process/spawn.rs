@@ -51,6 +51,19 @@ pub(super) enum Stdin {
     Null,
     /// A pipe; the host keeps the write end.
     Piped,
+    /// A new terminal of this size, as stdin, stdout and stderr; the host
+    /// keeps its master ([`Output::Terminal`]).
+    Terminal(crate::model::TerminalSize),
+}
+
+/// The host's ends of a child's output.
+#[derive(Debug)]
+pub(super) enum Output {
+    /// Its stdout and stderr pipes.
+    Pipes { stdout: OwnedFd, stderr: OwnedFd },
+    /// Its terminal's master: stdout and stderr are the terminal, and so
+    /// is stdin (written through the master too).
+    Terminal(OwnedFd),
 }
 
 /// A started child: its pid (also its session and group id) and the host's
@@ -59,13 +72,15 @@ pub(super) enum Stdin {
 pub(super) struct Started {
     pub pid: Pid,
     pub stdin: Option<OwnedFd>,
-    pub stdout: OwnedFd,
-    pub stderr: OwnedFd,
+    pub output: Output,
     pub status: Option<OwnedFd>,
     pub init: Option<OwnedFd>,
     /// The write end of the handover pipe of a child started ahead of
     /// what it is handed ([`Spec::handover_later`]).
     pub handover: Option<OwnedFd>,
+    /// What tells whether the child waits on the stdin the host feeds
+    /// (a pipe or a terminal; none for `/dev/null`).
+    pub input: Option<super::input::InputWatch>,
 }
 
 /// What to start: the program is looked up in the child's own `PATH`.
@@ -229,6 +244,58 @@ pub(super) fn resolve_program(
     })
 }
 
+/// A child's stdio: its ends (stdin, stdout, stderr) and the host's.
+struct Stdio {
+    stdin_child: OwnedFd,
+    stdin_host: Option<OwnedFd>,
+    output: Output,
+    stdout_child: OwnedFd,
+    stderr_child: OwnedFd,
+}
+
+/// Make the stdio `stdin` asks for: `/dev/null`, a pipe or a terminal
+/// in; pipes out, or the terminal.
+fn stdio(stdin: &Stdin) -> io::Result<Stdio> {
+    let (stdin_child, stdin_host, terminal) = match *stdin {
+        Stdin::Null => (
+            OwnedFd::from(std::fs::OpenOptions::new().read(true).open("/dev/null")?),
+            None,
+            None,
+        ),
+        Stdin::Piped => {
+            let (read, write) = pipe()?;
+            (read, Some(write), None)
+        }
+        Stdin::Terminal(size) => {
+            let (master, slave) = super::terminal::open(size)?;
+            (slave, None, Some(master))
+        }
+    };
+    let (output, stdout_child, stderr_child) = match terminal {
+        Some(master) => (
+            Output::Terminal(master),
+            stdin_child.try_clone()?,
+            stdin_child.try_clone()?,
+        ),
+        None => {
+            let (stdout_host, stdout_child) = pipe()?;
+            let (stderr_host, stderr_child) = pipe()?;
+            let output = Output::Pipes {
+                stdout: stdout_host,
+                stderr: stderr_host,
+            };
+            (output, stdout_child, stderr_child)
+        }
+    };
+    Ok(Stdio {
+        stdin_child,
+        stdin_host,
+        output,
+        stdout_child,
+        stderr_child,
+    })
+}
+
 /// Start `spec` in a new session with only its stdio (and status fd).
 pub(super) fn start(spec: &Spec<'_>) -> io::Result<Started> {
     let (program, _) = spec
@@ -236,18 +303,13 @@ pub(super) fn start(spec: &Spec<'_>) -> io::Result<Started> {
         .split_first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty argv"))?;
     let program = resolve_program(program, spec.env, spec.workdir)?;
-    let (stdin_child, stdin_host) = match spec.stdin {
-        Stdin::Null => (
-            OwnedFd::from(std::fs::OpenOptions::new().read(true).open("/dev/null")?),
-            None,
-        ),
-        Stdin::Piped => {
-            let (read, write) = pipe()?;
-            (read, Some(write))
-        }
-    };
-    let (stdout_host, stdout_child) = pipe()?;
-    let (stderr_host, stderr_child) = pipe()?;
+    let Stdio {
+        stdin_child,
+        stdin_host,
+        output,
+        stdout_child,
+        stderr_child,
+    } = stdio(&spec.stdin)?;
     let (status_host, status_child) = match spec.status_pipe {
         true => {
             let (read, write) = pipe()?;
@@ -304,17 +366,21 @@ pub(super) fn start(spec: &Spec<'_>) -> io::Result<Started> {
         init_env: init_env.map(above_child_slots).transpose()?,
     };
     let pid = platform::start(&program, spec, &child_fds)?;
+    let input = match spec.stdin {
+        Stdin::Null => None,
+        Stdin::Piped | Stdin::Terminal(_) => super::input::InputWatch::new(pid, &child_fds.stdin),
+    };
     // The child's ends close here, so the host sees EOF once the child
     // (and everything that inherited them) is gone.
     drop(child_fds);
     Ok(Started {
         pid,
         stdin: stdin_host,
-        stdout: stdout_host,
-        stderr: stderr_host,
+        output,
         status: status_host,
         init: init_host,
         handover: handover_host,
+        input,
     })
 }
 

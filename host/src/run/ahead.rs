@@ -83,7 +83,7 @@ impl Ahead {
 
 /// Start the runner `request` will most likely be planned with; none
 /// when the guess cannot be made or the run could not take it (no
-/// cgroup, stdin bytes, a grant with an allow-list proxy or placeholders,
+/// cgroup, stdin bytes or a terminal, a grant with an allow-list proxy or placeholders,
 /// another runner than cordon's own).
 fn start(
     confiner: &Arc<dyn Confine>,
@@ -92,7 +92,7 @@ fn start(
     request: &ExecRequest,
 ) -> Option<Waiting> {
     let cgroups = cgroups?;
-    if request.stdin.is_some() || request.stdin_stream.is_some() {
+    if request.stdin.is_some() || request.stdin_stream.is_some() || request.tty.is_some() {
         return None;
     }
     let mut spec = ExecSpec {
@@ -125,6 +125,7 @@ fn start(
         env,
         workdir: "/".into(),
         stdin: None,
+        tty: None,
         tail_bytes: 0,
         spill_limit: 0,
         status_pipe: wrap.report().needs_pipe(),

@@ -244,6 +244,13 @@ pub(crate) async fn run(
                 .into(),
         ));
     }
+    if request.tty.is_some() {
+        return Err(RunError::InvalidRequest(
+            "tty: only a task (start) gets a terminal, written to with write and read with \
+             read; a foreground run has pipes"
+                .into(),
+        ));
+    }
     let started = SystemTime::now();
     let stdin = request.stdin.take();
     let template = request.clone();
@@ -491,18 +498,22 @@ async fn refuted(cx: &RunContext, prepared: &Prepared) -> bool {
         .unwrap_or(false)
 }
 
-/// The sender of a task's open stdin (`open_stdin`), the request reading
-/// its stream; refused beside stdin bytes or a stream of the caller's.
+/// The sender of a task's open stdin (`open_stdin`, or its terminal's
+/// input with `tty`), the request reading its stream; refused beside stdin
+/// bytes or a stream of the caller's, and for a terminal of no size.
 fn open_stdin(
     request: &mut ExecRequest,
 ) -> Result<Option<tokio::sync::mpsc::Sender<Vec<u8>>>, RunError> {
-    if !request.open_stdin {
+    if let Some(why) = request.tty.as_ref().and_then(|size| size.invalid()) {
+        return Err(RunError::InvalidRequest(why));
+    }
+    if !request.open_stdin && request.tty.is_none() {
         return Ok(None);
     }
     if request.stdin.is_some() || request.stdin_stream.is_some() {
         return Err(RunError::InvalidRequest(
-            "openStdin: a task reads either the stdin it was given or what is written to it, \
-             not both"
+            "openStdin/tty: a task reads either the stdin it was given or what is written to \
+             it, not both (send those bytes as its first write)"
                 .into(),
         ));
     }
@@ -559,7 +570,7 @@ pub(crate) async fn start(
                 Some(slot),
                 stdin,
             );
-            task.set_group(process.group());
+            task.set_group(process.group(), process.input());
             let deadline =
                 explicit_timeout.then(|| Duration::from_millis(prepared.spec.timeout_ms));
             tokio::spawn(follow(
@@ -777,6 +788,7 @@ fn prepare(cx: &RunContext, mut request: ExecRequest, verify: bool) -> Result<Pr
         env,
         workdir: spec.workdir.clone(),
         stdin: process::StdinSource::of(request.stdin, request.stdin_stream),
+        tty: request.tty,
         tail_bytes: cx.limits.tail_bytes,
         spill_limit: cx.limits.spill_limit,
         status_pipe: accepted.report.needs_pipe() || over_fd,

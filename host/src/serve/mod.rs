@@ -547,7 +547,7 @@ impl Connection {
         match method {
             "run" => self.run(raw).await,
             "start" => {
-                let request = params::<RunParams>(raw)?.into();
+                let request = params::<RunParams>(raw)?.into_request()?;
                 let handle = self.session.start(request).await?;
                 to_value(&StartResult {
                     task_id: handle.id(),
@@ -611,7 +611,7 @@ impl Connection {
 
     /// `run`: a foreground run, its result rendered and its spills kept.
     async fn run(&self, raw: Option<Value>) -> Result<Value, RpcError> {
-        let request = params::<RunParams>(raw)?.into();
+        let request = params::<RunParams>(raw)?.into_request()?;
         let options = RunOptions {
             sink: None,
             abort: Some(self.runs.child_token()),

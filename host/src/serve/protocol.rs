@@ -378,6 +378,16 @@ pub struct RunParams {
     /// `start` only: keep the task's stdin open for `write`.
     #[serde(default)]
     pub open_stdin: bool,
+    /// `start` only: give the task a terminal as stdin, stdout and stderr
+    /// (its input written with `write`, `eof` as `^D`; its output one stream).
+    #[serde(default)]
+    pub tty: bool,
+    /// With `tty`: the terminal's rows (default 24, at most 1000).
+    #[serde(default)]
+    pub rows: Option<u16>,
+    /// With `tty`: the terminal's columns (default 80, at most 1000).
+    #[serde(default)]
+    pub cols: Option<u16>,
     /// This request's sandbox policy — the grant: `mode`, `workspaceRoot`,
     /// and optionally `writableRoots`, `protected`, `unprotected`,
     /// `denyRead`, `network`, `sockets` (default: the deployment's).
@@ -393,9 +403,35 @@ pub struct RunParams {
     pub limits: Option<RunLimits>,
 }
 
-impl From<RunParams> for ExecRequest {
-    fn from(params: RunParams) -> Self {
-        ExecRequest {
+impl RunParams {
+    /// The terminal these params ask for; `rows` or `cols` without `tty`
+    /// is a bad param.
+    pub fn terminal(&self) -> Result<Option<crate::model::TerminalSize>, RpcError> {
+        if !self.tty {
+            let stray = [("rows", self.rows), ("cols", self.cols)];
+            return match stray.iter().find(|(_, value)| value.is_some()) {
+                Some((name, _)) => Err(RpcError::invalid_params(
+                    name,
+                    format!("{name} sizes a terminal: it needs tty: true"),
+                )),
+                None => Ok(None),
+            };
+        }
+        let default = crate::model::TerminalSize::default();
+        Ok(Some(crate::model::TerminalSize {
+            rows: self.rows.unwrap_or(default.rows),
+            cols: self.cols.unwrap_or(default.cols),
+        }))
+    }
+}
+
+impl RunParams {
+    /// The request these params make; a bad param (`rows` without `tty`)
+    /// is an error.
+    pub fn into_request(self) -> Result<ExecRequest, RpcError> {
+        let tty = self.terminal()?;
+        let params = self;
+        Ok(ExecRequest {
             command: params.command,
             workdir: params.workdir,
             timeout_ms: params.timeout_ms,
@@ -405,8 +441,9 @@ impl From<RunParams> for ExecRequest {
             stdin: params.stdin.map(String::into_bytes),
             stdin_stream: None,
             open_stdin: params.open_stdin,
+            tty,
             limits: params.limits,
-        }
+        })
     }
 }
 
@@ -656,7 +693,8 @@ mod tests {
             "policy": {"mode": "workspace-write", "workspaceRoot": "/w"}
         })))
         .unwrap()
-        .into();
+        .into_request()
+        .unwrap();
         assert_eq!(request.timeout_ms, Some(5));
         assert_eq!(request.env, vec![("A".to_owned(), "1".to_owned())]);
         assert_eq!(request.stdin.as_deref(), Some(&b"hi"[..]));
@@ -667,6 +705,23 @@ mod tests {
                 "/w"
             ))
         );
+    }
+
+    #[test]
+    fn a_terminal_is_asked_with_tty_and_sized_with_rows_and_cols() {
+        let ask = |value| params::<RunParams>(Some(value)).unwrap().into_request();
+        let request = ask(json!({"command": "sh", "tty": true, "cols": 132})).unwrap();
+        assert_eq!(
+            request.tty,
+            Some(crate::model::TerminalSize {
+                rows: 24,
+                cols: 132
+            })
+        );
+        assert_eq!(ask(json!({"command": "sh"})).unwrap().tty, None);
+        let stray = ask(json!({"command": "sh", "rows": 40})).unwrap_err();
+        assert_eq!(stray.code, code::INVALID_PARAMS);
+        assert!(stray.message.contains("tty: true"), "{}", stray.message);
     }
 
     #[test]

@@ -129,6 +129,10 @@ pub struct TaskRead {
     pub spill_paths: Vec<PathBuf>,
     /// The task's status at the time of the read.
     pub status: TaskStatus,
+    /// A process of the running task is seen blocked reading the stdin
+    /// it is written (a prompt, a REPL): see [`TaskSnapshot::awaiting_input`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub awaiting_input: bool,
 }
 
 /// A task's state at one moment.
@@ -156,6 +160,13 @@ pub struct TaskSnapshot {
     /// The grant a confined task runs under, as the host enforces it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grant: Option<GrantFacts>,
+    /// A process of the running task is seen blocked reading the stdin
+    /// the host feeds it (an open stdin or a terminal): it waits for a
+    /// write. Seen on Linux for a read of that stdin, or a `select` on it
+    /// alone (GNU readline); a program polling several descriptors at
+    /// once is not seen, so false does not prove it is not waiting.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub awaiting_input: bool,
 }
 
 /// How a task ended, as recorded by its follower.
@@ -176,6 +187,8 @@ struct State {
     status: TaskStatus,
     ending: TaskEnd,
     group: Option<process::Group>,
+    /// What tells whether it waits on its stdin, while it runs.
+    input: Option<process::InputWatch>,
 }
 
 /// One background task, shared by the registry, handles and its follower.
@@ -279,6 +292,7 @@ impl TaskHandle {
             lossy,
             spill_paths,
             status,
+            awaiting_input: self.awaiting_input(),
         }
     }
 
@@ -302,9 +316,10 @@ impl TaskHandle {
         true
     }
 
-    /// Write `bytes` to the task's stdin (one started with
-    /// `open_stdin`); `eof` closes it after them. Waits a bounded time for
-    /// a command that is not reading.
+    /// Write `bytes` to the task's stdin (one started with `open_stdin`,
+    /// or its terminal's input with `tty`); `eof` ends it after them —
+    /// closes the pipe, or on a terminal sends its end-of-file character
+    /// (`^D`). Waits a bounded time for a command that is not reading.
     ///
     /// ```no_run
     /// # async fn demo(session: cordon::Session) -> Result<(), Box<dyn std::error::Error>> {
@@ -344,8 +359,10 @@ impl TaskHandle {
     /// # }
     /// ```
     pub fn snapshot(&self) -> TaskSnapshot {
+        let awaiting_input = self.awaiting_input();
         let state = lock(&self.0.state);
         TaskSnapshot {
+            awaiting_input,
             id: self.0.id,
             command: self.0.command.clone(),
             status: state.status,
@@ -387,9 +404,25 @@ impl TaskHandle {
         &self.0.kill
     }
 
-    /// Record the spawned group (for shutdown).
-    pub(crate) fn set_group(&self, group: process::Group) {
-        lock(&self.0.state).group = Some(group);
+    /// Record the spawned group (for shutdown) and what tells whether it
+    /// waits on its stdin.
+    pub(crate) fn set_group(&self, group: process::Group, input: Option<process::InputWatch>) {
+        let mut state = lock(&self.0.state);
+        state.group = Some(group);
+        state.input = input;
+    }
+
+    /// Whether a process of the running task is seen waiting on its stdin
+    /// (read outside the state's lock: it walks `/proc`).
+    fn awaiting_input(&self) -> bool {
+        let input = {
+            let state = lock(&self.0.state);
+            match state.status {
+                TaskStatus::Running => state.input,
+                _ => None,
+            }
+        };
+        input.is_some_and(|input| input.awaiting())
     }
 
     /// Stamp how the task ended, then wake every waiter — in that order.
@@ -399,6 +432,7 @@ impl TaskHandle {
             state.status = ending.status;
             state.ending = ending;
             state.group = None;
+            state.input = None;
         }
         lock(&self.0.stdin).take();
         self.0.done.send_replace(true);
@@ -455,6 +489,7 @@ impl Tasks {
                     notice: None,
                 },
                 group: None,
+                input: None,
             }),
             kill: CancellationToken::new(),
             done: watch::channel(false).0,

@@ -15,6 +15,13 @@ if [ "${CI:-}" = true ] && [ "$(uname -s)" = Linux ]; then
     export CORDON_E2E_REQUIRE_MCP=1
     # setup.sh installs the CNCF registry: the registry suite must run.
     export CORDON_E2E_REQUIRE_REGISTRY=1
+    # With the kernel's audit on, root reads Landlock's denial records: a
+    # Landlock run's facts must name what the kernel refused.
+    if [ "$(id -u)" -eq 0 ] && python3 scripts/audit-on.py; then
+        export CORDON_E2E_REQUIRE_KERNEL_DENIALS=1
+    else
+        echo "test.sh: WARNING: the kernel's audit is not on: denials are inferred from text" >&2
+    fi
     # setup.sh installs the Codex CLI and Claude Code from npm: the real-agent
     # test must run, unless the packages could not be installed (said there).
     if [ -x target/agents/node_modules/.bin/codex ] && [ -x target/agents/node_modules/.bin/claude ]; then

@@ -23,6 +23,7 @@
 mod admission;
 pub mod audit;
 pub mod config;
+pub mod denials;
 pub mod doctor;
 mod error;
 pub mod files;
@@ -47,9 +48,9 @@ pub mod text;
 pub use error::{Details, ErrorCode, RunError, sandbox_unavailable_message};
 pub use host::{BuildError, Host, HostBuilder, PolicySource};
 pub use model::{
-    Ceiling, Deployment, Enforcement, ExecRequest, ExecResult, LimitEnforcer, LimitFacts,
-    LimitKind, RunLimits, SandboxFacts, SandboxMode, SandboxPolicy, StdinStream, StreamOutput,
-    TerminalSize,
+    Ceiling, Denial, Deployment, Enforcement, Evidence, ExecRequest, ExecResult, LimitEnforcer,
+    LimitFacts, LimitKind, RunLimits, SandboxFacts, SandboxMode, SandboxPolicy, StdinStream,
+    StreamOutput, TerminalSize,
 };
 pub use run::{ProcessLimits, RunOptions, Verdict};
 pub use session::{Load, Session, SessionLimits};

@@ -943,6 +943,45 @@ pub struct SandboxFacts {
     /// The runner failed (background tasks only).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub runner_failed: bool,
+    /// Where `denied` comes from: `kernel` — the run's denials were read
+    /// from the kernel's audit records, `denials` is their list — or
+    /// `text`, inferred from the exit and stderr's wording.
+    #[serde(default)]
+    pub evidence: Evidence,
+    /// The accesses the kernel refused the run (`evidence: kernel`; the
+    /// first [`crate::denials::MAX_DENIALS`], each distinct).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denials: Vec<Denial>,
+}
+
+/// Where a run's `denied` comes from.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Evidence {
+    /// The kernel's audit records of the run's Landlock domain.
+    Kernel,
+    /// The exit and stderr's wording (the policy's signatures).
+    #[default]
+    Text,
+}
+
+/// One access the kernel refused a run, as its audit record says.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Denial {
+    /// The rights refused, as the kernel names them (`fs.write_file`,
+    /// `fs.make_reg`, `net.connect_tcp`, …).
+    pub blockers: Vec<String>,
+    /// The file — or the directory an entry was to be made or removed in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The address of a refused connection (`host:port`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// What refused it: `landlock` (the run's Landlock domain).
+    pub by: String,
 }
 
 /// What keeps a spill file alive: the process layer's handle on it. The

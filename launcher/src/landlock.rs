@@ -98,11 +98,14 @@ pub(super) struct Grants<'a> {
     pub supervised: &'a [PathBuf],
 }
 
-/// Restrict this process to `grants`; the error is the launcher's detail.
+/// Restrict this process to `grants` — its denials logged to the
+/// kernel's audit after its exec too when `log_denials` (Landlock ABI 7;
+/// an older kernel logs none) — the error is the launcher's detail.
 pub(super) fn restrict(
     grants: &Grants<'_>,
     roots: &[super::verify::Root],
     connect_port: Option<u16>,
+    log_denials: bool,
 ) -> Result<Restricted, String> {
     let all = AccessFs::from_all(TARGET_ABI);
     let mut ruleset = match connect_port {
@@ -162,6 +165,11 @@ pub(super) fn restrict(
         ruleset = ruleset
             .add_rule(PathBeneath::new(fd, access))
             .map_err(|err| format!("cannot grant {}: {err}", path.display()))?;
+    }
+    if log_denials {
+        ruleset = ruleset
+            .log_new_exec(true)
+            .map_err(|err| format!("cannot log denials: {err}"))?;
     }
     let restricted = ruleset
         .restrict_self()

@@ -42,6 +42,7 @@ pub(super) fn restrict(
     _grants: &Grants<'_>,
     _roots: &[super::verify::Root],
     _connect_port: Option<u16>,
+    _log_denials: bool,
 ) -> Result<Restricted, String> {
     Err("Landlock is a Linux interface; this system has none".into())
 }

@@ -256,6 +256,11 @@ fn confine_and_exec(
         }
     };
     step(&mut status, restrict_files(mode, request, command_end));
+    if let (true, Some(status)) = (request.log_denials, status.as_mut()) {
+        // This pid names the Landlock domain in the kernel's denial records.
+        let confined = crate::protocol::Status::Confined(std::process::id() as i32);
+        let _ = writeln!(status, "{confined}");
+    }
     step(&mut status, filter_calls(mode, request));
     step(&mut status, apply_limits(limits));
     step(&mut status, drop_privileges(mode));
@@ -314,7 +319,12 @@ fn restrict_files(
         writable: &request.writable,
         supervised: &request.supervised,
     };
-    match landlock::restrict(&grants, &request.roots, request.connect_port)? {
+    match landlock::restrict(
+        &grants,
+        &request.roots,
+        request.connect_port,
+        request.log_denials,
+    )? {
         landlock::Restricted::Fully => {}
         landlock::Restricted::Partially => eprintln!("{PREFIX}{PARTIAL_NOTICE}"),
     }

@@ -7,7 +7,7 @@
 //! a namespace runner next.
 //!
 //! ```text
-//! cordon __landlock [--status-fd N] [--env-fd N] [--parent PID] [--unshare-ipc] [--socket-families LIST] [--writable-root DEV:INO:PATH]... (--ro PATH | --ls PATH | --rw PATH)... -- ARGV...
+//! cordon __landlock [--status-fd N] [--env-fd N] [--parent PID] [--unshare-ipc] [--log-denials] [--socket-families LIST] [--writable-root DEV:INO:PATH]... (--ro PATH | --ls PATH | --rw PATH)... -- ARGV...
 //! cordon __landlock --probe
 //! cordon __init [--status-fd N] [--env-fd N] [--outside NS=INODE,...] [--writable-root DEV:INO:PATH]... [--socket-families LIST] [--proxy-socket PATH] -- ARGV...
 //! cordon __init --probe
@@ -200,6 +200,9 @@ struct Request {
     /// The one TCP port the command may connect to (Landlock: the host's
     /// allow-list proxy on the loopback).
     connect_port: Option<u16>,
+    /// Have the kernel log the command's denials (Landlock's audit
+    /// records, after the exec too) and say which process they name.
+    log_denials: bool,
     /// The host's proxy socket to bridge the sandbox's loopback to.
     proxy_socket: Option<PathBuf>,
     /// The host's own namespaces, which a runner that confines has
@@ -288,6 +291,7 @@ fn parse(mode: Mode, args: Vec<OsString>) -> Result<Invocation, String> {
                 launch.roots.push(verify::parse_root(value)?);
             }
             "--unshare-ipc" if landlock => launch.unshare_ipc = true,
+            "--log-denials" if landlock => launch.log_denials = true,
             "--connect-port" if landlock => {
                 let port = number(&flag, args.next())?;
                 let port = u16::try_from(port)
@@ -424,6 +428,7 @@ mod tests {
                 protected: vec!["/s/.git".into()],
                 socket_families: None,
                 connect_port: None,
+                log_denials: false,
                 proxy_socket: None,
                 outside: vec![],
                 roots: vec![],

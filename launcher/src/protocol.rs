@@ -6,9 +6,12 @@
 //! writers (this crate) and the readers (the host's `sandbox/mod.rs`)
 //! alike. The crate root re-exports the constants.
 //!
-//! A report is the status fd's whole text: `exec` just before the
-//! command's exec, `failed: DETAIL` when the launcher failed first, and
-//! `exit N` or `signal N` once the command's leader ended.
+//! A report is the status fd's whole text: `confined PID` once the
+//! process that becomes the command has restricted itself with its
+//! denials logged (`--log-denials`: PID names its Landlock domain in the
+//! kernel's audit records), `exec` just before the command's exec,
+//! `failed: DETAIL` when the launcher failed first, and `exit N` or
+//! `signal N` once the command's leader ended.
 
 use std::fmt;
 
@@ -105,6 +108,8 @@ pub enum Status {
     Failed(String),
     /// `exit N` / `signal N`: the command's leader ended so.
     Ended(Ended),
+    /// `confined PID`: this process restricted itself, denials logged.
+    Confined(i32),
 }
 
 impl Status {
@@ -121,6 +126,7 @@ impl Status {
         match word {
             "exit" => Some(Status::Ended(Ended::Exited(number))),
             "signal" => Some(Status::Ended(Ended::Signaled(number))),
+            "confined" => Some(Status::Confined(number)),
             _ => None,
         }
     }
@@ -133,6 +139,7 @@ impl fmt::Display for Status {
             Status::Failed(detail) => write!(f, "failed: {detail}"),
             Status::Ended(Ended::Exited(code)) => write!(f, "exit {code}"),
             Status::Ended(Ended::Signaled(signal)) => write!(f, "signal {signal}"),
+            Status::Confined(pid) => write!(f, "confined {pid}"),
         }
     }
 }
@@ -146,6 +153,8 @@ pub struct Report {
     pub failed: Option<String>,
     /// How the command's leader ended (the last such line).
     pub ended: Option<Ended>,
+    /// The process whose Landlock domain logs the run's denials.
+    pub confined: Option<i32>,
 }
 
 impl Report {
@@ -159,6 +168,9 @@ impl Report {
                     report.failed.get_or_insert(detail);
                 }
                 Status::Ended(ended) => report.ended = Some(ended),
+                Status::Confined(pid) => {
+                    report.confined.get_or_insert(pid);
+                }
             }
         }
         report
@@ -188,6 +200,7 @@ mod tests {
             Status::Failed("cannot execute x: No such file".into()),
             Status::Ended(Ended::Exited(3)),
             Status::Ended(Ended::Signaled(9)),
+            Status::Confined(4242),
         ] {
             assert_eq!(Status::parse(&status.to_string()), Some(status));
         }
@@ -198,11 +211,12 @@ mod tests {
     #[test]
     fn a_report_is_read_whole() {
         assert_eq!(
-            Report::read("exec\nexit 3\nsignal 15\n"),
+            Report::read("confined 77\nexec\nexit 3\nsignal 15\n"),
             Report {
                 exec: true,
                 failed: None,
-                ended: Some(Ended::Signaled(15))
+                ended: Some(Ended::Signaled(15)),
+                confined: Some(77),
             }
         );
         let failed = Report::read("failed: no\nfailed: later\n");

@@ -16,6 +16,7 @@ mod cache;
 mod cli;
 mod component;
 mod containment;
+mod denials;
 mod doctor;
 mod escapes;
 mod executors;

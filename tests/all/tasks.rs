@@ -185,6 +185,8 @@ async fn overlapping_tasks_are_stamped_with_their_own_facts() {
             denied: true,
             enforcement: Some(Enforcement::Full),
             runner_failed: false,
+            evidence: Default::default(),
+            denials: vec![],
         })
     );
     assert_eq!(denied.status, TaskStatus::Completed);
@@ -196,6 +198,8 @@ async fn overlapping_tasks_are_stamped_with_their_own_facts() {
             denied: false,
             enforcement: Some(Enforcement::Full),
             runner_failed: false,
+            evidence: Default::default(),
+            denials: vec![],
         })
     );
     assert!(root.join("b").exists() && !root.join("a").exists());
@@ -251,6 +255,8 @@ async fn a_background_runner_failure_is_killed_runner_failed_and_said_once() {
             denied: false,
             enforcement: Some(Enforcement::Full),
             runner_failed: true,
+            evidence: Default::default(),
+            denials: vec![],
         })
     );
     let first = task.read().text;
@@ -295,6 +301,8 @@ async fn any_spawn_failure_of_a_confined_task_carries_its_sandbox_facts() {
             denied: false,
             enforcement: Some(Enforcement::Full),
             runner_failed: false,
+            evidence: Default::default(),
+            denials: vec![],
         })
     );
     assert!(

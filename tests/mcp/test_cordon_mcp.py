@@ -23,6 +23,12 @@ from mcp import types
 from mcp.client.stdio import stdio_client
 
 CONFINED = os.environ.get("CORDON_TEST_CONFINED") == "1"
+# CI as root turns the kernel's audit on (scripts/test.sh): Landlock's
+# denials are then named by the kernel, not inferred from text.
+KERNEL_REQUIRED = (
+    os.environ.get("CORDON_E2E_REQUIRE_KERNEL_DENIALS") == "1"
+    and os.environ.get("CORDON_E2E_PROFILE", "root") == "root"
+)
 # Programs ask for the facts as structured content; agents read the text.
 FACTS = ["--structured-content"]
 
@@ -106,6 +112,30 @@ class CordonMcp(unittest.TestCase):
             self.assertIn("do not retry", text(denied))
             self.assertTrue(denied.structured_content["sandbox"]["denied"])
             self.assertFalse(marker.exists(), "the host's /etc was written")
+
+    def test_a_denial_the_kernel_saw_names_its_path_for_the_model(self):
+        # Landlock's rung, a command that carries on after the denial (exit 0).
+        marker = pathlib.Path("/etc/cordon-mcp-kernel-denied")
+
+        async def body(session):
+            return await session.call_tool(
+                "shell", {"command": f"touch {marker}; echo carried on"}
+            )
+
+        denied = asyncio.run(session_with(["--backend", "landlock"], body))
+        self.assertFalse(marker.exists(), "the host's /etc was written")
+        self.assertIn("carried on", text(denied))
+        sandbox = denied.structured_content["sandbox"]
+        if sandbox["evidence"] == "kernel":
+            self.assertTrue(sandbox["denied"])
+            self.assertTrue(denied.is_error)
+            self.assertIn("[sandbox: denied]", text(denied))
+            self.assertIn("refused by the kernel: fs.make_reg on /etc", text(denied))
+        else:
+            self.assertFalse(KERNEL_REQUIRED, f"audit is on here, yet: {sandbox}")
+            self.assertEqual(sandbox["evidence"], "text")
+            print("SKIPPED the kernel's naming of a denial: this host cannot read audit records",
+                  file=sys.stderr)
 
     def test_a_command_the_policy_refuses_never_runs(self):
         args = [

@@ -163,10 +163,32 @@ fn markers(text: &mut String, sandbox: Option<&SandboxFacts>, grant: Option<&Gra
             refused.len() - 8
         ));
     }
-    if sandbox.is_some_and(|s| s.denied) {
+    let denials = sandbox.map(|s| s.denials.as_slice()).unwrap_or_default();
+    // The proxy's refusals make a run denied too; the network's guidance
+    // fits them unless the kernel refused something else.
+    if !denials.is_empty() || (refused.is_empty() && sandbox.is_some_and(|s| s.denied)) {
         text.push_str(&format!("\n{DENIED} {DENIAL_GUIDANCE}"));
     } else if !refused.is_empty() {
         text.push_str(&format!("\n{NETWORK_GUIDANCE}"));
+    }
+    for denial in denials.iter().take(8) {
+        text.push_str(&format!("\nrefused by the kernel: {}", denial_line(denial)));
+    }
+    if denials.len() > 8 {
+        text.push_str(&format!(
+            "\n… and {} more refused accesses",
+            denials.len() - 8
+        ));
+    }
+}
+
+/// One kernel denial, for a model: the rights, then the path or address
+/// (bounded, inert).
+fn denial_line(denial: &crate::model::Denial) -> String {
+    let rights = crate::text::quoted_command(&denial.blockers.join(", "), 120);
+    match denial.path.as_deref().or(denial.address.as_deref()) {
+        Some(place) => format!("{rights} on {}", crate::text::quoted_command(place, 240)),
+        None => rights,
     }
 }
 
@@ -314,5 +336,39 @@ fn exit_line(
         (Some(code), _) => format!("exit code {code}"),
         (None, Some(signal)) => format!("killed by {}", crate::model::signal_name::of(signal)),
         (None, None) => "ended without an exit code".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Denial, Enforcement, Evidence, SandboxMode};
+
+    #[test]
+    fn the_kernels_denials_are_each_named_with_the_guidance_once() {
+        let denial = |path: &str| Denial {
+            blockers: vec!["fs.make_reg".into()],
+            path: Some(path.into()),
+            address: None,
+            by: "landlock".into(),
+        };
+        let sandbox = SandboxFacts {
+            mode: SandboxMode::WorkspaceWrite,
+            denied: true,
+            enforcement: Some(Enforcement::Full),
+            runner_failed: false,
+            evidence: Evidence::Kernel,
+            denials: vec![denial("/etc"), denial("/usr/\u{1b}[31mx\nfake line")],
+        };
+        let mut text = String::new();
+        markers(&mut text, Some(&sandbox), None);
+        assert_eq!(text.matches(DENIED).count(), 1, "{text}");
+        assert!(
+            text.contains("refused by the kernel: fs.make_reg on /etc\n"),
+            "{text}"
+        );
+        // A path is one inert line: no escape reaches the model or a terminal.
+        assert!(!text.contains('\u{1b}'), "{text}");
+        assert!(!text.contains("\nfake line"), "{text}");
     }
 }

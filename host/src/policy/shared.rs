@@ -157,6 +157,9 @@ macro_rules! conversions {
                     denied: facts.denied,
                     enforcement: facts.enforcement.map(Into::into),
                     runner_failed: facts.runner_failed,
+                    // The host adds the kernel's evidence after the settle.
+                    evidence: model::Evidence::Text,
+                    denials: vec![],
                 }
             }
         }

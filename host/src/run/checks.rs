@@ -1069,6 +1069,8 @@ mod tests {
             denied: true,
             enforcement: Some(Enforcement::Partial),
             runner_failed: false,
+            evidence: Default::default(),
+            denials: vec![],
         };
         assert!(stamp(&spec, &confined, Some(&honest)).is_ok());
         is_policy_failure(
@@ -1108,6 +1110,8 @@ mod tests {
             denied: false,
             enforcement: None,
             runner_failed: false,
+            evidence: Default::default(),
+            denials: vec![],
         };
         assert!(stamp(&spec, &foreground, Some(&plain)).is_ok());
         is_policy_failure(stamp(&spec, &foreground, None), Phase::Settle, "must carry");

@@ -12,6 +12,7 @@ pub(crate) mod ahead;
 mod checks;
 pub use checks::workspace_problem;
 mod essentials;
+mod evidence;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 
@@ -447,13 +448,14 @@ async fn finish(cx: &RunContext, prepared: Prepared, ran: Ran) -> Result<ExecRes
     } = ran;
     let (exit_code, signal) = prepared.supervision.command_end(&finished);
     let tail = stderr.text.clone();
+    let kernel = evidence::kernel_denials(prepared.started, &finished).await;
     let (prepared, finished, sandbox) = cx
         .offload(Phase::Settle, move |cx| {
             let sandbox = classify(cx, &prepared, &facts, &finished, (exit_code, signal), &tail);
             Ok((prepared, finished, sandbox))
         })
         .await?;
-    let sandbox = sandbox?;
+    let sandbox = evidence::stamped(sandbox?, kernel, &refused);
     let result = ExecResult {
         exit_code,
         signal,
@@ -657,12 +659,15 @@ async fn follow(
             let (exit_code, signal) = prepared.supervision.command_end(&finished);
             let end = (exit_code, signal);
             let (timed_out, aborted) = (finished.timed_out, finished.aborted);
+            let kernel = evidence::kernel_denials(prepared.started, &finished).await;
+            let refused = held.0.1.as_ref().map(Proxy::refused).unwrap_or_default();
             let classified = cx
                 .offload(Phase::Settle, move |cx| {
                     Ok(classify(cx, &prepared, &facts, &finished, end, &tail))
                 })
                 .await
-                .and_then(|classified| classified);
+                .and_then(|classified| classified)
+                .map(|sandbox| evidence::stamped(sandbox, kernel, &refused));
             let (sandbox, notice) = match classified {
                 Ok(sandbox) => (sandbox, None),
                 Err(err) => (None, Some(format!("cordon: {}: {err}\n", err.code()))),

@@ -34,8 +34,8 @@ pub enum Writes {
 }
 
 /// The grants of `layout` (SPEC.md §6), and what Landlock enforces of the
-/// grant only in part: read-only `/`, writable `/dev/null` (the file, not
-/// `/dev`), plus `/tmp` (the host's: writes persist) and every writable
+/// grant only in part: read-only `/`, writable `/dev/null` and `/dev/tty`
+/// (the files, not `/dev`), plus `/tmp` (the host's: writes persist) and every writable
 /// root under `workspace-write`.
 ///
 /// A deny-read path is hidden by granting the siblings along its path
@@ -68,7 +68,11 @@ pub fn grants(layout: &Layout, writes: &Writes) -> (Vec<String>, Vec<String>) {
                 .to_owned(),
         );
     }
+    // `/dev/tty` as the mount rungs bind it: a run has no controlling
+    // terminal, so opening it gives ENXIO — not a denial bash meets at
+    // every start.
     args.extend(["--rw".into(), "/dev/null".into()]);
+    args.extend(["--rw".into(), "/dev/tty".into()]);
     let places = writable_places(layout);
     let supervised = match writes {
         Writes::Supervised => supervised_places(&places, layout),
@@ -256,6 +260,9 @@ pub struct Landlock {
     isolate_ipc: bool,
     /// Whether its file supervisor keeps the protected paths.
     writes: Writes,
+    /// Whether runs have the kernel log their denials (`--log-denials`):
+    /// Landlock ABI 7 and a host that reads the records.
+    log_denials: bool,
 }
 
 impl Landlock {
@@ -268,6 +275,7 @@ impl Landlock {
             enforcement,
             isolate_ipc: true,
             writes: Writes::Supervised,
+            log_denials: false,
         }
     }
 
@@ -292,6 +300,9 @@ impl Landlock {
         let mut full = super::supervised_launch(&self.launcher, launcher::SUBCOMMAND);
         if self.isolate_ipc {
             full.push("--unshare-ipc".into());
+        }
+        if self.log_denials {
+            full.push("--log-denials".into());
         }
         let (grants, mut partial) = grants(layout, &self.writes);
         let mut grant = layout.facts.clone();
@@ -397,10 +408,11 @@ pub(super) fn probe(config: &SandboxConfig) -> Probed<Landlock> {
     // launcher's IPC filter), so either way nothing of the host's is shared.
     let enforcement = report.enforcement;
     confined_run(&launcher, report.ipc_isolated, config)?;
+    let (log_denials, denials) = denial_evidence();
     Ok(Usable {
         reason: format!(
             "{} ran `true` confined and answered: {}; scopes: {}; ipc: {}; metadata: {}; \
-             {}{trust}",
+             {}; denials: {denials}{trust}",
             launcher.display(),
             out.stdout.lines().next().unwrap_or(""),
             if report.scopes.is_empty() {
@@ -432,8 +444,28 @@ pub(super) fn probe(config: &SandboxConfig) -> Probed<Landlock> {
             enforcement,
             isolate_ipc: report.ipc_isolated,
             writes: report.writes,
+            log_denials,
         },
     })
+}
+
+/// Whether runs can have their denials named by the kernel (Landlock ABI
+/// 7 logs them after an exec; the host must read the audit records), and
+/// the probe's words for it.
+fn denial_evidence() -> (bool, String) {
+    if kernel_abi() < 7 {
+        return (
+            false,
+            "inferred from text (the kernel's Landlock ABI is below 7: it logs no denials)".into(),
+        );
+    }
+    match crate::denials::KernelDenials::shared() {
+        Ok(_) => (
+            true,
+            "named by the kernel (Landlock's audit records)".into(),
+        ),
+        Err(why) => (false, format!("inferred from text ({why})")),
+    }
 }
 
 /// Run `true` the way a run is launched — every step a read-only run takes
@@ -465,6 +497,8 @@ fn confined_run_argv(launcher: &Path, ipc_isolated: bool) -> Vec<String> {
             "/",
             "--rw",
             "/dev/null",
+            "--rw",
+            "/dev/tty",
             "--",
             "true",
         ]
@@ -558,7 +592,7 @@ mod tests {
             argv,
             format!(
                 "/usr/bin/cordon __landlock --parent {} --unshare-ipc --socket-families  \
-                 --ro / --rw /dev/null -- true",
+                 --ro / --rw /dev/null --rw /dev/tty -- true",
                 std::process::id()
             )
         );
@@ -570,7 +604,7 @@ mod tests {
         let ro = SandboxPolicy::new(SandboxMode::ReadOnly, "/ws");
         assert_eq!(
             grants(&layout(&ro), &supervised).0.join(" "),
-            "--ro / --rw /dev/null"
+            "--ro / --rw /dev/null --rw /dev/tty"
         );
         let ww = SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/ws");
         let mut bare = layout(&ww);
@@ -578,7 +612,7 @@ mod tests {
         assert_eq!(
             grants(&bare, &supervised),
             (
-                "--ro / --rw /dev/null --rw /tmp --rw /ws"
+                "--ro / --rw /dev/null --rw /dev/tty --rw /tmp --rw /ws"
                     .split(' ')
                     .map(String::from)
                     .collect(),
@@ -590,7 +624,9 @@ mod tests {
         let (args, partial) = grants(&layout(&ww), &supervised);
         let args = args.join(" ");
         assert!(
-            args.starts_with("--ro / --rw /dev/null --rw /tmp --rw-supervised /ws --protected "),
+            args.starts_with(
+                "--ro / --rw /dev/null --rw /dev/tty --rw /tmp --rw-supervised /ws --protected "
+            ),
             "{args}"
         );
         for name in [".git", ".bashrc", ".cordon"] {
@@ -725,7 +761,7 @@ mod tests {
             wrap.argv().join(" "),
             format!(
                 "/usr/bin/cordon __landlock --status-fd 3 --env-fd 4 --parent {} --unshare-ipc \
-                 --ro / --rw /dev/null -- true",
+                 --ro / --rw /dev/null --rw /dev/tty -- true",
                 std::process::id()
             )
         );

@@ -473,6 +473,47 @@ fn main() {
                 ));
             }
         }
+        // Denials named by the kernel (issue 37): the Landlock rung with its
+        // denials logged and read back (the audit barrier at every run's
+        // end, and for a run that was refused something, the wait for its
+        // domain's end record), beside the same runs with it turned off.
+        match cordon::denials::KernelDenials::shared() {
+            Ok(_) => {
+                let off = cache_parent.join("kernel-denials-off.toml");
+                std::fs::write(&off, "kernel_denials = false\n").expect("write the config");
+                let off = off.to_string_lossy().into_owned();
+                let refused = "touch /etc/cordon-bench-denied; true";
+                for (command, what) in [("true", "`true`"), (refused, "a refused `touch /etc/…`")]
+                {
+                    for kernel in [true, false] {
+                        let (warm, off) = (warm_cache.clone(), off.clone());
+                        let how = match kernel {
+                            true => "denials read from the kernel",
+                            false => "`kernel_denials = false` (text)",
+                        };
+                        cases.push((
+                            Box::leak(
+                                format!(
+                                    "`cordon run --backend landlock --mode workspace-write` of \
+                                     {what} — {how}"
+                                )
+                                .into_boxed_str(),
+                            ),
+                            Box::new(move || {
+                                let mut flags = vec!["--backend", "landlock"];
+                                flags.extend(["--mode", "workspace-write"]);
+                                if !kernel {
+                                    flags.extend(["--config", &off]);
+                                }
+                                cli_with(cordon_bin, &flags, command, &warm);
+                            }),
+                            rounds,
+                        ));
+                    }
+                }
+            }
+            Err(why) => eprintln!("SKIPPED the kernel-denials cases: {why}"),
+        }
         let (warm, full) = (
             warm_cache.clone(),
             format!(

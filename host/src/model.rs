@@ -943,11 +943,12 @@ pub struct SandboxFacts {
     /// The runner failed (background tasks only).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub runner_failed: bool,
-    /// Where `denied` comes from: `kernel` — the run's denials were read
-    /// from the kernel's audit records, `denials` is their list — or
-    /// `text`, inferred from the exit and stderr's wording.
-    #[serde(default)]
-    pub evidence: Evidence,
+    /// Where a confined run's `denied` comes from: `kernel` — the run's
+    /// denials were read from the kernel's audit records, `denials` is
+    /// their list — or `text`, inferred from the exit and stderr's
+    /// wording. Absent for an unconfined run (nothing to deny).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Evidence>,
     /// The accesses the kernel refused the run (`evidence: kernel`; the
     /// first [`crate::denials::MAX_DENIALS`], each distinct).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -955,15 +956,12 @@ pub struct SandboxFacts {
 }
 
 /// Where a run's `denied` comes from.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Evidence {
     /// The kernel's audit records of the run's Landlock domain.
     Kernel,
     /// The exit and stderr's wording (the policy's signatures).
-    #[default]
     Text,
 }
 

@@ -109,4 +109,28 @@ fn the_probe_says_how_denials_are_known() {
     if common::profile() != "root" {
         assert!(inferred, "{text}");
     }
+    // The operator may keep the kernel out of it: the runs then say so.
+    let ws = workspace();
+    let config = ws.path().join("cordon.toml");
+    std::fs::write(&config, "kernel_denials = false\n").unwrap();
+    let output = common::cordon()
+        .args(["probe", "--json", "--backend", "landlock", "--config"])
+        .arg(&config)
+        .output()
+        .expect("spawn cordon probe");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains("denials: inferred from text (kernel_denials = false)"),
+        "{text}"
+    );
+    let marker = Path::new("/etc").join(format!("cordon-denial-off-{}", std::process::id()));
+    let config = config.to_str().unwrap();
+    let (code, result) = carries_on(
+        ws.path(),
+        &["--backend", "landlock", "--config", config],
+        &marker,
+    );
+    assert_eq!(code, 0, "{result}");
+    assert!(!marker.exists(), "the host's /etc was written");
+    assert_eq!(result["sandbox"]["evidence"], "text", "{result}");
 }

@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::{landlock_usable, run_json, sandbox, workspace};
+use common::{confined_facts, landlock_usable, run_json, sandbox, workspace};
 use serde_json::json;
 
 macro_rules! require_landlock {
@@ -43,8 +43,8 @@ fn read_only_denies_with_the_permission_denied_dialect() {
             .contains("Permission denied")
     );
     assert_eq!(
-        sandbox(&result),
-        &json!({"mode": "read-only", "denied": true, "enforcement": "full"})
+        confined_facts(&result),
+        json!({"mode": "read-only", "denied": true, "enforcement": "full"})
     );
     assert!(!target.exists());
 }
@@ -119,8 +119,8 @@ fn a_command_printing_the_launcher_prefix_is_an_ordinary_failure() {
     assert_eq!(code, 125, "{result}");
     assert_eq!(result["exitCode"], json!(125));
     assert_eq!(
-        sandbox(&result),
-        &json!({"mode": "read-only", "denied": false, "enforcement": "full"})
+        confined_facts(&result),
+        json!({"mode": "read-only", "denied": false, "enforcement": "full"})
     );
 }
 

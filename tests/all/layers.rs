@@ -23,7 +23,10 @@ const FLOORS: &[(&str, &[&str])] = &[
     ("the registry", &["registry"]),
     ("the policy", &["policy"]),
     ("the sandbox, host side", &["sandbox"]),
-    ("the proxy and processes", &["proxy", "process"]),
+    (
+        "the proxy, processes, the kernel's denial records",
+        &["proxy", "process", "denials"],
+    ),
     ("the launcher, inside the sandbox", &["launcher"]),
     (
         "the ground",

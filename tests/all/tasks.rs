@@ -185,7 +185,7 @@ async fn overlapping_tasks_are_stamped_with_their_own_facts() {
             denied: true,
             enforcement: Some(Enforcement::Full),
             runner_failed: false,
-            evidence: Default::default(),
+            evidence: None,
             denials: vec![],
         })
     );
@@ -198,7 +198,7 @@ async fn overlapping_tasks_are_stamped_with_their_own_facts() {
             denied: false,
             enforcement: Some(Enforcement::Full),
             runner_failed: false,
-            evidence: Default::default(),
+            evidence: None,
             denials: vec![],
         })
     );
@@ -255,7 +255,7 @@ async fn a_background_runner_failure_is_killed_runner_failed_and_said_once() {
             denied: false,
             enforcement: Some(Enforcement::Full),
             runner_failed: true,
-            evidence: Default::default(),
+            evidence: None,
             denials: vec![],
         })
     );
@@ -301,7 +301,7 @@ async fn any_spawn_failure_of_a_confined_task_carries_its_sandbox_facts() {
             denied: false,
             enforcement: Some(Enforcement::Full),
             runner_failed: false,
-            evidence: Default::default(),
+            evidence: None,
             denials: vec![],
         })
     );

@@ -9,6 +9,7 @@
 //! probe_timeout_ms = 5000             # bound on each runner probe; positive
 //! landlock_launcher = "/usr/local/bin/cordon"  # executable with the launcher mode
 //! bwrap_path = "/usr/bin/bwrap"       # default: found in /usr/bin, /bin, … (never PATH)
+//! kernel_denials = true               # Landlock runs' denials read from the kernel's audit (when it can)
 //! runner_command = ["/opt/sb", "--mode", "{mode}", "--root", "{workspace}", "--"]
 //! runner_failure_signatures = ["sb: "]         # both runner keys or neither
 //! max_network = "full"                # none (default) | full | ["github.com:22", "*.npmjs.org:443"]
@@ -137,6 +138,9 @@ pub struct ConfigFile {
     pub landlock_launcher: Option<PathBuf>,
     /// The bwrap binary.
     pub bwrap_path: Option<PathBuf>,
+    /// Have Landlock log runs' denials and read them from the kernel's
+    /// audit where the host can (default true).
+    pub kernel_denials: Option<bool>,
     /// The operator's runner command.
     pub runner_command: Option<Vec<String>>,
     /// Stderr signatures of the runner's own failures.
@@ -377,6 +381,7 @@ impl Config {
                 probe_timeout,
                 launcher: file.landlock_launcher,
                 bwrap: file.bwrap_path,
+                kernel_denials: file.kernel_denials.unwrap_or(true),
                 protected: vec![],
                 hidden: vec![],
                 ..SandboxConfig::default()
@@ -1032,6 +1037,7 @@ mod tests {
             "probe_timeout_ms",
             "landlock_launcher",
             "bwrap_path",
+            "kernel_denials",
             "runner_command",
             "runner_failure_signatures",
             "max_network",

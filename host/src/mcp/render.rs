@@ -357,7 +357,7 @@ mod tests {
             denied: true,
             enforcement: Some(Enforcement::Full),
             runner_failed: false,
-            evidence: Evidence::Kernel,
+            evidence: Some(Evidence::Kernel),
             denials: vec![denial("/etc"), denial("/usr/\u{1b}[31mx\nfake line")],
         };
         let mut text = String::new();

@@ -157,8 +157,8 @@ macro_rules! conversions {
                     denied: facts.denied,
                     enforcement: facts.enforcement.map(Into::into),
                     runner_failed: facts.runner_failed,
-                    // The host adds the kernel's evidence after the settle.
-                    evidence: model::Evidence::Text,
+                    // The host stamps the evidence after the settle.
+                    evidence: None,
                     denials: vec![],
                 }
             }

@@ -1069,7 +1069,7 @@ mod tests {
             denied: true,
             enforcement: Some(Enforcement::Partial),
             runner_failed: false,
-            evidence: Default::default(),
+            evidence: None,
             denials: vec![],
         };
         assert!(stamp(&spec, &confined, Some(&honest)).is_ok());
@@ -1110,7 +1110,7 @@ mod tests {
             denied: false,
             enforcement: None,
             runner_failed: false,
-            evidence: Default::default(),
+            evidence: None,
             denials: vec![],
         };
         assert!(stamp(&spec, &foreground, Some(&plain)).is_ok());

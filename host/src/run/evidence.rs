@@ -44,8 +44,9 @@ pub(super) fn stamped(
     if facts.enforcement.is_none() {
         return Some(facts);
     }
+    facts.evidence = Some(Evidence::Text);
     if let Some(denials) = kernel {
-        facts.evidence = Evidence::Kernel;
+        facts.evidence = Some(Evidence::Kernel);
         facts.denied |= !denials.is_empty();
         facts.denials = denials;
     }
@@ -64,7 +65,7 @@ mod tests {
             denied: false,
             enforcement,
             runner_failed: false,
-            evidence: Evidence::Text,
+            evidence: None,
             denials: vec![],
         }
     }
@@ -83,7 +84,7 @@ mod tests {
         let full = Some(Enforcement::Full);
         let stamped = stamped(Some(facts(full)), Some(vec![denial()]), &[]).unwrap();
         assert!(stamped.denied);
-        assert_eq!(stamped.evidence, Evidence::Kernel);
+        assert_eq!(stamped.evidence, Some(Evidence::Kernel));
         assert_eq!(stamped.denials, [denial()]);
         // An empty list is evidence too, and never unsays the text.
         let said = SandboxFacts {
@@ -92,11 +93,13 @@ mod tests {
         };
         let kept = stamped_of(said, Some(vec![]));
         assert!(kept.denied);
-        assert_eq!(kept.evidence, Evidence::Kernel);
+        assert_eq!(kept.evidence, Some(Evidence::Kernel));
         // No list: the text's classification, said so.
-        assert_eq!(stamped_of(facts(full), None).evidence, Evidence::Text);
-        // An unconfined run is never denied.
-        assert!(!stamped_of(facts(None), Some(vec![denial()])).denied);
+        assert_eq!(stamped_of(facts(full), None).evidence, Some(Evidence::Text));
+        // An unconfined run is never denied, and has no evidence to speak of.
+        let unconfined = stamped_of(facts(None), Some(vec![denial()]));
+        assert!(!unconfined.denied);
+        assert_eq!(unconfined.evidence, None);
     }
 
     fn stamped_of(sandbox: SandboxFacts, kernel: Option<Vec<Denial>>) -> SandboxFacts {

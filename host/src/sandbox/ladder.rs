@@ -92,6 +92,9 @@ pub struct SandboxConfig {
     /// The bwrap to use (default: the first in the fixed system
     /// directories; never looked up on `PATH`).
     pub bwrap: Option<PathBuf>,
+    /// Whether Landlock runs have the kernel log their denials, read back
+    /// from its audit records where the host can (`kernel_denials`).
+    pub kernel_denials: bool,
     /// The operator's own files (the deployed policy and config files),
     /// protected in every run wherever they lie in a writable root.
     pub protected: Vec<PathBuf>,
@@ -113,6 +116,7 @@ impl Default for SandboxConfig {
             probe_timeout: DEFAULT_PROBE_TIMEOUT,
             launcher: None,
             bwrap: None,
+            kernel_denials: true,
             protected: vec![],
             hidden: vec![],
             verdicts: Verdicts::default_path().map(Verdicts::at),

@@ -408,7 +408,7 @@ pub(super) fn probe(config: &SandboxConfig) -> Probed<Landlock> {
     // launcher's IPC filter), so either way nothing of the host's is shared.
     let enforcement = report.enforcement;
     confined_run(&launcher, report.ipc_isolated, config)?;
-    let (log_denials, denials) = denial_evidence();
+    let (log_denials, denials) = denial_evidence(config);
     Ok(Usable {
         reason: format!(
             "{} ran `true` confined and answered: {}; scopes: {}; ipc: {}; metadata: {}; \
@@ -452,7 +452,10 @@ pub(super) fn probe(config: &SandboxConfig) -> Probed<Landlock> {
 /// Whether runs can have their denials named by the kernel (Landlock ABI
 /// 7 logs them after an exec; the host must read the audit records), and
 /// the probe's words for it.
-fn denial_evidence() -> (bool, String) {
+fn denial_evidence(config: &SandboxConfig) -> (bool, String) {
+    if !config.kernel_denials {
+        return (false, "inferred from text (kernel_denials = false)".into());
+    }
     if kernel_abi() < 7 {
         return (
             false,

@@ -51,6 +51,11 @@ const SETTLE_BOUND: Duration = Duration::from_millis(250);
 /// How long a domain no run has claimed is kept.
 const UNCLAIMED_FOR: Duration = Duration::from_secs(60);
 
+/// The most domains kept at once: a command that makes domains of its own
+/// (each logged with its own id) cannot grow the host past this; past it
+/// the oldest are dropped and counted as lost.
+const MAX_DOMAINS: usize = 4096;
+
 /// `AUDIT_GET`: the audit status.
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 const AUDIT_GET: u16 = 1000;
@@ -279,10 +284,21 @@ impl State {
         }
     }
 
-    /// Drop the domains no run claimed in time.
+    /// Drop the domains no run claimed in time, and the oldest past
+    /// [`MAX_DOMAINS`] (records lost: the runs that overlap them cannot
+    /// know their list is whole).
     fn evict(&mut self) {
         self.domains
             .retain(|_, domain| domain.seen.elapsed() < UNCLAIMED_FOR);
+        if self.domains.len() > MAX_DOMAINS {
+            let mut ages: Vec<(Instant, u64)> =
+                self.domains.iter().map(|(id, d)| (d.seen, *id)).collect();
+            ages.sort_unstable();
+            for (_, id) in &ages[..ages.len() - MAX_DOMAINS] {
+                self.domains.remove(id);
+            }
+            self.lost_at = Some(Instant::now());
+        }
     }
 }
 
@@ -383,5 +399,17 @@ mod tests {
         assert!(domain.ended);
         assert_eq!(domain.denials.len(), MAX_DENIALS);
         assert_eq!(domain.denials[0], denial("/etc/0"));
+    }
+
+    #[test]
+    fn a_flood_of_domains_is_bounded_and_counted_as_lost() {
+        let mut state = State::default();
+        for domain in 0..(MAX_DOMAINS as u64 + 10) {
+            state.take(Record::Allocated { domain, pid: 1 });
+        }
+        state.evict();
+        assert_eq!(state.domains.len(), MAX_DOMAINS);
+        assert!(state.lost_at.is_some());
+        assert!(!state.domains.contains_key(&0), "the oldest go first");
     }
 }

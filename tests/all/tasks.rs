@@ -12,7 +12,8 @@ use common::{bwrap_usable, danger, host_processes_with, request, workspace};
 use cordon::model::{Backend, Enforcement, Signatures, WrapFacts};
 use cordon::sandbox::{Confine, Unavailable, Wrap};
 use cordon::{
-    Deployment, ExecRequest, Host, SandboxFacts, SandboxMode, SandboxPolicy, TaskHandle, TaskStatus,
+    Deployment, Evidence, ExecRequest, Host, SandboxFacts, SandboxMode, SandboxPolicy, TaskHandle,
+    TaskStatus,
 };
 
 fn host(dir: &Path, tail: usize) -> Host {
@@ -185,7 +186,7 @@ async fn overlapping_tasks_are_stamped_with_their_own_facts() {
             denied: true,
             enforcement: Some(Enforcement::Full),
             runner_failed: false,
-            evidence: None,
+            evidence: Some(Evidence::Text),
             denials: vec![],
         })
     );
@@ -198,7 +199,7 @@ async fn overlapping_tasks_are_stamped_with_their_own_facts() {
             denied: false,
             enforcement: Some(Enforcement::Full),
             runner_failed: false,
-            evidence: None,
+            evidence: Some(Evidence::Text),
             denials: vec![],
         })
     );

@@ -15,10 +15,14 @@
 //! (`CAP_AUDIT_READ`, so root in practice), and a control socket whose
 //! `AUDIT_GET` says whether audit is enabled (`auditctl -e 1`: without
 //! it the kernel logs nothing) and how many records wait in the kernel's
-//! queue. Records are pulled when a run ends, not by a thread: once the
-//! queue is empty every record of the run is in the socket, and a domain
-//! that logged anything says when it is gone (`deallocated denials=N`),
-//! so a run's list is whole when it is returned. Anything uncertain —
+//! queue. Records are pulled when a run ends, not by a thread. By then
+//! every process of the run is gone (its supervisor or its cgroup ended
+//! them), and the kernel queues a denial's record in the very system call
+//! that was refused: once the queue is seen empty (twice) and the socket
+//! drained, every record of the run has been read. Waiting for the
+//! domain's own end record instead (`deallocated`) would cost ~50 ms a
+//! refused run (the kernel frees a domain late; measured in
+//! BENCHMARKS.md). Anything uncertain —
 //! audit off, records lost (`ENOBUFS`), the queue not draining — gives no
 //! list, and the run's facts say its evidence is the text.
 
@@ -44,8 +48,7 @@ use record::Record;
 /// The most denials a run's facts carry (the first ones, each distinct).
 pub const MAX_DENIALS: usize = 16;
 
-/// How long a run's end waits for the kernel's queue to drain and for its
-/// domain's end record.
+/// How long a run's end waits for the kernel's queue to drain.
 const SETTLE_BOUND: Duration = Duration::from_millis(250);
 
 /// How long a domain no run has claimed is kept.
@@ -87,7 +90,6 @@ struct State {
 struct Domain {
     creator: Option<i32>,
     denials: Vec<Denial>,
-    ended: bool,
     seen: Instant,
 }
 
@@ -96,7 +98,6 @@ impl Domain {
         Domain {
             creator: None,
             denials: vec![],
-            ended: false,
             seen: Instant::now(),
         }
     }
@@ -190,13 +191,6 @@ impl KernelDenials {
         let Some(id) = id else {
             return Some(vec![]);
         };
-        // A domain that logged denials says when it is gone: its list is whole.
-        while !state.domains[&id].ended && Instant::now() < deadline {
-            drop(state);
-            std::thread::sleep(Duration::from_millis(2));
-            state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-            self.drain(&mut state);
-        }
         state.domains.remove(&id).map(|domain| domain.denials)
     }
 
@@ -277,9 +271,6 @@ impl State {
                     .entry(domain)
                     .or_insert_with(Domain::new)
                     .creator = Some(pid);
-            }
-            Record::Deallocated { domain, .. } => {
-                self.domains.entry(domain).or_insert_with(Domain::new).ended = true;
             }
         }
     }
@@ -390,13 +381,8 @@ mod tests {
             });
         }
         state.take(Record::Allocated { domain: 7, pid: 99 });
-        state.take(Record::Deallocated {
-            domain: 7,
-            denials: 40,
-        });
         let domain = &state.domains[&7];
         assert_eq!(domain.creator, Some(99));
-        assert!(domain.ended);
         assert_eq!(domain.denials.len(), MAX_DENIALS);
         assert_eq!(domain.denials[0], denial("/etc/0"));
     }

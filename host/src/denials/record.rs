@@ -1,15 +1,15 @@
 //! Landlock's audit records, read: `LANDLOCK_ACCESS` (what a domain
-//! refused) and `LANDLOCK_DOMAIN` (which process made the domain, and
-//! when it went away). The text is the kernel's `key=value` fields; a
-//! value the kernel could not print safely (a path with a space or a
-//! quote) is hex, unquoted.
+//! refused) and `LANDLOCK_DOMAIN`'s `allocated` (which process made the
+//! domain; its `deallocated` record is not needed). The text is the
+//! kernel's `key=value` fields; a value the kernel could not print safely
+//! (a path with a space or a quote) is hex, unquoted.
 
 use crate::model::Denial;
 
 /// `AUDIT_LANDLOCK_ACCESS`: one refused access.
 pub const LANDLOCK_ACCESS: u16 = 1423;
 /// `AUDIT_LANDLOCK_DOMAIN`: a domain's making (at its first logged
-/// denial) and its end.
+/// denial), and its end.
 pub const LANDLOCK_DOMAIN: u16 = 1424;
 
 /// One record of interest.
@@ -19,9 +19,6 @@ pub enum Record {
     Access { domain: u64, denial: Denial },
     /// `domain=ID status=allocated … pid=PID`: the domain PID made.
     Allocated { domain: u64, pid: i32 },
-    /// `domain=ID status=deallocated denials=N`: it is gone, having
-    /// logged N denials.
-    Deallocated { domain: u64, denials: u64 },
 }
 
 impl Record {
@@ -44,10 +41,6 @@ impl Record {
                 "allocated" => Some(Record::Allocated {
                     domain,
                     pid: field("pid")?.parse().ok()?,
-                }),
-                "deallocated" => Some(Record::Deallocated {
-                    domain,
-                    denials: field("denials")?.parse().ok()?,
                 }),
                 _ => None,
             },
@@ -157,7 +150,7 @@ mod tests {
     }
 
     #[test]
-    fn a_domain_is_made_by_a_pid_and_ends_with_its_count() {
+    fn a_domain_is_made_by_a_pid_and_its_end_is_not_read() {
         assert_eq!(
             Record::parse(
                 LANDLOCK_DOMAIN,
@@ -173,10 +166,7 @@ mod tests {
                 LANDLOCK_DOMAIN,
                 "audit(1.4:3): domain=167e649d3 status=deallocated denials=3"
             ),
-            Some(Record::Deallocated {
-                domain: 0x167e649d3,
-                denials: 3
-            })
+            None
         );
         assert_eq!(Record::parse(1300, "audit(1.4:3): arch=c000003e"), None);
     }

@@ -18,8 +18,12 @@
 //!   end the tree. When the leader has ended, whatever is left in the
 //!   run's cgroup is killed. Dropping a [`Process`] before it finished (a
 //!   dropped future) ends its group and its cgroup at once.
-//! * stdin is `/dev/null` unless the launch carries bytes; those are fed by
-//!   a detached writer, so a child that never reads them cannot stall the host.
+//! * stdin is `/dev/null` unless the launch carries bytes or a live stream;
+//!   those are fed by a detached writer, so a child that never reads them
+//!   cannot stall the host. A launch may ask for a terminal instead
+//!   (`terminal.rs`): stdin, stdout and stderr are then one pty the host
+//!   holds the master of, and `input.rs` can tell when the command waits
+//!   on it.
 //! * Only fds 0–2 (and a runner's status, handover and init fds 3–6) reach
 //!   the child; the host is not forked to start it, except to start it
 //!   inside a cgroup v2 where glibc cannot (see `spawn.rs` for why and how).

@@ -183,15 +183,14 @@ impl KernelDenials {
         if state.lost_at.is_some_and(|at| at >= since) {
             return None;
         }
+        // No domain of its making: the kernel refused it nothing.
         let id = state
             .domains
             .iter()
             .find(|(_, domain)| domain.creator == Some(creator))
             .map(|(id, _)| *id);
-        let Some(id) = id else {
-            return Some(vec![]);
-        };
-        state.domains.remove(&id).map(|domain| domain.denials)
+        let domain = id.and_then(|id| state.domains.remove(&id));
+        Some(domain.map(|domain| domain.denials).unwrap_or_default())
     }
 
     /// Read every record waiting on the socket into `state`.
@@ -299,26 +298,16 @@ fn messages(mut buf: &[u8]) -> Vec<(u16, String)> {
     while buf.len() >= HEADER {
         let len = u32::from_ne_bytes(buf[0..4].try_into().expect("4 bytes")) as usize;
         let kind = u16::from_ne_bytes(buf[4..6].try_into().expect("2 bytes"));
-        if len < HEADER || len > buf.len() {
-            // An audit record's length may leave out its header's padding
-            // or run to the datagram's end: take the rest.
-            let text = &buf[HEADER..];
-            found.push((
-                kind,
-                String::from_utf8_lossy(text)
-                    .trim_end_matches('\0')
-                    .to_owned(),
-            ));
-            break;
-        }
-        let text = &buf[HEADER..len];
-        found.push((
-            kind,
-            String::from_utf8_lossy(text)
-                .trim_end_matches('\0')
-                .to_owned(),
-        ));
-        buf = &buf[len.next_multiple_of(4).min(buf.len())..];
+        // An audit record's length may leave out its header's padding or
+        // run past the datagram: then the rest is its text.
+        let end = if (HEADER..=buf.len()).contains(&len) {
+            len
+        } else {
+            buf.len()
+        };
+        let text = String::from_utf8_lossy(&buf[HEADER..end]);
+        found.push((kind, text.trim_end_matches('\0').to_owned()));
+        buf = &buf[end.next_multiple_of(4).min(buf.len())..];
     }
     found
 }

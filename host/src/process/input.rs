@@ -18,6 +18,7 @@
 //! (a PID namespace's processes keep their parent links as the host sees
 //! them).
 
+#[cfg(target_os = "linux")]
 use std::os::unix::fs::MetadataExt;
 #[cfg(target_os = "linux")]
 use std::path::Path;
@@ -36,12 +37,10 @@ impl InputWatch {
     /// Watch the descendants of `leader` for reads of the file `stdin`
     /// (an fd the host holds on the read side, or on the same pipe).
     pub(super) fn new(leader: Pid, stdin: &impl std::os::fd::AsFd) -> Option<InputWatch> {
-        let meta = std::fs::File::from(stdin.as_fd().try_clone_to_owned().ok()?)
-            .metadata()
-            .ok()?;
+        let stat = nix::sys::stat::fstat(stdin.as_fd()).ok()?;
         Some(InputWatch {
             leader,
-            stdin: (meta.dev(), meta.ino()),
+            stdin: (stat.st_dev as u64, stat.st_ino as u64),
         })
     }
 

@@ -111,17 +111,8 @@ impl AsyncRead for Master {
         loop {
             let mut ready = ready!(self.0.poll_read_ready(cx))?;
             let unfilled = buf.initialize_unfilled();
-            let read = ready.try_io(|fd| {
-                // SAFETY: read into the caller's initialized buffer.
-                let n = unsafe {
-                    libc::read(fd.as_raw_fd(), unfilled.as_mut_ptr().cast(), unfilled.len())
-                };
-                if n < 0 {
-                    Err(io::Error::last_os_error())
-                } else {
-                    Ok(n as usize)
-                }
-            });
+            let read = ready
+                .try_io(|fd| nix::unistd::read(fd.get_ref(), unfilled).map_err(io::Error::from));
             match read {
                 Ok(Ok(n)) => {
                     buf.advance(n);
@@ -146,15 +137,8 @@ impl AsyncWrite for Master {
     ) -> Poll<io::Result<usize>> {
         loop {
             let mut ready = ready!(self.0.poll_write_ready(cx))?;
-            let written = ready.try_io(|fd| {
-                // SAFETY: write from the caller's buffer.
-                let n = unsafe { libc::write(fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
-                if n < 0 {
-                    Err(io::Error::last_os_error())
-                } else {
-                    Ok(n as usize)
-                }
-            });
+            let written =
+                ready.try_io(|fd| nix::unistd::write(fd.get_ref(), bytes).map_err(io::Error::from));
             match written {
                 Ok(result) => return Poll::Ready(result),
                 Err(_would_block) => continue,

@@ -11,6 +11,7 @@ use std::time::{Instant, SystemTime};
 use crate::denials::KernelDenials;
 use crate::model::{Denial, Evidence, RefusedConnection, SandboxFacts};
 use crate::process::Finished;
+use crate::sandbox::Supervision;
 
 /// The kernel's list of what it refused the run that started at
 /// `started`, when its launcher had its denials logged (`confined PID` on
@@ -18,10 +19,10 @@ use crate::process::Finished;
 /// threads (it may wait a bounded time for the kernel's queue).
 pub(super) async fn kernel_denials(
     started: SystemTime,
+    supervision: Supervision,
     finished: &Finished,
 ) -> Option<Vec<Denial>> {
-    let report = String::from_utf8_lossy(finished.status_report.as_deref()?).into_owned();
-    let creator = crate::sandbox::launcher::protocol::Report::read(&report).confined?;
+    let creator = supervision.confined(finished)?;
     let reader = KernelDenials::shared().ok()?;
     let ran_for = started.elapsed().unwrap_or_default();
     let since = Instant::now()

@@ -448,7 +448,7 @@ async fn finish(cx: &RunContext, prepared: Prepared, ran: Ran) -> Result<ExecRes
     } = ran;
     let (exit_code, signal) = prepared.supervision.command_end(&finished);
     let tail = stderr.text.clone();
-    let kernel = evidence::kernel_denials(prepared.started, &finished).await;
+    let kernel = evidence::kernel_denials(prepared.started, prepared.supervision, &finished).await;
     let (prepared, finished, sandbox) = cx
         .offload(Phase::Settle, move |cx| {
             let sandbox = classify(cx, &prepared, &facts, &finished, (exit_code, signal), &tail);
@@ -659,7 +659,8 @@ async fn follow(
             let (exit_code, signal) = prepared.supervision.command_end(&finished);
             let end = (exit_code, signal);
             let (timed_out, aborted) = (finished.timed_out, finished.aborted);
-            let kernel = evidence::kernel_denials(prepared.started, &finished).await;
+            let kernel =
+                evidence::kernel_denials(prepared.started, prepared.supervision, &finished).await;
             let refused = held.0.1.as_ref().map(Proxy::refused).unwrap_or_default();
             let classified = cx
                 .offload(Phase::Settle, move |cx| {

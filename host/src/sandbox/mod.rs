@@ -249,6 +249,12 @@ impl Supervision {
         }
         Report::read(&self.report(finished)?).failed
     }
+
+    /// The process whose Landlock domain logs the run's denials, as the
+    /// supervisor reported it (`confined PID`: `--log-denials`).
+    pub fn confined(self, finished: &Finished) -> Option<i32> {
+        Report::read(&self.report(finished)?).confined
+    }
 }
 
 /// The head of every argv that starts cordon's launcher as the run's

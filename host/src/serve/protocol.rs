@@ -423,26 +423,23 @@ impl RunParams {
             cols: self.cols.unwrap_or(default.cols),
         }))
     }
-}
 
-impl RunParams {
     /// The request these params make; a bad param (`rows` without `tty`)
     /// is an error.
     pub fn into_request(self) -> Result<ExecRequest, RpcError> {
         let tty = self.terminal()?;
-        let params = self;
         Ok(ExecRequest {
-            command: params.command,
-            workdir: params.workdir,
-            timeout_ms: params.timeout_ms,
-            env: params.env.into_iter().collect(),
-            policy: params.policy,
-            approved: params.approved,
-            stdin: params.stdin.map(String::into_bytes),
+            command: self.command,
+            workdir: self.workdir,
+            timeout_ms: self.timeout_ms,
+            env: self.env.into_iter().collect(),
+            policy: self.policy,
+            approved: self.approved,
+            stdin: self.stdin.map(String::into_bytes),
             stdin_stream: None,
-            open_stdin: params.open_stdin,
+            open_stdin: self.open_stdin,
             tty,
-            limits: params.limits,
+            limits: self.limits,
         })
     }
 }

@@ -413,15 +413,10 @@ impl TaskHandle {
     }
 
     /// Whether a process of the running task is seen waiting on its stdin
-    /// (read outside the state's lock: it walks `/proc`).
+    /// (its watch is gone once it settled; read outside the state's lock:
+    /// it walks `/proc`).
     fn awaiting_input(&self) -> bool {
-        let input = {
-            let state = lock(&self.0.state);
-            match state.status {
-                TaskStatus::Running => state.input,
-                _ => None,
-            }
-        };
+        let input = lock(&self.0.state).input;
         input.is_some_and(|input| input.awaiting())
     }
 

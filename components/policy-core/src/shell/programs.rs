@@ -261,7 +261,9 @@ fn options_with(
             return None;
         }
     }
-    Some(at)
+    // A value option last with its value missing (`timeout -s`): what runs
+    // is not known, so it is no known option.
+    (at <= words.len()).then_some(at)
 }
 
 /// A wrapper whose options are all known: `flags` alone, `valued` with a

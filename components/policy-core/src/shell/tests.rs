@@ -102,6 +102,17 @@ fn a_program_is_known_only_when_literal() {
 }
 
 #[test]
+fn a_wrapper_whose_last_option_lacks_its_value_is_opaque() {
+    // Found by fuzz `shell`: the value's place was read past the line's end.
+    for line in ["timeout -s", "sudo -u", "nice -n", "env -u", "xargs -I"] {
+        let found = commands(line).unwrap();
+        assert!(found[0].opaque.is_some(), "{line}: {found:?}");
+    }
+    let found = commands("$CMD $'x~63urlx' \u{c}; timeout -s ").unwrap();
+    assert!(found.iter().any(|c| c.opaque.is_some()), "{found:?}");
+}
+
+#[test]
 fn scripts_nest_no_deeper_than_the_bound() {
     let mut line = "curl x".to_owned();
     for _ in 0..=MAX_DEPTH {

@@ -111,35 +111,44 @@ fn main() {
     );
 }
 
-/// The packaged crate's embedded default: `embedded/bash-sandbox.wasm`,
-/// which `scripts/package.sh` built from the workspace's source (twice,
-/// checking both builds gave the same bytes) and put beside its digest.
-/// Bytes that do not match the digest shipped with them are refused.
+/// The components a packaged crate ships prebuilt in `embedded/` (the
+/// default first): what `--policy builtin:NAME` loads.
+const SHIPPED: &[&str] = &["bash-sandbox", "rules-policy", "pwsh-sandbox", "bash-local"];
+
+/// The packaged crate's shipped components: `embedded/NAME.wasm`, which
+/// `scripts/package.sh` built from the workspace's source (twice, checking
+/// both builds gave the same bytes) and put beside their digests. Bytes
+/// that do not match the digest shipped with them are refused.
 fn from_package(manifest_dir: &Path, out_dir: &Path) {
-    let shipped = manifest_dir.join("embedded/bash-sandbox.wasm");
-    let recorded = manifest_dir.join("embedded/bash-sandbox.wasm.sha256");
-    println!("cargo:rerun-if-changed={}", shipped.display());
-    println!("cargo:rerun-if-changed={}", recorded.display());
-    let wasm = out_dir.join("bash-sandbox.wasm");
-    std::fs::copy(&shipped, &wasm).unwrap_or_else(|err| {
-        panic!(
-            "{}: {err} (a packaged cordon ships its default policy component there; \
-             build from the repository, or package with scripts/package.sh)",
+    for name in SHIPPED {
+        let shipped = manifest_dir.join(format!("embedded/{name}.wasm"));
+        let recorded = manifest_dir.join(format!("embedded/{name}.wasm.sha256"));
+        println!("cargo:rerun-if-changed={}", shipped.display());
+        println!("cargo:rerun-if-changed={}", recorded.display());
+        let wasm = out_dir.join(format!("{name}.wasm"));
+        std::fs::copy(&shipped, &wasm).unwrap_or_else(|err| {
+            panic!(
+                "{}: {err} (a packaged cordon ships its policy components there; \
+                 build from the repository, or package with scripts/package.sh)",
+                shipped.display()
+            )
+        });
+        let digest = out_dir.join(format!("{name}.sha256"));
+        self::digest(&wasm, &digest);
+        let want = std::fs::read_to_string(&recorded)
+            .unwrap_or_else(|err| panic!("{}: {err}", recorded.display()));
+        let have = std::fs::read_to_string(&digest).expect("just written");
+        assert_eq!(
+            want.trim(),
+            have.trim(),
+            "{} does not match the digest shipped with it",
             shipped.display()
-        )
-    });
-    let digest = out_dir.join("bash-sandbox.sha256");
-    self::digest(&wasm, &digest);
-    let want = std::fs::read_to_string(&recorded)
-        .unwrap_or_else(|err| panic!("{}: {err}", recorded.display()));
-    let have = std::fs::read_to_string(&digest).expect("just written");
-    assert_eq!(
-        want.trim(),
-        have.trim(),
-        "{} does not match the digest shipped with it",
-        shipped.display()
+        );
+    }
+    precompile(
+        &out_dir.join("bash-sandbox.wasm"),
+        &out_dir.join(PRECOMPILED),
     );
-    precompile(&wasm, &out_dir.join(PRECOMPILED));
 }
 
 /// Write `sha256:HEX` of the embedded default, so a host names the

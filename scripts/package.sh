@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Packages the host crate the way it would be published, and generates the
 # shell completions and manual pages from the CLI definition:
-#   * the default policy component (components/bash-sandbox) is built for
-#     wasm32-wasip2 twice, in two target directories, and the two builds
-#     must be byte-identical (reproducible); that build goes into the
-#     package as host/embedded/bash-sandbox.wasm with its digest, which the
+#   * the shipped policy components (components/bash-sandbox, the default,
+#     and rules-policy, pwsh-sandbox, bash-local: `--policy builtin:NAME`)
+#     are built for wasm32-wasip2 twice, in two target directories, and the
+#     two builds must be byte-identical (reproducible); that build goes into
+#     the package as host/embedded/NAME.wasm with its digest, which the
 #     packaged build script checks;
 #   * `cargo package -p cordon-launcher -p cordon` builds the packaged crates
 #     on their own (no workspace around them; cordon against the packaged
@@ -16,24 +17,30 @@ guests=target/package-guests
 embedded=host/embedded
 trap 'rm -rf "$embedded"' EXIT
 
+shipped=(bash-sandbox rules-policy pwsh-sandbox bash-local)
 build_guest() {
     # The inner build gets none of an outer build's target settings.
+    local packages=()
+    for name in "${shipped[@]}"; do packages+=(-p "cordon-$name"); done
     env -u RUSTFLAGS -u CARGO_ENCODED_RUSTFLAGS -u CARGO_BUILD_TARGET \
         cargo build --quiet --locked --target wasm32-wasip2 --profile guest \
-        -p cordon-bash-sandbox --target-dir "$1"
+        "${packages[@]}" --target-dir "$1"
 }
 build_guest "$guests/a"
 build_guest "$guests/b"
-a="$guests/a/wasm32-wasip2/guest/cordon_bash_sandbox.wasm"
-b="$guests/b/wasm32-wasip2/guest/cordon_bash_sandbox.wasm"
-if ! cmp -s "$a" "$b"; then
-    echo "package: two builds of the default component differ; it is not reproducible" >&2
-    exit 1
-fi
 mkdir -p "$embedded"
-cp "$a" "$embedded/bash-sandbox.wasm"
-echo "sha256:$(sha256sum "$a" | cut -d' ' -f1)" >"$embedded/bash-sandbox.wasm.sha256"
-echo "package: default component $(cat "$embedded/bash-sandbox.wasm.sha256") (reproduced)"
+for name in "${shipped[@]}"; do
+    stem=cordon_${name//-/_}
+    a="$guests/a/wasm32-wasip2/guest/$stem.wasm"
+    b="$guests/b/wasm32-wasip2/guest/$stem.wasm"
+    if ! cmp -s "$a" "$b"; then
+        echo "package: two builds of $name differ; it is not reproducible" >&2
+        exit 1
+    fi
+    cp "$a" "$embedded/$name.wasm"
+    echo "sha256:$(sha256sum "$a" | cut -d' ' -f1)" >"$embedded/$name.wasm.sha256"
+    echo "package: $name $(cat "$embedded/$name.wasm.sha256") (reproduced)"
+done
 
 # Cargo verifies cordon against the packaged launcher through a local registry
 # it unpacks under $CARGO_HOME/registry/src, and takes what it finds there as

@@ -253,7 +253,12 @@ fn loaded_policy(host: &Host) -> Check {
     if let Some(reference) = &identity.reference {
         detail.push_str(&format!(", pulled as {reference}"));
     }
-    detail.push_str("; it accepts its settings");
+    match &identity.settings {
+        Some(settings) => detail.push_str(&format!(
+            "; it runs with the settings its artifact carries ({settings}) and accepts them"
+        )),
+        None => detail.push_str("; it accepts its settings"),
+    }
     Check::new("policy", Status::Ok, detail)
 }
 

@@ -14,7 +14,7 @@ use crate::error::{Details, ErrorCode, RunError};
 use crate::model::{Deployment, ExecRequest, ExecResult, SandboxMode};
 use crate::policy::cache::ComponentCache;
 use crate::policy::pool::{DEFAULT_POLICY_THREADS, PolicyPool};
-use crate::policy::{self, ExecutorInfo, Limits, LoadError, Policy, PolicyEngine};
+use crate::policy::{self, ExecutorInfo, Limits, LoadError, Policy, PolicyEngine, builtin};
 use crate::process::cgroup::{CgroupChoice, Cgroups, Containment};
 use crate::process::env::EnvPolicy;
 use crate::registry::{PolicyRef, RefError, RegistryError, RegistryOptions};
@@ -28,6 +28,9 @@ use crate::tasks::{TaskHandle, TaskId, TaskSnapshot};
 pub enum PolicySource {
     /// The `bash-sandbox` component embedded in this build.
     Embedded,
+    /// A component shipped inside this build, by name (`builtin:NAME`;
+    /// see [`crate::policy::builtin`]).
+    Builtin(String),
     /// A component file, read when the host is built.
     File(PathBuf),
     /// Component bytes.
@@ -39,40 +42,109 @@ pub enum PolicySource {
 }
 
 impl PolicySource {
-    /// `oci://…` as a registry reference, anything else as a file.
-    pub fn parse(text: &str) -> Result<Self, RefError> {
+    /// `oci://…` as a registry reference, `builtin:NAME` as a component
+    /// shipped inside this build, anything else as a file.
+    pub fn parse(text: &str) -> Result<Self, SourceError> {
         if PolicyRef::is_reference(text) {
-            PolicyRef::parse(text).map(PolicySource::Registry)
+            Ok(PolicySource::Registry(PolicyRef::parse(text)?))
+        } else if let Some(name) = text.strip_prefix(builtin::PREFIX) {
+            builtin::named(name)?;
+            Ok(PolicySource::Builtin(name.to_owned()))
         } else {
             Ok(PolicySource::File(PathBuf::from(text)))
         }
     }
 
-    /// The component's bytes, and the pinned reference it was pulled as.
-    fn read(
+    /// Load the component (and, for a whole policy from a registry, the
+    /// settings it carries) as `deployment`'s policy: see [`with_settings`].
+    fn load(
         self,
+        engine: &PolicyEngine,
+        limits: Limits,
         registry: &RegistryOptions,
-        cache: Option<&ComponentCache>,
-    ) -> Result<(Vec<u8>, Option<PolicyRef>), BuildError> {
-        match self {
-            PolicySource::Embedded => Ok((policy::EMBEDDED_DEFAULT.to_vec(), None)),
-            PolicySource::Bytes(bytes) => Ok((bytes, None)),
-            PolicySource::File(path) => {
+        deployment: &Deployment,
+    ) -> Result<Policy, BuildError> {
+        let local = |bytes: Vec<u8>| (bytes, None, None);
+        let (bytes, pinned, settings) = match self {
+            PolicySource::Embedded => local(policy::EMBEDDED_DEFAULT.to_vec()),
+            PolicySource::Builtin(name) => local(builtin::named(&name)?.bytes.to_vec()),
+            PolicySource::Bytes(bytes) => local(bytes),
+            PolicySource::File(path) => local(
                 crate::files::read_regular(&path, crate::files::MAX_COMPONENT_BYTES)
-                    .map(|bytes| (bytes, None))
-                    .map_err(|source| BuildError::ReadPolicy { path, source })
-            }
+                    .map_err(|source| BuildError::ReadPolicy { path, source })?,
+            ),
             PolicySource::Registry(reference) => {
-                let pulled = crate::registry::pull(&reference, registry, cache)?;
-                Ok((pulled.bytes, Some(pulled.pinned)))
+                let pulled = crate::registry::pull(&reference, registry, engine.cache())?;
+                (pulled.bytes, Some(pulled.pinned), pulled.settings)
             }
-        }
+        };
+        let policy = Policy::load(engine, &bytes, limits)?.pulled_as(pinned);
+        check_ceiling(&policy, deployment)?;
+        with_settings(
+            policy,
+            settings,
+            deployment,
+            registry.allow_settings_override,
+        )
     }
+}
+
+/// `policy` carrying the `settings` its artifact brought, checked by it:
+/// a whole policy runs with its own settings, and settings the deployment
+/// gives too (`[policy] settings`, `--settings`) would silently change what
+/// was reviewed and signed — refused, unless the operator allowed
+/// overrides (`[registry] allow_settings_override`), when the deployment's
+/// replace them. An empty table is no settings.
+fn with_settings(
+    policy: Policy,
+    carried: Option<String>,
+    deployment: &Deployment,
+    allow_override: bool,
+) -> Result<Policy, BuildError> {
+    let local = serde_json::from_str::<serde_json::Value>(&deployment.settings)
+        .map_or(true, |value| {
+            value.as_object().is_none_or(|o| !o.is_empty())
+        });
+    let carried = match carried {
+        Some(_) if local && allow_override => {
+            tracing::warn!(
+                reference = ?policy.reference().map(ToString::to_string),
+                "the deployment's settings replace those the policy artifact carries \
+                 ([registry] allow_settings_override)"
+            );
+            None
+        }
+        Some(_) if local => {
+            return Err(BuildError::SettingsOverride {
+                reference: policy
+                    .reference()
+                    .map_or_else(String::new, ToString::to_string),
+            });
+        }
+        carried => carried,
+    };
+    let policy = policy.carrying(carried);
+    policy.validate_settings(policy.settings().unwrap_or(&deployment.settings))?;
+    Ok(policy)
+}
+
+/// Why a policy source's text names no source.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// A malformed `oci://` reference.
+    #[error(transparent)]
+    Reference(#[from] RefError),
+    /// A `builtin:` name this build does not ship.
+    #[error(transparent)]
+    Builtin(#[from] builtin::UnknownBuiltin),
 }
 
 /// Why a host could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
+    /// `builtin:NAME` names no component this build ships.
+    #[error(transparent)]
+    Builtin(#[from] builtin::UnknownBuiltin),
     /// The policy component file could not be read.
     #[error("cannot read policy component {}: {source}", path.display())]
     ReadPolicy {
@@ -93,6 +165,18 @@ pub enum BuildError {
     /// The component failed to load or validate.
     #[error(transparent)]
     Policy(#[from] LoadError),
+    /// The policy pulled carries its own settings and the deployment gives
+    /// settings too.
+    #[error(
+        "policy {reference} carries its own settings (a whole policy, signed with them) and \
+         this deployment gives settings too ([policy] settings or --settings); remove the \
+         deployment's settings to run the policy as published, or set [registry] \
+         allow_settings_override = true (--allow-settings-override) to replace them"
+    )]
+    SettingsOverride {
+        /// The policy's pinned reference.
+        reference: String,
+    },
     /// The host's working directory is unusable.
     #[error("cannot determine the working directory: {0}")]
     Workdir(#[source] std::io::Error),
@@ -478,14 +562,16 @@ impl HostBuilder {
             PolicySource::File(path) => {
                 Some(std::path::absolute(path).unwrap_or_else(|_| path.clone()))
             }
-            PolicySource::Embedded | PolicySource::Bytes(_) | PolicySource::Registry(_) => None,
+            PolicySource::Embedded
+            | PolicySource::Builtin(_)
+            | PolicySource::Bytes(_)
+            | PolicySource::Registry(_) => None,
         };
         let audit = self
             .audit_log
             .map(AuditLog::open_with)
             .transpose()?
             .map(Arc::new);
-        let (bytes, pulled_as) = source.read(&self.registry, self.cache.as_ref())?;
         let deployment = match self.deployment {
             Some(deployment) => deployment,
             None => Deployment::in_dir(std::env::current_dir().map_err(BuildError::Workdir)?),
@@ -542,9 +628,7 @@ impl HostBuilder {
             engine = engine.with_cache(cache);
         }
         let limits = self.limits.unwrap_or_default();
-        let policy = Policy::load(&engine, &bytes, limits.clone())?.pulled_as(pulled_as);
-        check_ceiling(&policy, &deployment)?;
-        policy.validate_settings(&deployment.settings)?;
+        let policy = source.load(&engine, limits.clone(), &self.registry, &deployment)?;
         let identity = policy.identity();
         tracing::info!(
             name = %identity.name,
@@ -552,6 +636,7 @@ impl HostBuilder {
             world = %identity.world,
             digest = %identity.digest,
             reference = ?identity.reference,
+            settings = ?identity.settings,
             compiled = policy.compiled(),
             "policy component loaded"
         );
@@ -667,10 +752,12 @@ impl Host {
     /// ```
     pub fn reload(&self, source: PolicySource) -> Result<ExecutorInfo, BuildError> {
         let core = &self.core;
-        let (bytes, pulled_as) = source.read(&core.registry, core.engine.cache())?;
-        let policy = Policy::load(&core.engine, &bytes, core.limits.clone())?.pulled_as(pulled_as);
-        check_ceiling(&policy, &core.deployment)?;
-        policy.validate_settings(&core.deployment.settings)?;
+        let policy = source.load(
+            &core.engine,
+            core.limits.clone(),
+            &core.registry,
+            &core.deployment,
+        )?;
         let info = policy.info().clone();
         tracing::info!(name = %info.name, version = %info.version, digest = %policy.digest(), "policy component reloaded");
         *core.policy.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
@@ -883,13 +970,16 @@ fn host_sandbox(
 
 impl BuildError {
     /// The stable error code: `POLICY_FAILED` for every failure to load a
-    /// component (unreadable, invalid, above the ceiling), `WORKDIR` for an
+    /// component (unreadable, unknown, invalid, above the ceiling, its
+    /// settings overridden unasked), `WORKDIR` for an
     /// unusable working directory.
     pub fn code(&self) -> ErrorCode {
         match self {
             BuildError::ReadPolicy { .. }
+            | BuildError::Builtin(_)
             | BuildError::Registry(_)
             | BuildError::Policy(_)
+            | BuildError::SettingsOverride { .. }
             | BuildError::AboveCeiling { .. } => ErrorCode::PolicyFailed,
             BuildError::Workdir(_) => ErrorCode::Workdir,
             BuildError::Audit(_) => ErrorCode::SpawnFailed,
@@ -906,6 +996,10 @@ impl BuildError {
                 serde_json::json!({ "phase": "load", "path": path })
             }
             BuildError::Registry(_) => serde_json::json!({ "phase": "pull" }),
+            BuildError::Builtin(_) => serde_json::json!({ "phase": "load" }),
+            BuildError::SettingsOverride { reference } => {
+                serde_json::json!({ "phase": "load", "reference": reference })
+            }
             BuildError::AboveCeiling { mode, ceiling, .. } => {
                 serde_json::json!({ "phase": "load", "mode": mode, "ceiling": ceiling })
             }

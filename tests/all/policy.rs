@@ -173,3 +173,85 @@ fn the_rule_files_own_examples_pass_under_policy_test_and_a_wrong_one_fails_the_
     );
     assert_eq!(code, Some(78), "{stderr}");
 }
+
+/// The shipped components run by name from the binary, and export as the
+/// bytes the build made; a name not shipped is refused, naming those that are.
+#[test]
+fn a_shipped_policy_runs_as_builtin_and_exports_as_built() {
+    let ws = workspace();
+    let marker = ws.path().join("ran");
+    let touch = format!("touch {}", marker.display());
+    let settings = common::rule_file();
+    // Unconfined, so the test needs no runner: the rules decide before any.
+    let args = [
+        "--policy",
+        "builtin:rules-policy",
+        "--settings",
+        settings.to_str().unwrap(),
+        "--max-mode",
+        "danger-full-access",
+        "--mode",
+        "danger-full-access",
+    ];
+    let (code, result) = run_json(ws.path(), &args, &format!("{touch}; curl x"));
+    assert_eq!(code, 77, "{result}");
+    assert_eq!(result["error"]["code"], "POLICY_DENIED");
+    assert!(!marker.exists(), "a refused line ran");
+    let (code, result) = run_json(ws.path(), &args, &format!("{touch} && echo ok"));
+    assert_eq!(
+        (code, &result["stdout"]["text"]),
+        (0, &json!("ok\n")),
+        "{result}"
+    );
+    assert!(marker.exists(), "an allowed line did not run");
+
+    // Exported: the same bytes the build made, and `policy check` reads it by name too.
+    let out = ws.path().join("rules.wasm");
+    let (code, stderr) = common::cordon_in(
+        ws.path(),
+        &[
+            "policy",
+            "export",
+            "rules-policy",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        std::fs::read(&out).unwrap(),
+        std::fs::read(component("rules-policy.wasm")).unwrap()
+    );
+    let listed = cordon().args(["policy", "export"]).output().unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    for name in ["bash-sandbox", "rules-policy", "pwsh-sandbox", "bash-local"] {
+        assert!(listed.contains(&format!("builtin:{name}\t")), "{listed}");
+    }
+    let (code, stderr) = common::cordon_in(
+        ws.path(),
+        &[
+            "policy",
+            "check",
+            "builtin:rules-policy",
+            "--settings",
+            settings.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+
+    // Not shipped: refused before anything runs, naming what is.
+    let (code, stderr) = common::cordon_in(
+        ws.path(),
+        &["run", "--policy", "builtin:rules", "--", "true"],
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("builtin:rules-policy"), "{stderr}");
+    let config = ws.path().join("cordon.toml");
+    std::fs::write(&config, "[policy]\nbuiltin = \"rules\"\n").unwrap();
+    let (code, stderr) = common::cordon_in(
+        ws.path(),
+        &["run", "--config", config.to_str().unwrap(), "--", "true"],
+    );
+    assert_eq!(code, Some(78), "{stderr}");
+    assert!(stderr.contains("policy.builtin"), "{stderr}");
+}

@@ -532,3 +532,137 @@ fn serve_reloads_a_policy_by_reference() {
     drop(input);
     server.wait().unwrap();
 }
+
+/// A rule file for rules-policy that refuses `echo` and allows the rest.
+fn no_echo(dir: &Path) -> PathBuf {
+    let settings = dir.join("no-echo.toml");
+    std::fs::write(
+        &settings,
+        "default = \"allow\"\n\n[[rules]]\nprogram = \"echo\"\ndecision = \"deny\"\n\
+         reason = \"the published policy refuses echo\"\n",
+    )
+    .unwrap();
+    settings
+}
+
+/// `cordon run --policy REFERENCE EXTRA… -- echo whole` on a fresh cache:
+/// exit code, stdout, stderr.
+fn run_whole(reference: &str, extra: &[&str]) -> (i32, String, String) {
+    let fresh = tempfile::tempdir().unwrap();
+    let mut args = vec!["run", "--policy", reference];
+    args.extend(extra);
+    args.extend(["--", "echo whole"]);
+    cordon_with_cache(fresh.path(), &args)
+}
+
+#[test]
+fn a_whole_policy_runs_with_its_signed_settings_and_refuses_tampering_and_local_overrides() {
+    let Some(registry) = Registry::start("registry::whole") else {
+        return;
+    };
+    let cache = tempfile::tempdir().unwrap();
+    let settings = no_echo(cache.path());
+    let signer = key("signer.pem");
+    let (code, stdout, stderr) = cordon_with_cache(
+        cache.path(),
+        &[
+            "policy",
+            "push",
+            "builtin:rules-policy",
+            &registry.reference("p/whole:v1"),
+            "--settings",
+            settings.to_str().unwrap(),
+            "--sign-key",
+            signer.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let pinned = stdout.trim().to_owned();
+    // Control: the same component without settings runs echo.
+    let bare = push(
+        cache.path(),
+        &component("rules-policy.wasm"),
+        &registry.reference("p/bare:v1"),
+        false,
+    );
+    let (code, stdout, stderr) = run_whole(&bare, &[]);
+    assert_eq!((code, stdout.as_str()), (0, "whole\n"), "{stderr}");
+
+    // Pulled by digest on another cache, signature required (--public-key,
+    // no config file): it runs with the settings it carries.
+    let public = key("signer.pub");
+    let (code, stdout, stderr) = run_whole(&pinned, &["--public-key", public.to_str().unwrap()]);
+    assert_eq!(code, 77, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("the published policy refuses echo"),
+        "{stderr}"
+    );
+    // Under another key it is refused: the signature covers it.
+    let other = key("other.pub");
+    let (code, _, stderr) = run_whole(&pinned, &["--public-key", other.to_str().unwrap()]);
+    assert_eq!(code, 70, "{stderr}");
+    assert!(stderr.contains("no signature verifies"), "{stderr}");
+
+    // Settings of the host's own on top: refused, unless overrides are allowed.
+    let allow_all = cache.path().join("allow.toml");
+    std::fs::write(&allow_all, "default = \"allow\"\n").unwrap();
+    let local = ["--settings", allow_all.to_str().unwrap()];
+    let (code, _, stderr) = run_whole(&pinned, &local);
+    assert_eq!(code, 70, "{stderr}");
+    assert!(
+        stderr.contains("carries its own settings") && stderr.contains("allow_settings_override"),
+        "{stderr}"
+    );
+    let (code, stdout, stderr) = run_whole(
+        &pinned,
+        &[&local[..], &["--allow-settings-override"]].concat(),
+    );
+    assert_eq!((code, stdout.as_str()), (0, "whole\n"), "{stderr}");
+
+    // `policy pull` says it carries settings, and which.
+    let fresh = tempfile::tempdir().unwrap();
+    let (code, _, stderr) = cordon_with_cache(fresh.path(), &["policy", "pull", &pinned]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("carries its settings (sha256:"), "{stderr}");
+    let (_, stdout, stderr) =
+        cordon_with_cache(fresh.path(), &["doctor", "--json", "--policy", &pinned]);
+    assert!(
+        stdout.contains("runs with the settings its artifact carries (sha256:"),
+        "{stdout}{stderr}"
+    );
+
+    // The settings layer altered in the registry's storage: refused.
+    let json = {
+        let (code, stdout, stderr) = cordon_with_cache(
+            fresh.path(),
+            &["policy", "check", "builtin:rules-policy", "--json"],
+        );
+        assert_eq!(code, 0, "{stderr}");
+        stdout
+    };
+    assert!(!json.is_empty());
+    let manifest: Value = serde_json::from_slice(&http_get(
+        &registry,
+        &format!(
+            "/v2/p/whole/manifests/{}",
+            pinned.rsplit_once('@').unwrap().1
+        ),
+        "application/vnd.oci.image.manifest.v1+json",
+    ))
+    .unwrap();
+    let layer = &manifest["layers"][1];
+    assert_eq!(
+        layer["mediaType"],
+        "application/vnd.cordon.policy.settings.v1+json"
+    );
+    let blob = registry.blob(layer["digest"].as_str().unwrap());
+    let text = std::fs::read_to_string(&blob).unwrap();
+    std::fs::write(&blob, text.replace("\"deny\"", "\"allow\"")).unwrap();
+    let (code, stdout, stderr) = run_whole(&pinned, &[]);
+    assert_eq!(code, 70, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("refusing") && stderr.contains("igest"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("whole"), "{stdout}");
+}

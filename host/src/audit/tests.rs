@@ -11,6 +11,7 @@ fn identity() -> PolicyIdentity {
         world: "w".into(),
         digest: "sha256:00".into(),
         reference: None,
+        settings: None,
     }
 }
 

@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::Args;
 use cordon::config::Config;
 use cordon::policy::cache::ComponentCache;
+use cordon::registry::PublicKey;
 use cordon::sandbox::BackendChoice;
 use cordon::{HostBuilder, PolicySource, SandboxMode};
 
@@ -43,11 +44,24 @@ pub struct DeployArgs {
     #[arg(long, value_name = "FILE")]
     settings: Option<PathBuf>,
 
+    /// Require every policy pulled from a registry to carry a signature
+    /// that verifies under this public key (PEM, P-256); replaces
+    /// [registry] public_key of the config file.
+    #[arg(long, value_name = "KEY.pem")]
+    public_key: Option<PathBuf>,
+
+    /// Let --settings (or [policy] settings) replace the settings a pulled
+    /// whole policy carries; without it a host given both refuses to
+    /// start ([registry] allow_settings_override).
+    #[arg(long)]
+    allow_settings_override: bool,
+
     #[command(flatten)]
     cache: CacheArgs,
 }
 
-/// `--policy`: a component file, or `oci://REGISTRY/REPO[:TAG][@sha256:…]`.
+/// `--policy`: a component file, `builtin:NAME`, or
+/// `oci://REGISTRY/REPO[:TAG][@sha256:…]`.
 pub fn parse_policy(text: &str) -> Result<PolicySource, String> {
     PolicySource::parse(text).map_err(|err| err.to_string())
 }
@@ -142,6 +156,15 @@ impl DeployArgs {
         }
         if let Some(path) = &self.settings {
             config.settings = cordon::config::read_settings(path)?;
+        }
+        if let Some(path) = &self.public_key {
+            let path = std::path::absolute(path).context("--public-key")?;
+            config.registry.public_key = Some(PublicKey::read(&path)?);
+            // Protected in every run, as the config file's key is.
+            config.public_key_path = Some(path);
+        }
+        if self.allow_settings_override {
+            config.registry.allow_settings_override = true;
         }
         Ok(config)
     }

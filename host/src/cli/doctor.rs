@@ -13,7 +13,7 @@ use super::deploy::DeployArgs;
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
     /// The policy component to examine instead of the embedded bash-sandbox.
-    #[arg(long, value_name = "FILE|oci://REF", value_parser = super::deploy::parse_policy)]
+    #[arg(long, value_name = "FILE|builtin:NAME|oci://REF", value_parser = super::deploy::parse_policy)]
     policy: Option<PolicySource>,
 
     /// Print the report as JSON.

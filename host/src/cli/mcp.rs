@@ -13,8 +13,9 @@ use super::deploy::DeployArgs;
 /// Flags of `cordon mcp`.
 #[derive(Debug, Args)]
 pub struct McpArgs {
-    /// Policy component to use instead of the embedded bash-sandbox.
-    #[arg(long, value_name = "FILE|oci://REF", value_parser = super::deploy::parse_policy)]
+    /// Policy component to use instead of the embedded bash-sandbox: a
+    /// file, builtin:NAME (rules-policy, pwsh-sandbox, bash-local) or oci://….
+    #[arg(long, value_name = "FILE|builtin:NAME|oci://REF", value_parser = super::deploy::parse_policy)]
     policy: Option<PolicySource>,
 
     /// Serve many MCP clients on a socket instead of stdin/stdout, admitted

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use cordon::policy::{Limits, Policy, PolicyEngine};
+use cordon::policy::{Limits, Policy, PolicyEngine, builtin};
 use cordon::registry::{self, PolicyRef, PrivateKey, PublicKey, RegistryOptions};
 use cordon::testkit::{self, Kit};
 
@@ -26,7 +26,7 @@ enum PolicyCommand {
     /// Check a component against the world this host supports (imports,
     /// exports, types) and show what it says about itself.
     Check {
-        /// The component (.wasm).
+        /// The component (.wasm), or builtin:NAME.
         file: PathBuf,
         /// Settings to check it with (TOML, or JSON for `.json`), as a host
         /// with them in [policy.settings] would at load.
@@ -43,7 +43,7 @@ enum PolicyCommand {
     /// (a rule file's own examples); prints a diff for each failing case and
     /// exits 1 when any fails.
     Test {
-        /// The component (.wasm).
+        /// The component (.wasm), or builtin:NAME.
         file: PathBuf,
         /// The case file (.toml); see components/cases/ for the shipped contract.
         #[arg(required_unless_present = "settings")]
@@ -63,10 +63,17 @@ enum PolicyCommand {
     /// (checked to load first) and print its pinned reference
     /// (oci://REGISTRY/REPO@sha256:…).
     Push {
-        /// The component (.wasm).
+        /// The component (.wasm), or builtin:NAME.
         file: PathBuf,
         /// Where: oci://REGISTRY/REPO[:TAG] (tag default: latest).
         reference: String,
+        /// Push a whole policy: these settings (TOML, or JSON for `.json`;
+        /// checked by the component first) as a layer of the same
+        /// artifact, under the same digest and signature. A host that
+        /// pulls it runs with them, and refuses settings of its own on
+        /// top unless its operator allows overrides.
+        #[arg(long, value_name = "FILE")]
+        settings: Option<PathBuf>,
         /// Sign it with this ECDSA P-256 private key (PEM, unencrypted), in
         /// cosign's layout (tag sha256-<hex>.sig beside it).
         #[arg(long, value_name = "KEY.pem")]
@@ -89,6 +96,16 @@ enum PolicyCommand {
         registry: RegistryArgs,
         #[command(flatten)]
         cache: CacheArgs,
+    },
+    /// Write a policy component shipped inside this binary to a file
+    /// (`--policy builtin:NAME` runs it without one); with no NAME, list
+    /// them.
+    Export {
+        /// bash-sandbox, rules-policy, pwsh-sandbox or bash-local.
+        name: Option<String>,
+        /// The file to write (created 0644; replaced if it exists).
+        #[arg(long, short = 'o', value_name = "FILE", requires = "name")]
+        output: Option<PathBuf>,
     },
 }
 
@@ -145,16 +162,55 @@ pub fn main(args: PolicyArgs) -> ExitCode {
         PolicyCommand::Push {
             file,
             reference,
+            settings,
             sign_key,
             registry,
             cache,
-        } => push(file, &reference, sign_key, registry, cache),
+        } => push(file, &reference, settings, sign_key, registry, cache),
         PolicyCommand::Pull {
             reference,
             output,
             registry,
             cache,
         } => pull(&reference, output, registry, cache),
+        PolicyCommand::Export { name, output } => export(name.as_deref(), output.as_deref()),
+    }
+}
+
+/// Exit 0 having written the component (or listed them); 78 for a name
+/// this binary does not ship, no `-o` (a component is not for a
+/// terminal), or a file that cannot be written.
+fn export(name: Option<&str>, output: Option<&Path>) -> ExitCode {
+    let Some(name) = name else {
+        for builtin in builtin::BUILTINS {
+            println!("{}{}\t{}", builtin::PREFIX, builtin.name, builtin.about);
+        }
+        return ExitCode::SUCCESS;
+    };
+    let name = name.strip_prefix(builtin::PREFIX).unwrap_or(name);
+    let written = builtin::named(name)
+        .map_err(|err| err.to_string())
+        .and_then(|builtin| {
+            let output = output.ok_or("give the file to write with -o FILE")?;
+            std::fs::write(output, builtin.bytes)
+                .map_err(|err| format!("cannot write {}: {err}", output.display()))?;
+            Ok((builtin, output))
+        });
+    match written {
+        Ok((builtin, output)) => {
+            eprintln!(
+                "cordon: wrote {}{} ({}) to {}",
+                builtin::PREFIX,
+                builtin.name,
+                cordon::registry::reference::digest_of(builtin.bytes),
+                output.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("cordon: {message}");
+            ExitCode::from(exit::CONFIG)
+        }
     }
 }
 
@@ -164,6 +220,7 @@ pub fn main(args: PolicyArgs) -> ExitCode {
 fn push(
     file: PathBuf,
     reference: &str,
+    settings_file: Option<PathBuf>,
     sign_key: Option<PathBuf>,
     registry: RegistryArgs,
     cache: CacheArgs,
@@ -175,18 +232,28 @@ fn push(
             .map(PrivateKey::read)
             .transpose()
             .map_err(|e| e.to_string())?;
-        Ok((reference, key, registry.options()?))
+        let settings = settings_file
+            .as_deref()
+            .map(cordon::config::read_settings)
+            .transpose()
+            .map_err(|e| e.to_string())?;
+        Ok((reference, key, settings, registry.options()?))
     };
-    let (reference, key, options) = match setup() {
+    let (reference, key, settings, options) = match setup() {
         Ok(setup) => setup,
         Err(message) => {
             eprintln!("cordon: {message}");
             return ExitCode::from(exit::CONFIG);
         }
     };
-    let loaded = read(&file).and_then(|bytes| {
+    let loaded = read_component(&file).and_then(|bytes| {
         let policy =
             Policy::load(&engine(&cache)?, &bytes, Limits::default()).map_err(|e| e.to_string())?;
+        if let Some(settings) = &settings {
+            policy
+                .validate_settings(settings)
+                .map_err(|e| e.to_string())?;
+        }
         Ok((bytes, policy))
     });
     let (bytes, policy) = match loaded {
@@ -198,6 +265,7 @@ fn push(
     };
     match registry::push(
         &bytes,
+        settings.as_deref(),
         policy.world(),
         policy.interfaces(),
         &reference,
@@ -246,6 +314,13 @@ fn pull(
         eprintln!("cordon: cannot write {}: {err}", path.display());
         return ExitCode::from(exit::CONFIG);
     }
+    if let Some(settings) = &pulled.settings {
+        eprintln!(
+            "cordon: {} carries its settings ({}): a host running it runs with them",
+            pulled.pinned,
+            cordon::registry::reference::digest_of(settings.as_bytes())
+        );
+    }
     println!("{}", pulled.pinned);
     ExitCode::SUCCESS
 }
@@ -257,6 +332,17 @@ fn engine(cache: &CacheArgs) -> Result<PolicyEngine, String> {
         engine = engine.with_cache(cache);
     }
     Ok(engine)
+}
+
+/// A component file's bytes, or a builtin's for `builtin:NAME`.
+fn read_component(file: &Path) -> Result<Vec<u8>, String> {
+    match file.to_str().and_then(|f| f.strip_prefix(builtin::PREFIX)) {
+        Some(name) => Ok(builtin::named(name)
+            .map_err(|err| err.to_string())?
+            .bytes
+            .to_vec()),
+        None => read(file),
+    }
 }
 
 fn read(file: &Path) -> Result<Vec<u8>, String> {
@@ -295,7 +381,7 @@ fn test(
             return ExitCode::from(exit::CONFIG);
         }
     };
-    let kit = match read(&file)
+    let kit = match read_component(&file)
         .and_then(|bytes| Kit::load_with(engine(&cache)?, &bytes).map_err(|e| e.to_string()))
     {
         Ok(kit) => kit,
@@ -359,7 +445,7 @@ fn check(file: PathBuf, settings_file: Option<PathBuf>, json: bool, cache: Cache
         Ok(settings) => settings,
         Err(code) => return code,
     };
-    let loaded = read(&file).and_then(|bytes| {
+    let loaded = read_component(&file).and_then(|bytes| {
         let policy =
             Policy::load(&engine(&cache)?, &bytes, Limits::default()).map_err(|e| e.to_string())?;
         policy

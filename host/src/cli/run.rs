@@ -78,8 +78,9 @@ pub struct RunArgs {
     #[arg(long, requires = "grant")]
     approved: bool,
 
-    /// Policy component to use instead of the embedded bash-sandbox.
-    #[arg(long, value_name = "FILE|oci://REF", value_parser = super::deploy::parse_policy)]
+    /// Policy component to use instead of the embedded bash-sandbox: a
+    /// file, builtin:NAME (rules-policy, pwsh-sandbox, bash-local) or oci://….
+    #[arg(long, value_name = "FILE|builtin:NAME|oci://REF", value_parser = super::deploy::parse_policy)]
     policy: Option<PolicySource>,
 
     #[command(flatten)]

@@ -17,7 +17,7 @@ use super::deploy::DeployArgs;
 pub struct ServeArgs {
     /// Policy component to use instead of the embedded bash-sandbox
     /// (replace it later with the `reload` method, where allowed).
-    #[arg(long, value_name = "FILE|oci://REF", value_parser = super::deploy::parse_policy)]
+    #[arg(long, value_name = "FILE|builtin:NAME|oci://REF", value_parser = super::deploy::parse_policy)]
     policy: Option<PolicySource>,
 
     /// Serve many clients on a socket instead of stdin/stdout:

@@ -38,6 +38,7 @@
 //! [policy]                            # the policy component (a --policy flag wins)
 //! file = "rules-policy.wasm"          # relative to this file; or:
 //! # reference = "oci://registry.lan/policies/rules:1.2"
+//! # builtin = "rules-policy"          # one shipped inside the binary
 //! settings = "rules.toml"             # a settings file (relative to this file), or inline:
 //! # [policy.settings]                 # handed to the component as JSON (validate-settings)
 //! # opaque = "deny"
@@ -51,6 +52,7 @@
 //! insecure = ["registry.lan:5000"]    # plain HTTP besides loopback registries
 //! connect_timeout_secs = 10           # connecting to a registry (default 10)
 //! timeout_secs = 120                  # a whole pull or push (default 120)
+//! allow_settings_override = false     # [policy] settings may replace a whole policy's own
 //!
 //! [serve]                             # `cordon serve`: bounds, socket access (serve.rs)
 //! max_session_runs = 16
@@ -190,6 +192,10 @@ pub struct RegistryFile {
     pub connect_timeout_secs: Option<u64>,
     /// Seconds a whole pull or push may take.
     pub timeout_secs: Option<u64>,
+    /// Whether the deployment's own settings (`[policy] settings`,
+    /// `--settings`) may replace those a pulled whole policy carries
+    /// (default false: a host given both refuses to start).
+    pub allow_settings_override: Option<bool>,
 }
 
 /// `[policy]` as written.
@@ -200,6 +206,8 @@ pub struct PolicyFile {
     pub file: Option<PathBuf>,
     /// The policy component in a registry: `oci://REGISTRY/REPO[:TAG][@sha256:…]`.
     pub reference: Option<String>,
+    /// A policy component shipped inside the binary, by name (`rules-policy`).
+    pub builtin: Option<String>,
     /// `[policy.settings]` (a table, handed to the component as JSON), or
     /// the path of a settings file (TOML, or JSON for `.json`; relative to
     /// the config file).
@@ -745,24 +753,32 @@ fn policy_keys(
     dir: &Path,
 ) -> Result<(Option<crate::host::PolicySource>, Vec<PathBuf>, String), Invalid> {
     let mut files = vec![];
-    let source = match (policy.file, policy.reference) {
-        (Some(_), Some(_)) => {
-            return Err((
-                "policy.file",
-                "policy.file and policy.reference are both set; name the component once".into(),
-            ));
-        }
-        (Some(file), None) => {
-            let file = dir.join(file);
-            files.push(file.clone());
-            Some(crate::host::PolicySource::File(file))
-        }
-        (None, Some(reference)) => {
-            let parsed = crate::reference::PolicyRef::parse(&reference)
-                .map_err(|e| ("policy.reference", e.to_string()))?;
-            Some(crate::host::PolicySource::Registry(parsed))
-        }
-        (None, None) => None,
+    let named = [
+        policy.file.is_some(),
+        policy.reference.is_some(),
+        policy.builtin.is_some(),
+    ];
+    if named.iter().filter(|set| **set).count() > 1 {
+        return Err((
+            "policy.file",
+            "more than one of policy.file, policy.reference and policy.builtin is set; \
+             name the component once"
+                .into(),
+        ));
+    }
+    let source = if let Some(file) = policy.file {
+        let file = dir.join(file);
+        files.push(file.clone());
+        Some(crate::host::PolicySource::File(file))
+    } else if let Some(reference) = policy.reference {
+        let parsed = crate::reference::PolicyRef::parse(&reference)
+            .map_err(|e| ("policy.reference", e.to_string()))?;
+        Some(crate::host::PolicySource::Registry(parsed))
+    } else if let Some(name) = policy.builtin {
+        crate::policy::builtin::named(&name).map_err(|e| ("policy.builtin", e.to_string()))?;
+        Some(crate::host::PolicySource::Builtin(name))
+    } else {
+        None
     };
     let settings = match policy.settings {
         None => "{}".to_owned(),
@@ -897,6 +913,7 @@ fn registry(
                 registry.connect_timeout_secs,
             )?,
             timeout: seconds("registry.timeout_secs", registry.timeout_secs)?,
+            allow_settings_override: registry.allow_settings_override.unwrap_or(false),
         },
         public_key_path,
     ))

@@ -149,19 +149,43 @@ impl ComponentCache {
     }
 
     /// The component pulled from a registry as the manifest `digest`
-    /// (`sha256:…`), if cordon kept it — with `signed_by`, only one whose
-    /// signature verified under the key with that fingerprint.
-    pub fn load_pulled(&self, digest: &str, signed_by: Option<&str>) -> Option<Vec<u8>> {
-        self.read_entry(&Self::pulled_name(digest, signed_by))
+    /// (`sha256:…`) and the settings its artifact carries, if cordon kept
+    /// them — with `signed_by`, only ones whose signature verified under
+    /// the key with that fingerprint. A component kept without its
+    /// settings' entry (an older cordon's) is not kept: it is pulled again.
+    pub fn load_pulled(
+        &self,
+        digest: &str,
+        signed_by: Option<&str>,
+    ) -> Option<(Vec<u8>, Option<String>)> {
+        let name = Self::pulled_name(digest, signed_by);
+        let settings = match self.read_entry(&format!("{name}.settings"))?.split_first() {
+            Some((0, [])) => None,
+            Some((1, json)) => Some(String::from_utf8(json.to_vec()).ok()?),
+            _ => return None,
+        };
+        Some((self.read_entry(&name)?, settings))
     }
 
-    /// Keep the component pulled as the manifest `digest` (its bytes
-    /// already checked against the manifest), and, when a signature
-    /// verified, under that key's fingerprint too. Best effort.
-    pub fn store_pulled(&self, digest: &str, signed_by: Option<&str>, bytes: &[u8]) {
-        self.write_entry(&Self::pulled_name(digest, None), bytes);
-        if signed_by.is_some() {
-            self.write_entry(&Self::pulled_name(digest, signed_by), bytes);
+    /// Keep the component pulled as the manifest `digest` and the settings
+    /// its artifact carries (both already checked against the manifest),
+    /// and, when a signature verified, under that key's fingerprint too.
+    /// Best effort.
+    pub fn store_pulled(
+        &self,
+        digest: &str,
+        signed_by: Option<&str>,
+        bytes: &[u8],
+        settings: Option<&str>,
+    ) {
+        let settings = match settings {
+            None => vec![0],
+            Some(json) => [&[1], json.as_bytes()].concat(),
+        };
+        for signed_by in std::iter::once(None).chain(signed_by.map(Some)) {
+            let name = Self::pulled_name(digest, signed_by);
+            self.write_entry(&name, bytes);
+            self.write_entry(&format!("{name}.settings"), &settings);
         }
     }
 

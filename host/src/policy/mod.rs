@@ -22,6 +22,7 @@
 //! `plan` share one ([`Policy::begin`]): one instance less per run, and
 //! still nothing carried from one run to the next.
 
+pub mod builtin;
 pub mod cache;
 mod call;
 mod compilation;
@@ -394,6 +395,9 @@ pub struct Policy {
     interfaces: Interfaces,
     digest: String,
     pulled_as: Option<crate::reference::PolicyRef>,
+    /// The settings it carries (a whole policy from a registry): handed to
+    /// it in place of the deployment's.
+    settings: Option<String>,
 }
 
 /// Which component is in force, as the audit log and `cordon doctor`
@@ -411,6 +415,10 @@ pub struct PolicyIdentity {
     /// The registry reference it was pulled as, pinned to its manifest digest.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reference: Option<String>,
+    /// `sha256:HEX` of the settings its artifact carries (a whole policy
+    /// from a registry), which it runs with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settings: Option<String>,
 }
 
 /// The names a component imports and exports (as a registry artifact's
@@ -467,6 +475,7 @@ impl Policy {
             interfaces,
             digest,
             pulled_as: None,
+            settings: None,
         })
     }
 
@@ -477,6 +486,18 @@ impl Policy {
         self
     }
 
+    /// Give it `settings` (JSON text) to run with in place of the
+    /// deployment's: the settings a whole policy's artifact carries.
+    pub fn carrying(mut self, settings: Option<String>) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// The settings it carries, if any (see [`Policy::carrying`]).
+    pub fn settings(&self) -> Option<&str> {
+        self.settings.as_deref()
+    }
+
     /// Which component this is.
     pub fn identity(&self) -> PolicyIdentity {
         PolicyIdentity {
@@ -485,6 +506,10 @@ impl Policy {
             world: self.world().to_owned(),
             digest: self.digest.clone(),
             reference: self.pulled_as.as_ref().map(ToString::to_string),
+            settings: self
+                .settings
+                .as_ref()
+                .map(|json| crate::reference::digest_of(json.as_bytes())),
         }
     }
 
@@ -555,7 +580,10 @@ impl Policy {
         request: &ExecRequest,
         deployment: &Deployment,
     ) -> Result<(Decision, Preparation), RunError> {
-        let (request, deployment) = (request.clone(), deployment.clone());
+        let (request, mut deployment) = (request.clone(), deployment.clone());
+        if let Some(settings) = &self.settings {
+            deployment.settings.clone_from(settings);
+        }
         let (engine, limits, binding) = (
             self.engine.clone(),
             self.limits.clone(),

@@ -6,7 +6,11 @@
 //! * the config: `architecture: "wasm"`, `os: "wasip2"` (a component),
 //!   `layerDigests` (the layers' digests, in order) and `component`
 //!   (`exports`, `imports`, `target`: the world it was built against);
-//! * exactly one layer, `application/wasm`: the component's bytes.
+//! * the component's layer, `application/wasm`: its bytes; and, for a
+//!   whole policy, a second layer of the settings it runs with
+//!   (`application/vnd.cordon.policy.settings.v1+json`, a JSON object).
+//!   Both are named by the manifest, so a signature over the manifest's
+//!   digest covers the component and its settings together.
 
 use std::collections::BTreeMap;
 
@@ -21,6 +25,9 @@ use crate::policy::Interfaces;
 pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 /// The component layer's media type.
 pub const LAYER_MEDIA_TYPE: &str = "application/wasm";
+/// The settings layer's media type: the JSON object the component is
+/// handed as its settings (`validate-settings`, and every `resolve`).
+pub const SETTINGS_MEDIA_TYPE: &str = "application/vnd.cordon.policy.settings.v1+json";
 /// The manifest's `artifactType` for a Wasm component.
 pub const ARTIFACT_TYPE: &str = "application/vnd.wasm.component.v1+wasm";
 /// The config of a signature manifest (cosign writes an image config).
@@ -36,16 +43,33 @@ pub struct Artifact {
     pub manifest: OciImageManifest,
 }
 
-/// The artifact for `bytes`.
-pub fn build(bytes: &[u8], world: &str, interfaces: &Interfaces) -> Artifact {
-    let layer_digest = digest_of(bytes);
+/// The layers a policy artifact holds: the component's, and its
+/// settings' when it carries them.
+#[derive(Debug)]
+pub struct Layers<'a> {
+    /// The component's layer.
+    pub component: &'a OciDescriptor,
+    /// The settings' layer.
+    pub settings: Option<&'a OciDescriptor>,
+}
+
+/// The artifact for `bytes`, with `settings` (JSON text) as a second layer.
+pub fn build(
+    bytes: &[u8],
+    settings: Option<&str>,
+    world: &str,
+    interfaces: &Interfaces,
+) -> Artifact {
+    let mut layers = vec![descriptor(LAYER_MEDIA_TYPE, bytes, None)];
+    layers.extend(settings.map(|json| descriptor(SETTINGS_MEDIA_TYPE, json.as_bytes(), None)));
+    let layer_digests: Vec<&str> = layers.iter().map(|l| l.digest.as_str()).collect();
     // No creation time: the same component pushes as the same manifest,
     // whoever pushes it when (reproducible digests).
     let config = serde_json::to_vec(&serde_json::json!({
         "created": "1970-01-01T00:00:00Z",
         "architecture": "wasm",
         "os": "wasip2",
-        "layerDigests": [layer_digest],
+        "layerDigests": layer_digests,
         "component": {
             "exports": interfaces.exports,
             "imports": interfaces.imports,
@@ -58,7 +82,7 @@ pub fn build(bytes: &[u8], world: &str, interfaces: &Interfaces) -> Artifact {
         media_type: Some(super::MANIFEST_MEDIA_TYPE.to_owned()),
         artifact_type: Some(ARTIFACT_TYPE.to_owned()),
         config: descriptor(CONFIG_MEDIA_TYPE, &config, None),
-        layers: vec![descriptor(LAYER_MEDIA_TYPE, bytes, None)],
+        layers,
         ..OciImageManifest::default()
     };
     Artifact { config, manifest }
@@ -78,29 +102,56 @@ fn descriptor(
     }
 }
 
-/// The component's layer, or why the manifest is not a Wasm component artifact.
-pub fn component_layer(manifest: &OciImageManifest) -> Result<&OciDescriptor, String> {
+/// The artifact's layers, or why the manifest is not a policy artifact.
+pub fn layers(manifest: &OciImageManifest) -> Result<Layers<'_>, String> {
     if manifest.config.media_type != CONFIG_MEDIA_TYPE {
         return Err(format!(
             "its config has the media type {:?}, not {CONFIG_MEDIA_TYPE:?}: not a Wasm component artifact",
             manifest.config.media_type
         ));
     }
-    match manifest.layers.as_slice() {
-        [layer] if layer.media_type == LAYER_MEDIA_TYPE => Ok(layer),
-        [layer] => Err(format!(
-            "its layer has the media type {:?}, not {LAYER_MEDIA_TYPE:?}",
-            layer.media_type
-        )),
-        layers => Err(format!(
-            "it has {} layers; a policy component artifact has exactly one",
-            layers.len()
-        )),
+    let (component, settings) = match manifest.layers.as_slice() {
+        [component] => (component, None),
+        [component, settings] => (component, Some(settings)),
+        layers => {
+            return Err(format!(
+                "it has {} layers; a policy artifact has a component and at most its settings",
+                layers.len()
+            ));
+        }
+    };
+    if component.media_type != LAYER_MEDIA_TYPE {
+        return Err(format!(
+            "its first layer has the media type {:?}, not {LAYER_MEDIA_TYPE:?}",
+            component.media_type
+        ));
+    }
+    if let Some(settings) = settings
+        && settings.media_type != SETTINGS_MEDIA_TYPE
+    {
+        return Err(format!(
+            "its second layer has the media type {:?}, not {SETTINGS_MEDIA_TYPE:?}",
+            settings.media_type
+        ));
+    }
+    Ok(Layers {
+        component,
+        settings,
+    })
+}
+
+/// The settings layer's bytes as the settings' JSON text: an object.
+pub fn settings_text(bytes: Vec<u8>) -> Result<String, String> {
+    let text = String::from_utf8(bytes).map_err(|_| "its settings are not UTF-8".to_owned())?;
+    match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(value) if value.is_object() => Ok(text),
+        Ok(_) => Err("its settings are not a JSON object".to_owned()),
+        Err(err) => Err(format!("its settings are not JSON: {err}")),
     }
 }
 
-/// Check the config blob names `layer` and is a component's.
-pub fn check_config(config: &[u8], layer: &OciDescriptor) -> Result<(), String> {
+/// Check the config blob names the artifact's layers and is a component's.
+pub fn check_config(config: &[u8], layers: &Layers<'_>) -> Result<(), String> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Config {
@@ -117,8 +168,12 @@ pub fn check_config(config: &[u8], layer: &OciDescriptor) -> Result<(), String> 
             config.architecture, config.os
         ));
     }
-    if !config.layer_digests.is_empty() && config.layer_digests != [layer.digest.clone()] {
-        return Err("its config's layerDigests do not name its layer".to_owned());
+    let named: Vec<&str> = std::iter::once(layers.component)
+        .chain(layers.settings)
+        .map(|layer| layer.digest.as_str())
+        .collect();
+    if !config.layer_digests.is_empty() && config.layer_digests != named {
+        return Err("its config's layerDigests do not name its layers".to_owned());
     }
     Ok(())
 }
@@ -157,49 +212,59 @@ mod tests {
             imports: vec!["cordon:sandbox/sandbox@0.2.0".into()],
             exports: vec!["cordon:sandbox/executor@0.2.0".into()],
         };
-        let artifact = build(
-            b"\0asm",
-            "cordon:sandbox/executor-policy@0.2.0",
-            &interfaces,
-        );
-        let layer = component_layer(&artifact.manifest).unwrap();
-        assert_eq!(layer.digest, digest_of(b"\0asm"));
-        check_config(&artifact.config, layer).unwrap();
+        let world = "cordon:sandbox/executor-policy@0.2.0";
+        let artifact = build(b"\0asm", None, world, &interfaces);
+        let only = layers(&artifact.manifest).unwrap();
+        assert_eq!(only.component.digest, digest_of(b"\0asm"));
+        assert!(only.settings.is_none());
+        check_config(&artifact.config, &only).unwrap();
         let config: serde_json::Value = serde_json::from_slice(&artifact.config).unwrap();
-        assert_eq!(
-            config["component"]["target"],
-            "cordon:sandbox/executor-policy@0.2.0"
-        );
+        assert_eq!(config["component"]["target"], world);
         // Reproducible: the same component, the same manifest.
-        let again = build(
-            b"\0asm",
-            "cordon:sandbox/executor-policy@0.2.0",
-            &interfaces,
-        );
+        let again = build(b"\0asm", None, world, &interfaces);
         assert_eq!(
             serde_json::to_vec(&again.manifest).unwrap(),
             serde_json::to_vec(&artifact.manifest).unwrap()
         );
+        // A whole policy: the settings are a second layer the config names.
+        let whole = build(b"\0asm", Some(r#"{"a":1}"#), world, &interfaces);
+        let both = layers(&whole.manifest).unwrap();
+        assert_eq!(both.settings.unwrap().digest, digest_of(br#"{"a":1}"#));
+        check_config(&whole.config, &both).unwrap();
+        assert!(check_config(&artifact.config, &both).is_err());
     }
 
     #[test]
     fn other_artifacts_are_refused_with_the_reason() {
-        let mut manifest = build(b"x", "w", &Interfaces::default()).manifest;
+        let mut manifest = build(b"x", None, "w", &Interfaces::default()).manifest;
         manifest.layers.push(manifest.layers[0].clone());
-        assert!(component_layer(&manifest).unwrap_err().contains("2 layers"));
+        assert!(layers(&manifest).unwrap_err().contains("second layer"));
+        manifest.layers.push(manifest.layers[0].clone());
+        assert!(layers(&manifest).unwrap_err().contains("3 layers"));
         manifest.config.media_type = "application/vnd.oci.image.config.v1+json".into();
-        assert!(
-            component_layer(&manifest)
-                .unwrap_err()
-                .contains("not a Wasm")
-        );
+        assert!(layers(&manifest).unwrap_err().contains("not a Wasm"));
         let layer = descriptor(LAYER_MEDIA_TYPE, b"x", None);
+        let one = Layers {
+            component: &layer,
+            settings: None,
+        };
         let module = br#"{"architecture":"wasm","os":"wasip1","layerDigests":[]}"#;
-        assert!(check_config(module, &layer).unwrap_err().contains("wasip1"));
+        assert!(check_config(module, &one).unwrap_err().contains("wasip1"));
         let other = format!(
             r#"{{"architecture":"wasm","os":"wasip2","layerDigests":["{}"]}}"#,
             digest_of(b"y")
         );
-        assert!(check_config(other.as_bytes(), &layer).is_err());
+        assert!(check_config(other.as_bytes(), &one).is_err());
+        assert!(
+            settings_text(b"[1]".to_vec())
+                .unwrap_err()
+                .contains("object")
+        );
+        assert!(
+            settings_text(b"{".to_vec())
+                .unwrap_err()
+                .contains("not JSON")
+        );
+        assert!(settings_text(vec![0xff]).unwrap_err().contains("UTF-8"));
     }
 }

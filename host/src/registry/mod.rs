@@ -6,14 +6,15 @@
 //! keep Wasm components (wkg, oras, …) hold and show cordon's too. Every
 //! pull is checked here, whatever the client library also checks: the
 //! manifest hashes to the digest the reference is pinned to (a tag is
-//! resolved and the digest reported), the single `application/wasm` layer
-//! hashes to the digest the manifest names, and — when the operator
-//! configured a public key — a cosign-style signature over that manifest
-//! digest verifies (`signature.rs`). Anything else is refused with the
-//! reason, and nothing loads.
+//! resolved and the digest reported), the `application/wasm` layer — and
+//! the settings layer of a whole policy — hash to the digests the manifest
+//! names, and — when the operator configured a public key — a cosign-style
+//! signature over that manifest digest verifies (`signature.rs`), which so
+//! covers the component and its settings together. Anything else is
+//! refused with the reason, and nothing loads.
 //!
-//! A pulled component lands in the compiled-component cache by its
-//! manifest digest (MAC'd like every cache entry), so a pinned reference
+//! A pulled component (and its settings) lands in the compiled-component
+//! cache by its manifest digest (MAC'd like every cache entry), so a pinned reference
 //! loads without the network after its first pull.
 //!
 //! The client (`oci-client`) is async; these functions are blocking and run
@@ -59,6 +60,9 @@ pub struct RegistryOptions {
     pub connect_timeout: Option<Duration>,
     /// The bound on a whole pull or push (default [`DEFAULT_TIMEOUT`]).
     pub timeout: Option<Duration>,
+    /// Let the deployment's own settings replace those a pulled whole
+    /// policy carries; without it a host given both refuses to load it.
+    pub allow_settings_override: bool,
 }
 
 impl RegistryOptions {
@@ -110,6 +114,9 @@ pub struct Pulled {
     pub pinned: PolicyRef,
     /// The component's bytes, checked against the manifest.
     pub bytes: Vec<u8>,
+    /// The settings the artifact carries (JSON text, an object), checked
+    /// against the manifest: a whole policy's.
+    pub settings: Option<String>,
     /// The fingerprint of the key whose signature verified, if one was required.
     pub signed_by: Option<String>,
     /// Whether it came from the cache (no network).
@@ -127,11 +134,12 @@ pub fn pull(
         .as_ref()
         .map(|k| k.fingerprint().to_owned());
     if let (Some(digest), Some(cache)) = (reference.digest(), cache)
-        && let Some(bytes) = cache.load_pulled(digest, fingerprint.as_deref())
+        && let Some((bytes, settings)) = cache.load_pulled(digest, fingerprint.as_deref())
     {
         return Ok(Pulled {
             pinned: reference.pinned(digest),
             bytes,
+            settings,
             signed_by: fingerprint,
             cached: true,
         });
@@ -143,16 +151,19 @@ pub fn pull(
             pulled.pinned.digest().expect("pinned"),
             pulled.signed_by.as_deref(),
             &pulled.bytes,
+            pulled.settings.as_deref(),
         );
     }
     Ok(pulled)
 }
 
 /// Push `bytes` (a policy component exporting and importing `interfaces`,
-/// built against `world`) to `reference`, and sign it with `sign`. Returns
-/// the reference pinned to the pushed manifest's digest.
+/// built against `world`) and the `settings` it runs with (JSON text, an
+/// object: a whole policy) to `reference`, and sign it with `sign`.
+/// Returns the reference pinned to the pushed manifest's digest.
 pub fn push(
     bytes: &[u8],
+    settings: Option<&str>,
     world: &str,
     interfaces: &Interfaces,
     reference: &PolicyRef,
@@ -168,7 +179,7 @@ pub fn push(
     blocking(
         reference,
         options,
-        push_async(bytes, world, interfaces, reference, options, sign),
+        push_async(bytes, settings, world, interfaces, reference, options, sign),
     )
 }
 
@@ -291,11 +302,17 @@ async fn pull_async(
     let pinned = reference.pinned(&digest);
     let manifest: OciImageManifest = serde_json::from_slice(&manifest_bytes)
         .map_err(|err| refused(format!("the manifest is not an OCI image manifest: {err}")))?;
-    let layer = artifact::component_layer(&manifest).map_err(refused)?;
+    let layers = artifact::layers(&manifest).map_err(refused)?;
 
     let config = fetch_blob(&client, &pinned, &manifest.config).await?;
-    artifact::check_config(&config, layer).map_err(refused)?;
-    let bytes = fetch_blob(&client, &pinned, layer).await?;
+    artifact::check_config(&config, &layers).map_err(refused)?;
+    let bytes = fetch_blob(&client, &pinned, layers.component).await?;
+    let settings = match layers.settings {
+        Some(layer) => Some(
+            artifact::settings_text(fetch_blob(&client, &pinned, layer).await?).map_err(refused)?,
+        ),
+        None => None,
+    };
 
     let signed_by = match &options.public_key {
         None => None,
@@ -312,6 +329,7 @@ async fn pull_async(
     Ok(Pulled {
         pinned,
         bytes,
+        settings,
         signed_by,
         cached: false,
     })
@@ -418,6 +436,7 @@ async fn verify_signature(
 
 async fn push_async(
     bytes: &[u8],
+    settings: Option<&str>,
     world: &str,
     interfaces: &Interfaces,
     reference: &PolicyRef,
@@ -430,13 +449,19 @@ async fn push_async(
     client
         .store_auth_if_needed(oci.resolve_registry(), &auth)
         .await;
-    let artifact = artifact::build(bytes, world, interfaces);
-    for (blob, descriptor) in [
-        (&artifact.config, &artifact.manifest.config),
-        (&bytes.to_vec(), &artifact.manifest.layers[0]),
-    ] {
+    let artifact = artifact::build(bytes, settings, world, interfaces);
+    let blobs = [Some(bytes), settings.map(str::as_bytes)];
+    let layers = artifact
+        .manifest
+        .layers
+        .iter()
+        .zip(blobs.into_iter().flatten());
+    for (blob, descriptor) in
+        std::iter::once((artifact.config.as_slice(), &artifact.manifest.config))
+            .chain(layers.map(|(descriptor, blob)| (blob, descriptor)))
+    {
         client
-            .push_blob(&oci, blob.clone(), &descriptor.digest)
+            .push_blob(&oci, blob.to_vec(), &descriptor.digest)
             .await
             .map_err(transport(reference))?;
     }

@@ -66,12 +66,36 @@ if ! python3 -c 'import mcp' >/dev/null 2>&1; then
     python3 -m pip install --quiet --disable-pip-version-check "mcp==2.3.0" 2>/dev/null ||
         python3 -m pip install --quiet --disable-pip-version-check --break-system-packages "mcp==2.3.0"
 fi
+# The Python client's wheel is built by the suite without a network
+# (--no-build-isolation): the interpreter's setuptools needs `wheel`.
+if ! python3 -c 'import wheel' >/dev/null 2>&1; then
+    python3 -m pip install --quiet --disable-pip-version-check "wheel==0.45.1" 2>/dev/null ||
+        python3 -m pip install --quiet --disable-pip-version-check --break-system-packages "wheel==0.45.1"
+fi
 # The profiles' users (scripts/profiles.sh) cannot reach a python3 under
 # root's home: the system's python3 gets the SDK too.
 if [ "$(uname -s)" = Linux ] && [ "$(id -u)" -eq 0 ] && [ -x /usr/bin/python3 ] &&
     ! /usr/bin/python3 -c 'import mcp' >/dev/null 2>&1; then
     /usr/bin/python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
         --break-system-packages "mcp==2.3.0"
+fi
+if [ "$(uname -s)" = Linux ] && [ "$(id -u)" -eq 0 ] && [ -x /usr/bin/python3 ] &&
+    ! /usr/bin/python3 -c 'import wheel' >/dev/null 2>&1; then
+    /usr/bin/python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+        --break-system-packages "wheel==0.45.1"
+fi
+
+# The Kubernetes API schema validator the examples are checked with
+# (scripts/check-examples.sh), in a virtual environment of its own.
+validator=target/tools/kubernetes
+if ! [ -x "$validator/bin/kubernetes-validate" ]; then
+    if ! { python3 -m venv "$validator" &&
+        "$validator/bin/pip" install --quiet --disable-pip-version-check \
+            "kubernetes-validate==1.37.0"; }; then
+        rm -rf "$validator"
+        echo "setup.sh: WARNING: could not install kubernetes-validate from PyPI;" \
+            "the Kubernetes examples will not be checked" >&2
+    fi
 fi
 
 # Real agents that mount `cordon mcp` (tests/agents): pinned, installed once.

@@ -47,6 +47,9 @@ fi
 # The crate packages (the default component reproducibly prebuilt into it), and the
 # completions and manual pages generate from the CLI definition.
 scripts/package.sh
+# The deployment examples: Kubernetes manifests against the API schema,
+# systemd units verified and socket-activated.
+scripts/check-examples.sh
 # Every fuzz target for a fixed number of inputs from a fixed seed (a
 # nightly toolchain and cargo-fuzz are installed where they can be; skipped
 # loudly where they cannot). Longer, open-ended runs: scripts/fuzz.sh

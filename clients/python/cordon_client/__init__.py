@@ -1,4 +1,4 @@
-"""A small client for `cordon serve` (JSON-RPC 2.0), stdlib only.
+"""A small client for `cordon serve` (JSON-RPC 2.0), stdlib only, typed.
 
     from cordon_client import CordonClient
 
@@ -8,6 +8,8 @@
 
     with CordonClient.connect("/run/cordon/cordon.sock") as cordon:  # a running server
         print(cordon.list())
+
+`cordon_client.aio.AsyncCordonClient` is the same client for asyncio.
 
 A client owns one `cordon serve` process (over its stdio) or one connection
 to a server's Unix socket, and may be used from many threads at once: every
@@ -20,14 +22,45 @@ come back as `CordonError` with the server's stable name (`error.name`, e.g.
 documented in docs/protocol.md.
 """
 
+from __future__ import annotations
+
 import itertools
 import json
 import os
 import socket
 import subprocess
 import threading
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
-__all__ = ["CordonClient", "CordonError", "DEFAULT_TIMEOUT"]
+__all__ = ["CordonClient", "CordonError", "DEFAULT_TIMEOUT", "ERROR_CODES", "Result"]
+
+#: A reply's result object (docs/protocol.md; docs/protocol.schema.json).
+Result = Dict[str, Any]
+
+#: Every stable error name the server answers with (`CordonError.name`;
+#: docs/protocol.md, "Errors"), by JSON-RPC code, and `CLOSED`, the
+#: client's own for a connection that is gone.
+ERROR_CODES = {
+    "PARSE_ERROR": -32700,
+    "INVALID_REQUEST": -32600,
+    "METHOD_NOT_FOUND": -32601,
+    "INVALID_PARAMS": -32602,
+    "SANDBOX_UNAVAILABLE": -32001,
+    "POLICY_FAILED": -32002,
+    "WORKDIR": -32003,
+    "SPAWN_FAILED": -32004,
+    "UNKNOWN_TASK": -32005,
+    "ABORTED": -32006,
+    "POLICY_DENIED": -32007,
+    "APPROVAL_REQUIRED": -32008,
+    "BUSY": -32009,
+    "FORBIDDEN": -32010,
+    "UNKNOWN_SPILL": -32011,
+    "UNKNOWN_ATTACH_TOKEN": -32012,
+    "AUDIT_UNAVAILABLE": -32013,
+    "INTERNAL_ERROR": -32603,
+    "CLOSED": -32603,
+}
 
 # How long `call` waits for a reply unless told otherwise: longer than the
 # longest run (600 s) and its kill grace, so only a server that stopped
@@ -39,12 +72,12 @@ class CordonError(Exception):
     """A JSON-RPC error reply: `code` (number), `name` (stable string),
     `message` (what went wrong and what to do) and `data` (details)."""
 
-    def __init__(self, code, message, data=None):
+    def __init__(self, code: int, message: str, data: Optional[Mapping[str, Any]] = None):
         super().__init__(message)
         self.code = code
         self.message = message
-        self.data = data or {}
-        self.name = self.data.get("code")
+        self.data: Dict[str, Any] = dict(data or {})
+        self.name: Optional[str] = self.data.get("code")
 
     def __repr__(self):
         return f"CordonError({self.code}, {self.name!r}, {self.message!r})"
@@ -107,7 +140,14 @@ class CordonClient:
     extra flags for `cordon serve` (e.g. ["--max-mode", "workspace-write"]).
     """
 
-    def __init__(self, binary=None, args=(), cwd=None, env=None, _opener=None):
+    def __init__(
+        self,
+        binary: Optional[str] = None,
+        args: Sequence[str] = (),
+        cwd: Optional[Union[str, os.PathLike]] = None,
+        env: Optional[Mapping[str, str]] = None,
+        _opener: Optional[Callable[[], Any]] = None,
+    ):
         if _opener is None:
             binary = binary or os.environ.get("CORDON_BIN", "cordon")
             argv = [binary, "serve", *args]
@@ -122,7 +162,7 @@ class CordonClient:
         self._connect()
 
     @classmethod
-    def connect(cls, path, timeout=30.0):
+    def connect(cls, path: Union[str, os.PathLike], timeout: float = 30.0) -> "CordonClient":
         """A client of the server listening on the Unix socket `path`
         (`cordon serve --listen unix:PATH`); it reconnects when the
         connection drops."""
@@ -138,42 +178,49 @@ class CordonClient:
 
     # -- the methods ------------------------------------------------------
 
-    def run(self, command, **options):
+    def run(self, command: str, **options: Any) -> Result:
         """Run `command` in the foreground; returns the result object."""
         return self.call("run", _run_params(command, options))
 
-    def start(self, command, **options):
+    def start(self, command: str, **options: Any) -> str:
         """Start `command` as a background task; returns its task id."""
         return self.call("start", _run_params(command, options))["taskId"]
 
-    def read(self, task_id):
+    def read(self, task_id: str) -> Result:
         """The task's output since the last read, and its status."""
         return self.call("read", {"taskId": task_id})
 
-    def kill(self, task_id):
+    def write(self, task_id: str, data: str, eof: bool = False) -> Result:
+        """Send `data` to the input of a task started with `open_stdin=True`
+        (and end it with `eof`)."""
+        return self.call("write", {"taskId": task_id, "data": data, "eof": eof})
+
+    def kill(self, task_id: str) -> bool:
         """Kill a running task; True for the first kill of a running task."""
         return self.call("kill", {"taskId": task_id})["killed"]
 
-    def wait(self, task_id, timeout_ms=None):
+    def wait(self, task_id: str, timeout_ms: Optional[int] = None) -> Result:
         """Wait for a task to settle (or `timeout_ms`); returns its state."""
         params = {"taskId": task_id}
         if timeout_ms is not None:
             params["timeoutMs"] = timeout_ms
         return self.call("wait", params)
 
-    def list(self):
+    def list(self) -> List[Result]:
         """Every task of this session, oldest first."""
         return self.call("list")["tasks"]
 
-    def remove(self, task_id):
+    def remove(self, task_id: str) -> bool:
         """Forget a settled task (freeing its spill files)."""
         return self.call("remove", {"taskId": task_id})["removed"]
 
-    def probe(self):
+    def probe(self) -> Result:
         """Which sandbox backend confines runs, and why."""
         return self.call("probe")
 
-    def reload(self, path=None, reference=None):
+    def reload(
+        self, path: Optional[Union[str, os.PathLike]] = None, reference: Optional[str] = None
+    ) -> Result:
         """Swap the policy component for a file (`path`) or a registry
         `reference` (oci://REGISTRY/REPO[:TAG][@sha256:...]); returns what the
         new one says of itself, its world and digest (and the pinned
@@ -184,27 +231,32 @@ class CordonClient:
             return self.call("reload", {"reference": reference})
         return self.call("reload", {"path": str(path)})
 
-    def shutdown(self):
+    def shutdown(self) -> Result:
         """Ask the server to stop; it answers, kills live tasks and exits."""
         return self.call("shutdown")
 
     # -- plumbing ---------------------------------------------------------
 
-    def detach(self):
+    def detach(self) -> str:
         """Keep this session's tasks for a later connection when this one
         ends (where the operator allows it); returns the attach token."""
         return self.call("detach")["attachToken"]
 
-    def attach(self, token):
+    def attach(self, token: str) -> List[Result]:
         """Make the tasks detached under `token` this session's; returns
         every task of the session."""
         return self.call("attach", {"attachToken": token})["tasks"]
 
-    def release(self, spill_path):
+    def release(self, spill_path: Union[str, os.PathLike]) -> bool:
         """Let a foreground result's spill files go (both of its streams')."""
         return self.call("release", {"spillPath": str(spill_path)})["released"]
 
-    def call(self, method, params=None, timeout=DEFAULT_TIMEOUT):
+    def call(
+        self,
+        method: str,
+        params: Optional[Mapping[str, Any]] = None,
+        timeout: Optional[float] = DEFAULT_TIMEOUT,
+    ) -> Any:
         """Send one request and wait for its reply (at most `timeout`
         seconds, then TimeoutError); raises CordonError for an error reply."""
         request_id = next(self._ids)
@@ -242,7 +294,7 @@ class CordonClient:
             raise CordonError(error["code"], error["message"], error.get("data"))
         return reply["result"]
 
-    def close(self, timeout=30):
+    def close(self, timeout: float = 30) -> int:
         """End the connection (over stdio: close stdin — the server answers
         what it was asked, kills live tasks and exits — and wait for it);
         returns the server's exit code (0 for a socket)."""
@@ -254,7 +306,7 @@ class CordonClient:
             self._reader.join(timeout)
         return code
 
-    def __enter__(self):
+    def __enter__(self) -> "CordonClient":
         return self
 
     def __exit__(self, *exc):
@@ -283,13 +335,22 @@ class CordonClient:
             slot["event"].set()
 
 
-def _run_params(command, options):
+def _run_params(command: str, options: Mapping[str, Any]) -> Dict[str, Any]:
     """`run`/`start` params from keyword options: workdir, timeout_ms, env,
-    stdin; mode + workspace_root for the request's own policy, or `grant`
+    stdin; for `start`, open_stdin (then `write`) and tty, rows, cols; mode + workspace_root for the request's own policy, or `grant`
     (the whole policy as a dict, e.g. an APPROVAL_REQUIRED error's
     `data["policy"]`) with `approved=True` when a person approved it."""
     params = {"command": command}
-    names = {"workdir": "workdir", "timeout_ms": "timeoutMs", "env": "env", "stdin": "stdin"}
+    names = {
+        "workdir": "workdir",
+        "timeout_ms": "timeoutMs",
+        "env": "env",
+        "stdin": "stdin",
+        "open_stdin": "openStdin",
+        "tty": "tty",
+        "rows": "rows",
+        "cols": "cols",
+    }
     for option, field in names.items():
         if options.get(option) is not None:
             value = options[option]

@@ -98,6 +98,15 @@ if ! [ -x "$validator/bin/kubernetes-validate" ]; then
     fi
 fi
 
+# The TypeScript client's compiler and Node's types (clients/typescript,
+# pinned by its package-lock.json): tests/all/typescript.rs runs its suite.
+if ! [ -x clients/typescript/node_modules/.bin/tsc ]; then
+    if ! (cd clients/typescript && npm ci --silent --no-audit --no-fund >/dev/null); then
+        echo "setup.sh: WARNING: could not install the TypeScript client's packages from npm;" \
+            "its suite will be SKIPPED" >&2
+    fi
+fi
+
 # Real agents that mount `cordon mcp` (tests/agents): pinned, installed once.
 agents=target/agents
 codex_version=0.171.0

@@ -46,4 +46,5 @@ mod shell_diff;
 mod tasks;
 mod testkit;
 mod trees;
+mod typescript;
 mod unprivileged;

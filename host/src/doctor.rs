@@ -427,6 +427,12 @@ fn rung_fix(backend: Backend, reason: &str) -> &'static str {
         Backend::Bwrap => {
             "install bubblewrap in /usr/bin (owned by root, writable by no one else) or set bwrap_path"
         }
+        // The kernel has Landlock; what it confined did not run: the reason says why.
+        Backend::Landlock if reason.contains("could not run a command confined") => {
+            "the kernel enforces Landlock but the probe's confined command failed: see the \
+             reason (a seccomp profile refusing a call the launcher makes, an unreadable \
+             launcher); `cordon probe` re-probes every rung"
+        }
         Backend::Landlock => "boot a kernel with Landlock in its LSM list (lsm=…,landlock)",
         _ => "see the reason; `cordon probe` re-probes every rung",
     }
@@ -532,6 +538,15 @@ fn name(value: impl Serialize) -> String {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_landlock_rung_whose_confined_command_failed_is_not_told_to_boot_another_kernel() {
+        let failed = "it could not run a command confined: /usr/local/bin/cordon failed the \
+                      probe: cordon-landlock: cannot execute x: No such file or directory";
+        assert!(!rung_fix(Backend::Landlock, failed).contains("boot a kernel"));
+        let absent = "/usr/local/bin/cordon failed the probe: landlock: not enabled";
+        assert!(rung_fix(Backend::Landlock, absent).contains("boot a kernel"));
+    }
+
     fn landlock(usable: bool, reason: &str) -> Rung {
         Rung {
             backend: Backend::Landlock,
@@ -569,7 +584,7 @@ mod tests {
 
     #[test]
     fn a_landlock_rung_that_cannot_supervise_writes_is_warned_about() {
-        let reason = "cordon ran `true` confined; metadata: supervised inside the writable roots; \
+        let reason = "cordon ran itself (--version) confined; metadata: supervised inside the writable roots; \
                       writes: not supervised (this kernel cannot answer a call with a \
                       descriptor): protected paths stay writable; launcher trusted";
         let check = unsupervised_writes(&landlock(true, reason)).expect("a warning");

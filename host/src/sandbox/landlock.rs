@@ -411,7 +411,7 @@ pub(super) fn probe(config: &SandboxConfig) -> Probed<Landlock> {
     let (log_denials, denials) = denial_evidence(config);
     Ok(Usable {
         reason: format!(
-            "{} ran `true` confined and answered: {}; scopes: {}; ipc: {}; metadata: {}; \
+            "{} ran itself (--version) confined and answered: {}; scopes: {}; ipc: {}; metadata: {}; \
              {}; denials: {denials}{trust}",
             launcher.display(),
             out.stdout.lines().next().unwrap_or(""),
@@ -471,17 +471,19 @@ fn denial_evidence(config: &SandboxConfig) -> (bool, String) {
     }
 }
 
-/// Run `true` the way a run is launched — every step a read-only run takes
-/// (the ruleset, the metadata, socket and hardening filters, the
+/// Run a command the way a run is launched — every step a read-only run
+/// takes (the ruleset, the metadata, socket and hardening filters, the
 /// capabilities, the confinement check) — so "usable" means a command ran
-/// confined here, not only that the kernel knows Landlock.
+/// confined here, not only that the kernel knows Landlock. The command is
+/// the launcher itself (`--version`): the one executable every host has —
+/// a minimal container image need hold no `true`.
 fn confined_run(launcher: &Path, ipc_isolated: bool, config: &SandboxConfig) -> Result<(), String> {
     let argv = confined_run_argv(launcher, ipc_isolated);
     must_pass(launcher, argv[1..].to_vec(), config.probe_timeout)
         .map_err(|err| format!("it could not run a command confined: {err}"))
 }
 
-/// The probe's launch: a read-only run of `true` with no network.
+/// The probe's launch: a read-only run of `LAUNCHER --version` with no network.
 fn confined_run_argv(launcher: &Path, ipc_isolated: bool) -> Vec<String> {
     let mut argv = vec![
         launcher.to_string_lossy().into_owned(),
@@ -503,10 +505,10 @@ fn confined_run_argv(launcher: &Path, ipc_isolated: bool) -> Vec<String> {
             "--rw",
             "/dev/tty",
             "--",
-            "true",
         ]
         .map(String::from),
     );
+    argv.extend([launcher.to_string_lossy().into_owned(), "--version".into()]);
     argv
 }
 
@@ -589,13 +591,13 @@ mod tests {
     }
 
     #[test]
-    fn the_probe_launches_true_as_a_read_only_run_is_launched() {
+    fn the_probe_launches_itself_as_a_read_only_run_is_launched() {
         let argv = confined_run_argv(Path::new("/usr/bin/cordon"), true).join(" ");
         assert_eq!(
             argv,
             format!(
                 "/usr/bin/cordon __landlock --parent {} --unshare-ipc --socket-families  \
-                 --ro / --rw /dev/null --rw /dev/tty -- true",
+                 --ro / --rw /dev/null --rw /dev/tty -- /usr/bin/cordon --version",
                 std::process::id()
             )
         );

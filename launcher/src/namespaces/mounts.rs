@@ -665,13 +665,20 @@ fn loopback_up() -> Result<(), String> {
     for (to, from) in request.ifr_name.iter_mut().zip(b"lo\0") {
         *to = *from as libc::c_char;
     }
+    // The request's type is the C library's (glibc's `unsigned long`,
+    // musl's `int`: the static release binaries); the values fit both.
+    #[allow(clippy::unnecessary_cast)]
+    let (get, set) = (
+        libc::SIOCGIFFLAGS as libc::Ioctl,
+        libc::SIOCSIFFLAGS as libc::Ioctl,
+    );
     // SAFETY: the ioctls read and write the ifreq we own.
     unsafe {
-        if libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFFLAGS, &mut request) != 0 {
+        if libc::ioctl(socket.as_raw_fd(), get, &mut request) != 0 {
             return Err(os_error("cannot read the loopback's flags".into()));
         }
         request.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-        if libc::ioctl(socket.as_raw_fd(), libc::SIOCSIFFLAGS, &request) != 0 {
+        if libc::ioctl(socket.as_raw_fd(), set, &request) != 0 {
             return Err(os_error("cannot bring the loopback up".into()));
         }
     }

@@ -115,9 +115,8 @@ impl Write {
             dir: dir as i32,
             path,
         };
-        let cwd = |path: u64| at(libc::AT_FDCWD as u64, path);
         #[cfg(target_arch = "x86_64")]
-        if let Some(write) = Write::of_x86_64(nr, a, cwd) {
+        if let Some(write) = Write::of_x86_64(nr, a, |path| at(libc::AT_FDCWD as u64, path)) {
             return Some(write);
         }
         Some(match nr {

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Builds cordon's static release binaries:
+#
+#   scripts/release.sh [--sign-key KEY.pem] [--reproduce] [TARGET...]
+#
+# TARGET defaults to x86_64-unknown-linux-musl and aarch64-unknown-linux-musl:
+# static executables (musl, no dynamic loader, no glibc version floor) that
+# run on any current Linux of the architecture. Built with the pinned
+# toolchain (rust-toolchain.toml) and zig as the C compiler and linker
+# (cargo-zigbuild from crates.io, ziglang from PyPI, both pinned and
+# installed into target/tools/ the first time).
+#
+# Into target/release-dist/: cordon-VERSION-TARGET for each target,
+# SHA256SUMS, and with --sign-key SHA256SUMS.sig — an ECDSA P-256 signature
+# (the key scheme of cordon's registry and audit signatures) that
+# `openssl dgst -sha256 -verify cordon.pub -signature SHA256SUMS.sig
+# SHA256SUMS` checks; the script checks it that way, and the sums with
+# `sha256sum -c`. Each binary is then run: natively where it is this
+# machine's architecture (a confined run included), under qemu-user
+# (Debian's qemu-user) elsewhere.
+#
+# Reproducible: the paths of this checkout, of cargo's home and of the
+# target directory are remapped out of the binaries, and nothing else of
+# the build machine goes in. --reproduce builds the first target a second
+# time from a copy of the tracked sources in another directory, with its
+# own target directory, and fails unless the bytes are the same.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+sign_key=""
+reproduce=false
+targets=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --sign-key) sign_key=$(realpath "$2"); shift 2 ;;
+    --reproduce) reproduce=true; shift ;;
+    -*) echo "release: unknown option $1" >&2; exit 64 ;;
+    *) targets+=("$1"); shift ;;
+    esac
+done
+[ "${#targets[@]}" -gt 0 ] || targets=(x86_64-unknown-linux-musl aarch64-unknown-linux-musl)
+
+zig_version=0.15.2
+zigbuild_version=0.24.1
+tools=$root/target/tools
+if ! [ -x "$tools/zig/bin/python" ] || ! "$tools/zig/bin/python" -m ziglang version 2>/dev/null | grep -qxF "$zig_version"; then
+    python3 -m venv "$tools/zig"
+    "$tools/zig/bin/pip" install --quiet --disable-pip-version-check "ziglang==$zig_version"
+fi
+# cargo-zigbuild runs `zig`: the one the ziglang package ships.
+zig_bin=$("$tools/zig/bin/python" -c 'import ziglang, os; print(os.path.dirname(ziglang.__file__))')
+export PATH="$zig_bin:$tools/cargo-zigbuild/bin:$PATH"
+if ! cargo-zigbuild --version 2>/dev/null | grep -qF "$zigbuild_version"; then
+    cargo install --quiet --locked "cargo-zigbuild@$zigbuild_version" --root "$tools/cargo-zigbuild"
+fi
+rustup target add "${targets[@]}" >/dev/null
+
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+dist=$root/target/release-dist
+mkdir -p "$dist"
+
+# build SOURCE_DIR TARGET_DIR TARGET: the binary's path.
+build() {
+    local source=$1 target_dir=$2 target=$3
+    local cargo_home=${CARGO_HOME:-$HOME/.cargo}
+    # Only for the target's code (with --target, build scripts get none).
+    local flags="--remap-path-prefix=$source=/cordon --remap-path-prefix=$cargo_home=/cargo"
+    flags+=" --remap-path-prefix=$target_dir=/target -C strip=symbols"
+    (cd "$source" && RUSTFLAGS="$flags" CARGO_TARGET_DIR="$target_dir" \
+        cargo zigbuild --quiet --locked --release -p cordon --bin cordon --target "$target" >&2)
+    echo "$target_dir/$target/release/cordon"
+}
+
+for target in "${targets[@]}"; do
+    started=$SECONDS
+    binary=$(build "$root" "$root/target/release-build" "$target")
+    cp "$binary" "$dist/cordon-$version-$target"
+    echo "release: cordon-$version-$target ($(stat -c %s "$binary") bytes, $((SECONDS - started)) s)"
+done
+
+if $reproduce; then
+    started=$SECONDS
+    other=$(mktemp -d)
+    trap 'rm -rf "$other"' EXIT
+    mkdir "$other/cordon"
+    git ls-files -z | xargs -0 cp --no-dereference --parents -t "$other/cordon"
+    first=${targets[0]}
+    again=$(build "$other/cordon" "$other/target" "$first")
+    if ! cmp -s "$again" "$dist/cordon-$version-$first"; then
+        echo "release: a second build of $first in $other differs: not reproducible" >&2
+        exit 1
+    fi
+    echo "release: $first reproduced byte for byte from another directory ($((SECONDS - started)) s)"
+fi
+
+(cd "$dist" && sha256sum "${targets[@]/#/cordon-$version-}" >SHA256SUMS && sha256sum -c --quiet SHA256SUMS)
+if [ -n "$sign_key" ]; then
+    openssl dgst -sha256 -sign "$sign_key" -out "$dist/SHA256SUMS.sig" "$dist/SHA256SUMS"
+    openssl pkey -in "$sign_key" -pubout -out "$dist/cordon.pub"
+    openssl dgst -sha256 -verify "$dist/cordon.pub" -signature "$dist/SHA256SUMS.sig" \
+        "$dist/SHA256SUMS" >/dev/null
+    echo "release: SHA256SUMS signed; openssl verifies it under $dist/cordon.pub"
+fi
+
+# Each binary runs: its version, its shipped policies, a command under the
+# policy component (wasmtime compiles it for that architecture).
+smoke() {
+    local binary=$1 target=$2
+    local arch=${target%%-*} runner=()
+    if [ "$arch" != "$(uname -m)" ]; then
+        if ! command -v "qemu-$arch" >/dev/null; then
+            apt-get install -y -qq qemu-user >/dev/null 2>&1 || {
+                echo "release: qemu-$arch is not installed (Debian's qemu-user)" >&2
+                return 1
+            }
+        fi
+        runner=("qemu-$arch")
+    fi
+    "${runner[@]}" "$binary" --version | grep -q "^cordon $version"
+    "${runner[@]}" "$binary" policy export | grep -q "^builtin:rules-policy"
+    local ws
+    ws=$(mktemp -d -p /var/tmp)
+    local out
+    out=$(cd "$ws" && "${runner[@]}" "$binary" run --no-component-cache --max-mode danger-full-access \
+        --mode danger-full-access -- 'echo smoke-$((6*7))')
+    [ "$out" = smoke-42 ] || { echo "release: $target ran the command wrong: $out" >&2; return 1; }
+    if [ ${#runner[@]} -eq 0 ]; then
+        # Natively, a confined run: the write to /etc is refused, nothing lands.
+        (cd "$ws" && "$binary" run --no-component-cache -- 'touch /etc/cordon-release-smoke') && {
+            echo "release: $target: a read-only run wrote /etc" >&2
+            return 1
+        }
+        [ ! -e /etc/cordon-release-smoke ] || { echo "release: /etc was written" >&2; return 1; }
+    fi
+    rm -rf "$ws"
+    echo "release: cordon-$version-$target runs${runner[*]:+ under ${runner[*]}}"
+}
+for target in "${targets[@]}"; do
+    smoke "$dist/cordon-$version-$target" "$target"
+done

@@ -5,6 +5,8 @@
 #   * bubblewrap, the Linux sandbox runner, python3 for the Python client's
 #     tests, and node/npm for the JavaScript policy component (needs root or
 #     sudo for apt-get);
+#   * podman, skopeo, runc and a static bash for the container image's
+#     test;
 #   * the official MCP Python SDK (`mcp`, pinned), the client `cordon mcp`'s
 #     end-to-end test drives;
 #   * two real agent programs from npm, pinned, into target/agents: the Codex
@@ -53,6 +55,14 @@ fi
 if [ "$(uname -s)" = Linux ] && [ -x /usr/bin/python3 ] &&
     ! /usr/bin/python3 -c 'import seccomp' >/dev/null 2>&1; then
     missing+=(python3-seccomp)
+fi
+# The container image's test (scripts/image.sh): a static bash for the
+# image, and Debian's container runtime and registry client to run it.
+if [ "$(uname -s)" = Linux ]; then
+    for tool in podman skopeo runc; do
+        command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+    done
+    [ -x /bin/bash-static ] || missing+=(bash-static)
 fi
 if [ "${#missing[@]}" -gt 0 ]; then
     sudo=""

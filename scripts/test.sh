@@ -6,7 +6,14 @@
 # python3, the mcp package, or node) fails them instead of skipping.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+# step COMMAND...: runs it and says how long it took (CI's budget is read
+# from these lines).
+step() {
+    local started=$SECONDS
+    "$@"
+    echo "test.sh: $(( SECONDS - started )) s: $*" >&2
+}
+step scripts/setup.sh
 if [ "${CI:-}" = true ] && [ "$(uname -s)" = Linux ]; then
     export CORDON_E2E_REQUIRE_BWRAP=1 CORDON_E2E_REQUIRE_NAMESPACES=1 CORDON_E2E_REQUIRE_LANDLOCK=1 CORDON_E2E_REQUIRE_PYTHON=1 CORDON_E2E_REQUIRE_JS=1
     # Runs get their own cgroup there (root, cgroup v1): the limits suites must run.
@@ -30,26 +37,39 @@ if [ "${CI:-}" = true ] && [ "$(uname -s)" = Linux ]; then
         echo "test.sh: WARNING: no Codex CLI and Claude Code in target/agents: the real-agent test SKIPS" >&2
     fi
 fi
-cargo fmt --all --check
+step cargo fmt --all --check
 # The policy component written in JavaScript (componentize-js from npm).
-components/js-policy/build.sh
+step components/js-policy/build.sh
 export CORDON_JS_POLICY="$PWD/target/components/js-policy.wasm"
-cargo test --workspace
+step cargo test --workspace
 # The same e2e suites where agents really run: as a non-root user, and in a
 # simulated restricted Kubernetes pod (root only: it drops to a user of its
 # own; skipped loudly elsewhere).
-scripts/profiles.sh
-cargo clippy --workspace --all-targets -- -D warnings
+step scripts/profiles.sh
+step cargo clippy --workspace --all-targets -- -D warnings
 # macOS is compiled, not assumed: the host type-checks for aarch64-apple-darwin.
 if [ "$(uname -s)" = Linux ]; then
-    scripts/check-macos.sh
+    step scripts/check-macos.sh
 fi
 # The crate packages (the default component reproducibly prebuilt into it), and the
 # completions and manual pages generate from the CLI definition.
-scripts/package.sh
+step scripts/package.sh
 # The deployment examples: Kubernetes manifests against the API schema,
 # systemd units verified and socket-activated.
-scripts/check-examples.sh
+step scripts/check-examples.sh
+# One static release binary, built the way scripts/release.sh builds
+# releases (signed sums verified with openssl, a confined run), and the
+# container image made from it, pushed to a loopback registry and run by
+# podman as non-root under its default seccomp profile. The aarch64 target
+# under qemu-user and the byte-for-byte rebuild from another directory are
+# the release script's (`scripts/release.sh --reproduce`): CI's time does not
+# hold a second cold release build.
+if [ "$(uname -s)" = Linux ] && [ "$(uname -m)" = x86_64 ] && [ "$(id -u)" -eq 0 ]; then
+    step scripts/release.sh --sign-key tests/fixtures/keys/signer.pem x86_64-unknown-linux-musl
+    step scripts/image.sh
+else
+    echo "test.sh: SKIPPED the static release build and the container image: they need root on x86_64 Linux" >&2
+fi
 # Every fuzz target for a fixed number of inputs from a fixed seed (a
 # nightly toolchain and cargo-fuzz are installed where they can be; skipped
 # loudly where they cannot). Longer, open-ended runs: scripts/fuzz.sh
@@ -57,5 +77,5 @@ scripts/check-examples.sh
 # open-ended runs still meet brush-parser shapes that backtrack or allocate
 # without bound (CHANGELOG, Known issues) — a component's deadline and
 # memory limit end such a run, failing it closed.
-CORDON_FUZZ_RUNS=200000 scripts/fuzz.sh 0 protocol config spec confine settle tail
-CORDON_FUZZ_RUNS=20000 scripts/fuzz.sh 0 shell
+CORDON_FUZZ_RUNS=200000 step scripts/fuzz.sh 0 protocol config spec confine settle tail
+CORDON_FUZZ_RUNS=20000 step scripts/fuzz.sh 0 shell

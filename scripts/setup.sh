@@ -63,6 +63,8 @@ if [ "$(uname -s)" = Linux ]; then
         command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
     done
     [ -x /bin/bash-static ] || missing+=(bash-static)
+    # The embedder test traces every exec of a program's process tree.
+    command -v strace >/dev/null 2>&1 || missing+=(strace)
 fi
 if [ "${#missing[@]}" -gt 0 ]; then
     sudo=""

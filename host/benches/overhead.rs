@@ -95,8 +95,12 @@ fn main() {
     };
     let policy = load(cordon::policy::EMBEDDED_DEFAULT);
     let policy_deployment = Deployment::in_dir(&dir);
-    let confiner: std::sync::Arc<dyn cordon::sandbox::Confine> =
-        std::sync::Arc::new(cordon::sandbox::Sandbox::new());
+    let confiner: std::sync::Arc<dyn cordon::sandbox::Confine> = std::sync::Arc::new(
+        cordon::sandbox::Sandbox::with_config(cordon::sandbox::SandboxConfig {
+            launcher: Some(cordon_bin.into()),
+            ..Default::default()
+        }),
+    );
     let round_trip = {
         let (deployment, confiner) = (policy_deployment.clone(), confiner.clone());
         move || policy_round_trip(&policy, &deployment, &confiner, "true")
@@ -672,6 +676,26 @@ fn main() {
         );
         serving::many_tasks(cordon_bin, &dir);
     }
+    assert_no_copies_of_itself();
+}
+
+/// The figures are this bench's alone: no copy of its executable ran
+/// beside it (a library host that started it as cordon's launcher once
+/// ran the whole bench again, ten times over).
+fn assert_no_copies_of_itself() {
+    let me = std::env::current_exe().expect("this executable");
+    let copies: Vec<u32> = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != std::process::id())
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == me))
+        .collect();
+    assert!(
+        copies.is_empty(),
+        "copies of the bench ran beside it: {copies:?}"
+    );
+    println!("no copy of the bench ran beside it");
 }
 
 /// resolve, plan (confined) and settle of `true` through `policy`.

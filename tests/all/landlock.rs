@@ -387,3 +387,88 @@ for name in (\".git/config\", \".bashrc\"):
     );
     assert!(!root.join(".git/sock").exists() && !root.join(".bashrc").exists());
 }
+
+/// `cordon run --backend landlock` starts the launcher once a run, not
+/// three times: its probe's answer is kept for the boot (with these
+/// privileges), so the next run starts no probe; `cordon probe` probes
+/// afresh. Watched through a launcher that logs its starts, and the
+/// second run's command really ran confined (a write outside refused, the
+/// host file absent).
+#[test]
+fn the_landlock_rung_is_probed_once_a_boot_not_on_every_run() {
+    let test = "the_landlock_rung_is_probed_once_a_boot_not_on_every_run";
+    if !landlock_usable(test) {
+        return;
+    }
+    let ws = workspace();
+    let log = ws.path().join("launcher.log");
+    let launcher =
+        common::wrapped_launcher(ws.path(), &format!("echo \"$*\" >> {}", log.display()));
+    let config = ws.path().join("cordon.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "backend = \"landlock\"\nlandlock_launcher = \"{}\"\n",
+            launcher.display()
+        ),
+    )
+    .unwrap();
+    let cache = ws.path().join("cache");
+    let run = |command: &str| {
+        common::cordon()
+            .current_dir(ws.path())
+            .env("XDG_CACHE_HOME", &cache)
+            .args([
+                "run",
+                "--json",
+                "--config",
+                config.to_str().unwrap(),
+                "--",
+                command,
+            ])
+            .output()
+            .unwrap()
+    };
+    let starts = || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let probes = text
+            .lines()
+            .filter(|l| l.contains("--probe") || l.ends_with("--version"))
+            .count();
+        (probes, text.lines().count() - probes)
+    };
+    let logged = || std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(run("true").status.success());
+    let (probes, runs) = starts();
+    assert!(
+        probes >= 2 && runs == 1,
+        "the first run probes: {}",
+        logged()
+    );
+    let outside = common::scratch().join(format!("{test}-{}", std::process::id()));
+    let out = run(&format!("echo x > {}", outside.display()));
+    assert_eq!(starts(), (probes, 2), "no probe: {}", logged());
+    let result = common::parse(&out);
+    assert_ne!(result["exitCode"], 0, "{result}");
+    assert_eq!(sandbox(&result)["denied"], true, "{result}");
+    assert!(!outside.exists(), "the write outside landed");
+    let out = run("echo ran");
+    assert_eq!(
+        common::parse(&out)["stdout"]["text"],
+        "ran\n",
+        "the positive control"
+    );
+    assert_eq!(starts(), (probes, 3), "no probe: {}", logged());
+    // `cordon probe` looks afresh.
+    let probed = common::cordon()
+        .env("XDG_CACHE_HOME", &cache)
+        .args(["probe", "--config", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        probed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&probed.stderr)
+    );
+    assert_eq!(starts(), (probes * 2, 3), "{}", logged());
+}

@@ -100,3 +100,81 @@ fn a_missing_program_is_the_commands_127_and_an_unrunnable_one_126() {
     assert_eq!(output.status.code(), Some(126), "{}", stderr(&output));
     assert!(stderr(&output).starts_with("cordon-landlock: cannot execute /etc:"));
 }
+
+/// A program that embeds the library, names no launcher and does not
+/// dispatch cordon's launcher modes (the `embed` example) is never started
+/// as the launcher: a probe that ran it with `__ns --probe` or `__init
+/// --probe` would run its own `main` again (the benchmark started copies
+/// of itself so). Its rungs that need a launcher are unusable, said so;
+/// bwrap confines its run. Checked by tracing every exec of the program's
+/// process tree (strace).
+#[test]
+fn an_embedder_that_does_not_dispatch_is_never_started_as_the_launcher() {
+    let test = "an_embedder_that_does_not_dispatch_is_never_started_as_the_launcher";
+    if !common::bwrap_usable(test) {
+        return;
+    }
+    let strace_found = std::process::Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !strace_found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: strace is not installed (scripts/setup.sh installs it)"
+        );
+        eprintln!("SKIPPED {test}: strace is not installed");
+        return;
+    }
+    // `cargo test` builds the examples beside the binaries.
+    let example = std::path::Path::new(env!("CARGO_BIN_EXE_cordon"))
+        .parent()
+        .unwrap()
+        .join("examples/embed");
+    if !example.exists() {
+        // `cargo test --workspace` builds it; `cargo test --test all` does not.
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: {} is not built",
+            example.display()
+        );
+        eprintln!(
+            "SKIPPED {test}: {} is not built (`cargo build --example embed`)",
+            example.display()
+        );
+        return;
+    }
+    let ws = workspace();
+    let cache = workspace();
+    let log = cache.path().join("execs.log");
+    let output = std::process::Command::new("strace")
+        .args(["-f", "-qq", "-s", "256", "-e", "trace=execve", "-o"])
+        .arg(&log)
+        .arg(&example)
+        .arg(ws.path())
+        // Nothing remembered from another run: every rung is looked at.
+        .env("XDG_CACHE_HOME", cache.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", stderr(&output));
+    assert!(
+        stdout.contains("write outside the workspace denied: true"),
+        "the run was confined: {stdout}"
+    );
+    let execs = std::fs::read_to_string(&log).unwrap();
+    let program = format!("execve(\"{}\"", example.display());
+    let starts: Vec<&str> = execs.lines().filter(|l| l.contains(&program)).collect();
+    assert_eq!(starts.len(), 1, "started once, by the test: {starts:#?}");
+    for mode in ["\"__ns\"", "\"__init\"", "\"__landlock\"", "\"__as\""] {
+        assert!(
+            !execs.contains(mode),
+            "a launcher mode was started: {execs}"
+        );
+    }
+    // The trace follows the run itself: bwrap and the command's shell.
+    assert!(
+        execs.lines().any(|l| l.contains("bwrap\"")) && execs.lines().any(|l| l.contains("bash\"")),
+        "the run's execs are traced: {execs}"
+    );
+}

@@ -268,6 +268,109 @@ fn a_runs_cgroup_is_gone_when_the_run_is() {
     }
 }
 
+/// A one-shot `cordon run` makes its run's cgroup once: no second one
+/// beside the one its staging thread makes (a bench once found a second in
+/// 19 of 42 runs). Every cgroup made under the pids controller's `cordon`
+/// directory is watched (inotify) while runs go, three at a time; each
+/// `cordon` process made exactly one, named after it.
+#[test]
+fn a_one_shot_run_makes_one_cgroup_even_under_load() {
+    let test = "a_one_shot_run_makes_one_cgroup_even_under_load";
+    if cgroups(test).as_deref() != Some("cgroup-v1") {
+        eprintln!("SKIPPED {test}: it reads the v1 layout");
+        return;
+    }
+    let ws = workspace();
+    // Where this host's runs' cgroups go: the `cordon` directory beside
+    // the one a first run is in.
+    let (code, result) = run_json(ws.path(), &[], "grep pids /proc/self/cgroup");
+    assert_eq!(code, 0, "{result}");
+    let line = result["stdout"]["text"].as_str().unwrap().trim().to_owned();
+    let own = Path::new("/sys/fs/cgroup/pids")
+        .join(line.rsplit(':').next().unwrap().trim_start_matches('/'));
+    let parent = own.parent().unwrap().to_owned();
+    assert!(parent.ends_with("cordon"), "{}", parent.display());
+    let made = CgroupsMade::watch(&parent);
+    let mut pids = vec![];
+    for _ in 0..4 {
+        let runs: Vec<std::process::Child> = (0..3)
+            .map(|_| {
+                cordon()
+                    .current_dir(ws.path())
+                    .args(["run", "--", "true"])
+                    .stdout(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for mut run in runs {
+            pids.push(run.id());
+            assert!(run.wait().unwrap().success());
+        }
+    }
+    let names = made.names();
+    for pid in pids {
+        let its: Vec<&String> = names
+            .iter()
+            .filter(|n| n.starts_with(&format!("{pid}-")))
+            .collect();
+        assert_eq!(its, [&format!("{pid}-0")], "cordon {pid} made: {names:?}");
+    }
+}
+
+/// The directories made in one directory while it is watched (inotify).
+struct CgroupsMade(std::os::fd::OwnedFd);
+
+impl CgroupsMade {
+    fn watch(dir: &Path) -> Self {
+        use std::os::fd::FromRawFd;
+        use std::os::unix::ffi::OsStrExt;
+        // SAFETY: inotify_init1 takes flags only; its fd is ours.
+        let fd =
+            unsafe { nix::libc::inotify_init1(nix::libc::IN_NONBLOCK | nix::libc::IN_CLOEXEC) };
+        assert!(fd >= 0, "inotify: {}", std::io::Error::last_os_error());
+        // SAFETY: fd was just returned to us and nothing else owns it.
+        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+        use std::os::fd::AsRawFd;
+        // SAFETY: a valid inotify fd and a NUL-terminated path.
+        let watch = unsafe {
+            nix::libc::inotify_add_watch(fd.as_raw_fd(), path.as_ptr(), nix::libc::IN_CREATE)
+        };
+        assert!(
+            watch >= 0,
+            "watch {}: {}",
+            dir.display(),
+            std::io::Error::last_os_error()
+        );
+        CgroupsMade(fd)
+    }
+
+    fn names(&self) -> Vec<String> {
+        use std::io::Read;
+        let mut file = std::fs::File::from(self.0.try_clone().unwrap());
+        let mut buf = vec![0u8; 1 << 20];
+        let mut names = vec![];
+        loop {
+            let read = match file.read(&mut buf) {
+                Ok(read) => read,
+                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(err) => panic!("inotify read: {err}"),
+            };
+            // struct inotify_event: wd, mask, cookie, len (4 bytes each), name.
+            let mut at = 0;
+            while at + 16 <= read {
+                let len = u32::from_ne_bytes(buf[at + 12..at + 16].try_into().unwrap()) as usize;
+                let name = &buf[at + 16..at + 16 + len];
+                let name = name.split(|b| *b == 0).next().unwrap_or_default();
+                names.push(String::from_utf8_lossy(name).into_owned());
+                at += 16 + len;
+            }
+        }
+        names
+    }
+}
+
 /// A cgroup v2 parent on this machine's unified hierarchy, when it has
 /// one beside v1 (a hybrid host, like CI): the v2 code runs for real there
 /// (membership and kill; such a hierarchy has no controllers to limit by).

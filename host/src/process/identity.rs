@@ -113,6 +113,15 @@ impl Identity {
                 "a run as another user needs Linux",
             ));
         }
+        // Started with `__as`, a program that does not dispatch the
+        // launcher modes would run its own main again.
+        if !cordon_launcher::dispatches() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "a run as another user needs cordon's `__as` mode, which this program does not \
+                 dispatch (its main does not call cordon_launcher::invoked)",
+            ));
+        }
         let cordon = std::env::current_exe()?;
         let groups: Vec<String> = self.groups.iter().map(u32::to_string).collect();
         let mut wrapped = vec![
@@ -246,6 +255,8 @@ mod tests {
 
     #[test]
     fn the_wrap_takes_the_identity_before_the_runner() {
+        // This executable dispatches the launcher modes, as cordon's main.
+        cordon_launcher::invoked(&[]);
         let who = Identity {
             uid: 1001,
             gid: 1002,

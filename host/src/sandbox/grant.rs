@@ -441,10 +441,62 @@ fn open_at(dir: BorrowedFd<'_>, name: &CStr, flags: libc::c_int) -> io::Result<O
     }
 }
 
-/// Open the directory `path` (absolute) component by component, never
-/// following a symlink: a placeholder is made in the directory the path
-/// names, not wherever a link a command left there points.
+/// Open the directory `path` (absolute), never following a symlink: a
+/// placeholder is made in the directory the path names, not wherever a
+/// link a command left there points. One `openat2` with
+/// `RESOLVE_NO_SYMLINKS` (Linux 5.6) — a workspace 400 directories deep
+/// once cost 400 opens for each placeholder — else component by component.
 fn open_dir_nofollow(path: &Path) -> io::Result<OwnedFd> {
+    #[cfg(not(target_os = "linux"))]
+    return open_dir_by_components(path);
+    #[cfg(target_os = "linux")]
+    match open_dir_no_symlinks(path) {
+        // No openat2 (an older kernel, or a seccomp filter that refuses
+        // it): the same answer, one component at a time.
+        Err(err) if matches!(err.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EPERM)) => {
+            open_dir_by_components(path)
+        }
+        opened => opened,
+    }
+}
+
+/// `openat2(path, O_DIRECTORY, RESOLVE_NO_SYMLINKS)`: a symlink anywhere
+/// in `path` is `ELOOP`.
+#[cfg(target_os = "linux")]
+fn open_dir_no_symlinks(path: &Path) -> io::Result<OwnedFd> {
+    if !path.is_absolute() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not an absolute path", path.display()),
+        ));
+    }
+    let name = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: open_how is plain data, for which all zeroes is valid.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64;
+    how.resolve = libc::RESOLVE_NO_SYMLINKS;
+    // SAFETY: openat2 reads a NUL-terminated path and an open_how we own,
+    // of the size passed.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            name.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    match fd {
+        -1 => Err(io::Error::last_os_error()),
+        // SAFETY: openat2 returned a new fd that nothing else owns.
+        fd => Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) }),
+    }
+}
+
+/// Open the directory `path` (absolute) component by component, never
+/// following a symlink.
+fn open_dir_by_components(path: &Path) -> io::Result<OwnedFd> {
     let mut dir: OwnedFd = File::open("/")?.into();
     for component in path.components() {
         match component {
@@ -836,6 +888,49 @@ mod tests {
         drop(hold(std::slice::from_ref(&path)).unwrap());
         assert!(path.is_file());
         assert!(std::fs::read_dir(a.path().join(".git")).unwrap().count() == 1);
+    }
+
+    #[test]
+    fn a_directory_is_opened_through_no_symlink_in_one_call_or_by_components_alike() {
+        let a = ws();
+        let deep = (0..400).fold(a.path().to_path_buf(), |at, _| at.join("d"));
+        std::fs::create_dir_all(&deep).unwrap();
+        std::os::unix::fs::symlink(a.path(), a.path().join("link")).unwrap();
+        std::fs::write(a.path().join("file"), "").unwrap();
+        // What `hold` reads: opened, refused (a link or a file on the way:
+        // ELOOP or ENOTDIR, skipped alike), or missing.
+        let said = |opened: io::Result<OwnedFd>| match opened.map_err(|e| e.raw_os_error()) {
+            Ok(_) => "opened",
+            Err(Some(libc::ELOOP | libc::ENOTDIR)) => "refused",
+            Err(Some(libc::ENOENT)) => "missing",
+            Err(other) => panic!("{other:?}"),
+        };
+        let cases = [
+            (deep.clone(), "opened"),
+            (a.path().join("link/d"), "refused"),
+            (a.path().join("link"), "refused"),
+            (a.path().join("file/d"), "refused"),
+            (a.path().join("absent/d"), "missing"),
+        ];
+        for (path, expected) in cases {
+            assert_eq!(
+                said(open_dir_nofollow(&path)),
+                expected,
+                "{}",
+                path.display()
+            );
+            assert_eq!(
+                said(open_dir_by_components(&path)),
+                expected,
+                "{}",
+                path.display()
+            );
+        }
+        // A placeholder 400 directories down is held like any other.
+        let held = hold(&[deep.join(".git")]).unwrap();
+        assert!(is_placeholder(&deep.join(".git")));
+        drop(held);
+        assert!(!deep.join(".git").exists());
     }
 
     #[test]

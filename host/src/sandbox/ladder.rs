@@ -84,10 +84,13 @@ pub struct SandboxConfig {
     /// Bound on each probe; must be positive.
     pub probe_timeout: Duration,
     /// The executable with cordon's launcher modes — the namespace runner,
-    /// bwrap's init, the Landlock launcher (default: this executable,
-    /// which is right for the `cordon` binary; an embedder points it at an
-    /// installed `cordon`, and its namespace runner is then probed up
-    /// front).
+    /// bwrap's init, the Landlock launcher (default: this executable when
+    /// its `main` dispatches them through `cordon_launcher::invoked`, as
+    /// the `cordon` binary's does; an embedder that does not points it at
+    /// an installed `cordon`, and its namespace runner is then probed up
+    /// front). Without either, the rungs that need it are unusable: an
+    /// executable that does not dispatch the modes is never started as
+    /// if it did (it would run its own `main` with a launcher's argv).
     pub launcher: Option<PathBuf>,
     /// The bwrap to use (default: the first in the fixed system
     /// directories; never looked up on `PATH`).
@@ -303,7 +306,16 @@ fn probe_rung(
                 Chosen::Bwrap,
             )
         }
-        Backend::Landlock => chosen(landlock::probe(config), Chosen::Landlock),
+        Backend::Landlock => {
+            let probed = landlock::probe(config);
+            if let Ok(usable) = &probed
+                && let Some(verdicts) = &config.verdicts
+                && let Some(rung) = identity(backend, config)
+            {
+                verdicts.remember_usable(&rung, usable.runner.said());
+            }
+            chosen(probed, Chosen::Landlock)
+        }
         Backend::Seatbelt => chosen(seatbelt::probe(config.probe_timeout), Chosen::Seatbelt),
         Backend::RunnerCommand => {
             Err("a runner command is configured by the operator, never probed".into())
@@ -528,13 +540,28 @@ impl Sandbox {
             return false;
         };
         match probe_rung(trial, &self.config, Look::Probe) {
-            Ok(_) => {
-                tracing::info!(backend = ?trial, "the rung on trial passed its probe; a run's own failure stands");
+            Ok(usable) => {
                 forget(&self.config, trial);
                 let mut proven = (*current).clone();
                 proven.trial = None;
+                // A runner taken from a remembered probe that now answers
+                // otherwise (Landlock's IPC, its write supervision): runs
+                // take the fresh one, and a run it did not start plans again.
+                let changed =
+                    trial == Backend::Landlock && proven.chosen.as_ref() != Some(&usable.runner);
+                if changed {
+                    tracing::info!(backend = ?trial, "the rung on trial passed its probe with another answer; planning again");
+                    proven.enforcement = Some(usable.runner.enforcement());
+                    for rung in proven.rungs.iter_mut().filter(|r| r.backend == trial) {
+                        rung.enforcement = proven.enforcement;
+                        rung.reason = usable.reason.clone();
+                    }
+                    proven.chosen = Some(usable.runner);
+                } else {
+                    tracing::info!(backend = ?trial, "the rung on trial passed its probe; a run's own failure stands");
+                }
                 state.current = Some(Arc::new(proven));
-                false
+                changed && after_run.is_some()
             }
             Err(reason) => {
                 tracing::warn!(backend = ?trial, %reason, "the rung on trial failed its probe; moving down the ladder");
@@ -547,13 +574,28 @@ impl Sandbox {
     }
 }
 
-/// Keep a probe's negative verdict for `backend`, where verdicts are kept.
+/// Keep a probe's negative verdict for `backend`, where verdicts are kept
+/// (and drop what an earlier probe found usable).
 fn remember(config: &SandboxConfig, backend: Backend, reason: &str) {
     if let Some(verdicts) = &config.verdicts
         && let Some(rung) = identity(backend, config)
     {
+        verdicts.forget_usable(&rung);
         verdicts.remember(&rung, reason);
     }
+}
+
+/// The Landlock rung as a probe earlier this boot, with this process's
+/// privileges, found it usable — kept so that each `cordon run` does not
+/// start the launcher twice to probe it again.
+fn remembered_landlock(config: &SandboxConfig) -> Option<Usable<Chosen>> {
+    let verdicts = config.verdicts.as_ref()?;
+    let said = verdicts.recall_usable(&identity(Backend::Landlock, config)?)?;
+    let usable = landlock::remembered(config, &said).ok()?;
+    Some(Usable {
+        runner: Chosen::Landlock(usable.runner),
+        reason: usable.reason,
+    })
 }
 
 /// Forget what was kept for `backend`: a probe found it usable.
@@ -678,6 +720,20 @@ fn look_at(
             None,
         );
     }
+    // Landlock's runs need what its probe says; a probe kept from earlier
+    // this boot says it without starting the launcher, and is on trial.
+    if look == Look::Trial
+        && backend == Backend::Landlock
+        && let Some(usable) = remembered_landlock(config)
+    {
+        let rung = Rung {
+            backend,
+            usable: true,
+            enforcement: Some(usable.runner.enforcement()),
+            reason: usable.reason,
+        };
+        return (rung, Some((usable.runner, true)));
+    }
     let on_trial = look == Look::Trial && takes_trial(backend, config);
     match probe_rung(backend, config, look) {
         Ok(usable) => {
@@ -781,19 +837,104 @@ mod tests {
     /// its verdicts in `dir/verdicts`.
     #[cfg(target_os = "linux")]
     fn pinned_to(dir: &std::path::Path, script: &str) -> Sandbox {
+        Sandbox::with_config(SandboxConfig {
+            backend: BackendChoice::Bwrap,
+            bwrap: Some(stand_in(dir, "bwrap", script)),
+            verdicts: Some(Verdicts::at(dir.join("verdicts"))),
+            ..SandboxConfig::default()
+        })
+    }
+
+    /// An executable `dir/bin/NAME` running `script`, trusted (its
+    /// directory and it mode 0755).
+    #[cfg(target_os = "linux")]
+    fn stand_in(dir: &std::path::Path, name: &str, script: &str) -> PathBuf {
         use std::os::unix::fs::PermissionsExt;
         let bin = dir.join("bin");
         std::fs::create_dir_all(&bin).unwrap();
         std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let fake = bin.join("bwrap");
+        let fake = bin.join(name);
         std::fs::write(&fake, script).unwrap();
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        fake
+    }
+
+    /// A ladder pinned to Landlock with a stand-in launcher whose probe
+    /// prints the file `dir/answer` (every other invocation exits 0) and
+    /// that logs each start to `dir/starts`, remembering in `dir/verdicts`.
+    #[cfg(target_os = "linux")]
+    fn landlock_pinned_to(dir: &std::path::Path) -> Sandbox {
+        let (starts, answer) = (dir.join("starts"), dir.join("answer"));
+        let script = format!(
+            "#!/bin/sh\necho \"$*\" >> {}\n[ \"$2\" = --probe ] && cat {}\nexit 0\n",
+            starts.display(),
+            answer.display()
+        );
         Sandbox::with_config(SandboxConfig {
-            backend: BackendChoice::Bwrap,
-            bwrap: Some(fake),
+            backend: BackendChoice::Landlock,
+            launcher: Some(stand_in(dir, "cordon", &script)),
             verdicts: Some(Verdicts::at(dir.join("verdicts"))),
             ..SandboxConfig::default()
         })
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_landlock_probe_is_kept_for_the_boot_and_a_stale_one_is_probed_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let answer = |said: &str| std::fs::write(dir.path().join("answer"), said).unwrap();
+        answer("landlock: fully enforced\nipc: isolated\nwrites: supervised\n");
+        let sandbox = landlock_pinned_to(dir.path());
+        let policy = SandboxPolicy::new(crate::model::SandboxMode::ReadOnly, dir.path());
+        let starts = || std::fs::read_to_string(dir.path().join("starts")).unwrap_or_default();
+        let ipc = |wrap: &Wrap| wrap.argv().iter().any(|arg| arg == "--unshare-ipc");
+        let wrap = sandbox.confine(&["true".into()], &policy).unwrap();
+        assert!(ipc(&wrap));
+        assert_eq!(
+            starts().lines().count(),
+            2,
+            "probed, ran confined: {}",
+            starts()
+        );
+        assert_eq!(sandbox.current().trial, None, "a probed rung is proven");
+
+        // The next host (the next `cordon run`) starts no launcher to probe.
+        let next = Sandbox::with_config(sandbox.config.clone());
+        let wrap = next.confine(&["true".into()], &policy).unwrap();
+        assert_eq!(starts().lines().count(), 2, "nothing started: {}", starts());
+        assert!(ipc(&wrap));
+        assert_eq!(next.current().trial, Some(Backend::Landlock));
+        let reason = &next.current().rungs[2].reason;
+        assert!(reason.contains("remembered"), "{reason}");
+        next.confirm(Backend::Landlock);
+        assert_eq!(next.current().trial, None);
+
+        // The launcher now answers otherwise (no IPC namespace): a run the
+        // remembered answer planned did not start, the probe runs again,
+        // and the run is planned again with the fresh answer.
+        answer("landlock: fully enforced\nwrites: supervised\n");
+        let later = Sandbox::with_config(sandbox.config.clone());
+        let wrap = later.confine(&["true".into()], &policy).unwrap();
+        assert!(ipc(&wrap), "remembered");
+        assert!(later.refute(Backend::Landlock), "plan again");
+        let wrap = later.confine(&["true".into()], &policy).unwrap();
+        assert!(!ipc(&wrap), "the fresh answer");
+        assert_eq!(later.current().backend, Some(Backend::Landlock));
+        assert!(
+            !later.refute(Backend::Landlock),
+            "proven: a run's own failure stands"
+        );
+        // The fresh answer is what the next host remembers.
+        let after = Sandbox::with_config(sandbox.config.clone());
+        assert!(!ipc(&after.confine(&["true".into()], &policy).unwrap()));
+        // A rung found unusable since keeps no usable answer.
+        answer("");
+        assert!(!Sandbox::with_config(sandbox.config.clone()).probe().rungs[2].usable);
+        let again = Sandbox::with_config(sandbox.config.clone());
+        assert!(
+            again.confine(&["true".into()], &policy).is_err(),
+            "nothing usable is recalled"
+        );
     }
 
     #[cfg(target_os = "linux")]

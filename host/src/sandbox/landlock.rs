@@ -263,6 +263,9 @@ pub struct Landlock {
     /// Whether runs have the kernel log their denials (`--log-denials`):
     /// Landlock ABI 7 and a host that reads the records.
     log_denials: bool,
+    /// What the launcher's probe printed (the ladder keeps it for the
+    /// boot); empty for a launcher that was not probed.
+    said: String,
 }
 
 impl Landlock {
@@ -276,7 +279,13 @@ impl Landlock {
             isolate_ipc: true,
             writes: Writes::Supervised,
             log_denials: false,
+            said: String::new(),
         }
+    }
+
+    /// What the launcher's probe printed, when it was probed.
+    pub fn said(&self) -> &str {
+        &self.said
     }
 
     /// This runner for a run whose launcher is another, unprivileged user
@@ -374,16 +383,26 @@ impl Landlock {
 
 /// The executable with cordon's launcher modes — `config.launcher`, which
 /// must be trustworthy, else this executable (cordon itself, as trusted as
-/// the host running it) — and what its trust check said.
+/// the host running it) when its `main` dispatches the modes — and what
+/// its trust check said.
 pub(super) fn launcher_path(config: &SandboxConfig) -> Result<(PathBuf, String), String> {
     match &config.launcher {
         Some(path) => Ok((path.clone(), format!("; {}", trusted(path)?))),
+        None if !launcher::dispatches() => Err(NO_LAUNCHER.into()),
         None => Ok((
             std::env::current_exe().map_err(|err| format!("cannot locate the launcher: {err}"))?,
             String::new(),
         )),
     }
 }
+
+/// Why a host in a program that is not `cordon` has no launcher: started
+/// with a launcher's argv, its `main` would run itself again (a benchmark
+/// started copies of itself this way).
+pub(super) const NO_LAUNCHER: &str = "no launcher: this program does not dispatch cordon's \
+     launcher modes (its main does not call cordon_launcher::invoked); set the sandbox's \
+     launcher to an installed cordon (SandboxConfig.launcher; `landlock_launcher` in \
+     cordon.toml)";
 
 /// Ask the launcher (`config.launcher`, else this executable) to probe the
 /// kernel, within the probe timeout. Enforcement is `partial` when the
@@ -406,15 +425,43 @@ pub(super) fn probe(config: &SandboxConfig) -> Probed<Landlock> {
     };
     // Without an IPC namespace of its own a run gets no IPC at all (the
     // launcher's IPC filter), so either way nothing of the host's is shared.
-    let enforcement = report.enforcement;
     confined_run(&launcher, report.ipc_isolated, config)?;
+    let how = format!(
+        "{} ran itself (--version) confined and answered",
+        launcher.display()
+    );
+    Ok(usable(launcher, &out.stdout, report, config, &how, &trust))
+}
+
+/// The launcher as its probe found it earlier this boot (`said`: what the
+/// probe printed, kept by the ladder), without starting it; none when that
+/// cannot be read as a probe's answer. The ladder takes it on trial.
+pub(super) fn remembered(config: &SandboxConfig, said: &str) -> Probed<Landlock> {
+    let (launcher, trust) = launcher_path(config)?;
+    let report = parse_report(said).ok_or("the remembered probe cannot be read")?;
+    let how = format!(
+        "{} passed its probe earlier this boot (remembered, so no probe per run; a run it \
+         does not start probes it again, and `cordon probe` checks afresh), which answered",
+        launcher.display()
+    );
+    Ok(usable(launcher, said, report, config, &how, &trust))
+}
+
+/// The usable rung its probe's answer (`said`, read as `report`) describes,
+/// and why, beginning with `how` it was found.
+fn usable(
+    launcher: PathBuf,
+    said: &str,
+    report: ProbeReport,
+    config: &SandboxConfig,
+    how: &str,
+    trust: &str,
+) -> Usable<Landlock> {
     let (log_denials, denials) = denial_evidence(config);
-    Ok(Usable {
+    Usable {
         reason: format!(
-            "{} ran itself (--version) confined and answered: {}; scopes: {}; ipc: {}; metadata: {}; \
-             {}; denials: {denials}{trust}",
-            launcher.display(),
-            out.stdout.lines().next().unwrap_or(""),
+            "{how}: {}; scopes: {}; ipc: {}; metadata: {}; {}; denials: {denials}{trust}",
+            said.lines().next().unwrap_or(""),
             if report.scopes.is_empty() {
                 "none (kernel ABI below 6)".to_owned()
             } else {
@@ -426,8 +473,7 @@ pub(super) fn probe(config: &SandboxConfig) -> Probed<Landlock> {
                 "none (SysV IPC and message queues refused: an own namespace needs \
                  CAP_SYS_ADMIN)"
             },
-            out.stdout
-                .lines()
+            said.lines()
                 .find_map(|line| line.strip_prefix(PROBE_METADATA))
                 .unwrap_or("refused everywhere"),
             match &report.writes {
@@ -441,12 +487,13 @@ pub(super) fn probe(config: &SandboxConfig) -> Probed<Landlock> {
         ),
         runner: Landlock {
             launcher,
-            enforcement,
+            enforcement: report.enforcement,
             isolate_ipc: report.ipc_isolated,
             writes: report.writes,
             log_denials,
+            said: said.to_owned(),
         },
-    })
+    }
 }
 
 /// Whether runs can have their denials named by the kernel (Landlock ABI

@@ -1,20 +1,29 @@
-//! Remembered negative verdicts: a rung the ladder found unusable, kept on
-//! disk so that a host without a usable runner does not retry it (an extra
-//! process per command) on every `cordon run`.
+//! Remembered verdicts: a rung the ladder found unusable, kept on disk so
+//! that a host without a usable runner does not retry it (an extra process
+//! per command) on every `cordon run`; and what the Landlock launcher's
+//! probe said, so that a `cordon run` on the Landlock rung does not start
+//! the launcher twice more to probe (a third of its cost).
 //!
-//! Only *negative* verdicts are kept. A positive one needs no memory: the
-//! ladder runs no probe up front, and a rung's first real run is its probe
-//! (see `ladder.rs`). A verdict is keyed by the boot, the user and the
-//! rung's identity — each of its programs' path, device, inode, size,
+//! A *negative* verdict is kept for any rung. A positive one is needed only
+//! where a rung's probe says what its runs need (Landlock's enforcement,
+//! scopes, IPC and write supervision): the namespace runner and bwrap run
+//! no probe up front, their first real run being the probe (see
+//! `ladder.rs`). A verdict is keyed by the boot, the user and the rung's
+//! identity — each of its programs' path, device, inode, size,
 //! modification and change times — so a reboot, another user or a new
-//! runner binary never reads an old verdict. `cordon probe` probes afresh
-//! and rewrites (or forgets) what is kept.
+//! runner binary never reads an old verdict; a usable one also by what the
+//! launcher inherits from this process (ids, capabilities, no-new-privs,
+//! seccomp filters, user namespace), so a host with other privileges
+//! probes afresh. `cordon probe` probes afresh and rewrites (or forgets)
+//! what is kept.
 //!
-//! A kept verdict can only move runs *down* the ladder or fail them
-//! closed, never confine less than a probe would allow by itself; still,
-//! since a forged one could push runs from bwrap to Landlock, the directory
-//! must be owned by this user with mode 0700 (it is created so), and
-//! anything else is ignored.
+//! A kept negative verdict can only move runs *down* the ladder or fail
+//! them closed. A kept usable one is taken on trial like bwrap: a run its
+//! launcher did not start (it checks every step before the exec and says
+//! so out of band) probes the rung again. Since a forged verdict could push
+//! runs from bwrap to Landlock, or claim unsupervised writes, the directory
+//! must be owned by this user with mode 0700 (it is created so; every run
+//! has it hidden), and anything else is ignored.
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -30,7 +39,7 @@ const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
 /// The longest reason kept (a runner's message can be long).
 const MAX_REASON: usize = 1024;
 
-/// A private directory of negative verdicts.
+/// A private directory of verdicts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdicts {
     dir: PathBuf,
@@ -50,13 +59,18 @@ impl RungIdentity {
         RungIdentity { backend, programs }
     }
 
-    /// The file name of this rung's verdict in boot `boot` for user `uid`;
-    /// none when a program cannot be examined (then nothing is kept).
-    fn key(&self, boot: &str, uid: u32) -> Option<String> {
+    /// The file name of this rung's verdict in boot `boot` for user `uid`
+    /// (a usable one: with the privileges in `usable_in`); none when a
+    /// program cannot be examined (then nothing is kept).
+    fn key(&self, boot: &str, uid: u32, usable_in: Option<&str>) -> Option<String> {
         let mut hash = Sha256::new();
         hash.update(boot.trim().as_bytes());
         hash.update(uid.to_le_bytes());
         hash.update(format!("{:?}", self.backend).as_bytes());
+        if let Some(privileges) = usable_in {
+            hash.update(b"\0usable\0");
+            hash.update(privileges.as_bytes());
+        }
         for program in &self.programs {
             let real = std::fs::canonicalize(program).ok()?;
             let meta = std::fs::metadata(&real).ok()?;
@@ -118,37 +132,73 @@ impl Verdicts {
 
     /// Forget what was kept for `rung` (a probe found it usable).
     pub fn forget(&self, rung: &RungIdentity) {
-        if let Some(name) = boot_id().and_then(|boot| rung.key(&boot, euid())) {
+        if let Some(name) = boot_id().and_then(|boot| rung.key(&boot, euid(), None)) {
+            let _ = std::fs::remove_file(self.dir.join(name));
+        }
+    }
+
+    /// What `rung`'s probe said when it found the rung usable this boot,
+    /// with this process's privileges, if it was kept.
+    pub fn recall_usable(&self, rung: &RungIdentity) -> Option<String> {
+        self.read(rung.key(&boot_id()?, euid(), Some(&privileges()?))?)
+    }
+
+    /// Keep what `rung`'s probe said when it found the rung usable (best
+    /// effort, as [`Verdicts::remember`]).
+    pub fn remember_usable(&self, rung: &RungIdentity, said: &str) {
+        let name = boot_id()
+            .zip(privileges())
+            .and_then(|(boot, privileges)| rung.key(&boot, euid(), Some(&privileges)));
+        if let Some(name) = name {
+            self.write(&name, said);
+        }
+    }
+
+    /// Forget what a usable probe of `rung` said (the rung failed since).
+    pub fn forget_usable(&self, rung: &RungIdentity) {
+        let name = boot_id()
+            .zip(privileges())
+            .and_then(|(boot, privileges)| rung.key(&boot, euid(), Some(&privileges)));
+        if let Some(name) = name {
             let _ = std::fs::remove_file(self.dir.join(name));
         }
     }
 
     fn recall_in(&self, rung: &RungIdentity, boot: &str) -> Option<String> {
-        let name = rung.key(boot, euid())?;
+        let reason = self.read(rung.key(boot, euid(), None)?)?;
+        Some(reason.trim().to_owned()).filter(|r| !r.is_empty())
+    }
+
+    fn remember_in(&self, rung: &RungIdentity, boot: &str, reason: &str) {
+        if let Some(name) = rung.key(boot, euid(), None) {
+            self.write(&name, &reason.replace('\n', " "));
+        }
+    }
+
+    /// The verdict named `name`: a regular file of this user's, not
+    /// longer than a verdict is written.
+    fn read(&self, name: String) -> Option<String> {
         self.private_dir().ok()?;
         let path = self.dir.join(name);
         let meta = std::fs::symlink_metadata(&path).ok()?;
         if !meta.is_file() || meta.uid() != euid() || meta.len() > MAX_REASON as u64 * 2 {
             return None;
         }
-        let reason = std::fs::read_to_string(&path).ok()?;
-        Some(reason.trim().to_owned()).filter(|r| !r.is_empty())
+        std::fs::read_to_string(&path).ok()
     }
 
-    fn remember_in(&self, rung: &RungIdentity, boot: &str, reason: &str) {
-        let Some(name) = rung.key(boot, euid()) else {
-            return;
-        };
+    /// Keep `text` (cut to [`MAX_REASON`] bytes) as the verdict `name`.
+    fn write(&self, name: &str, text: &str) {
         if self.private_dir().is_err() {
             return;
         }
-        let mut reason = reason.replace('\n', " ");
-        if reason.len() > MAX_REASON {
+        let mut text = text.to_owned();
+        if text.len() > MAX_REASON {
             let mut cut = MAX_REASON;
-            while !reason.is_char_boundary(cut) {
+            while !text.is_char_boundary(cut) {
                 cut -= 1;
             }
-            reason.truncate(cut);
+            text.truncate(cut);
         }
         self.prune();
         // Written privately and renamed into place: a reader sees a whole
@@ -159,7 +209,7 @@ impl Verdicts {
             .create_new(true)
             .mode(0o600)
             .open(&tmp)
-            .and_then(|mut file| file.write_all(reason.as_bytes()));
+            .and_then(|mut file| file.write_all(text.as_bytes()));
         match written {
             Ok(()) => {
                 if std::fs::rename(&tmp, self.dir.join(name)).is_err() {
@@ -232,6 +282,35 @@ fn boot_time() -> Option<i64> {
         .ok()
 }
 
+/// What a launcher this process starts inherits that its probe depends
+/// on: the ids, the capability sets, no-new-privs, the seccomp mode and
+/// filters (`/proc/self/status`), and the user namespace. None where the
+/// kernel does not say (then no usable verdict is kept or recalled).
+fn privileges() -> Option<String> {
+    const FIELDS: &[&str] = &[
+        "Uid:",
+        "Gid:",
+        "Groups:",
+        "CapInh:",
+        "CapPrm:",
+        "CapEff:",
+        "CapBnd:",
+        "CapAmb:",
+        "NoNewPrivs:",
+        "Seccomp:",
+        "Seccomp_filters:",
+    ];
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let mut said: Vec<&str> = status
+        .lines()
+        .filter(|line| FIELDS.iter().any(|field| line.starts_with(field)))
+        .collect();
+    let namespace = std::fs::read_link("/proc/self/ns/user").ok()?;
+    let namespace = namespace.to_string_lossy();
+    said.push(&namespace);
+    Some(said.join("\n"))
+}
+
 fn euid() -> u32 {
     nix::unistd::geteuid().as_raw()
 }
@@ -270,6 +349,28 @@ mod tests {
     }
 
     #[test]
+    fn a_usable_verdict_is_kept_whole_apart_from_the_unusable_one_and_keyed_by_privileges() {
+        let dir = tempfile::tempdir().unwrap();
+        let verdicts = Verdicts::at(dir.path().join("verdicts"));
+        let rung = RungIdentity::new(Backend::Landlock, vec![program(dir.path(), "x")]);
+        assert_eq!(verdicts.recall_usable(&rung), None);
+        let said = "landlock: fully enforced\nscopes: signal\n";
+        verdicts.remember_usable(&rung, said);
+        assert_eq!(verdicts.recall_usable(&rung).as_deref(), Some(said));
+        assert_eq!(verdicts.recall(&rung), None, "no unusable verdict");
+        verdicts.remember(&rung, "it failed");
+        assert_eq!(verdicts.recall_usable(&rung).as_deref(), Some(said));
+        verdicts.forget_usable(&rung);
+        assert_eq!(verdicts.recall_usable(&rung), None);
+        assert_eq!(verdicts.recall(&rung).as_deref(), Some("it failed"));
+        // Other privileges, another key; the unusable key is neither.
+        let keys = [None, Some("CapEff: 0"), Some("CapEff: 1ff")]
+            .map(|privileges| rung.key("boot", 0, privileges).unwrap());
+        assert!(keys[0] != keys[1] && keys[1] != keys[2] && keys[0] != keys[2]);
+        assert!(privileges().is_some_and(|p| p.contains("CapEff:") && p.contains("user:[")));
+    }
+
+    #[test]
     fn a_directory_others_may_write_is_ignored() {
         let dir = tempfile::tempdir().unwrap();
         let open = dir.path().join("verdicts");
@@ -280,7 +381,7 @@ mod tests {
         verdicts.remember_in(&rung, "boot", "forged");
         assert_eq!(std::fs::read_dir(&open).unwrap().count(), 0);
         // Even a verdict placed there by someone else is not read.
-        let name = rung.key("boot", euid()).unwrap();
+        let name = rung.key("boot", euid(), None).unwrap();
         std::fs::write(open.join(name), "forged").unwrap();
         assert_eq!(verdicts.recall_in(&rung, "boot"), None);
     }

@@ -407,10 +407,15 @@ impl Cgroups {
         let staged = self.staged.clone();
         let layout = self.layout.clone();
         let ahead = self.ahead();
+        // A one-run host makes its one cgroup and no other: counted, not
+        // read from `ready` — the run takes the staged one as soon as it is
+        // there, and a loop that saw `ready` empty again made a second.
+        let mut to_make = if self.one_run { ahead } else { usize::MAX };
         let started = std::thread::Builder::new()
             .name("cordon-stage".into())
             .spawn(move || {
-                while staged.ready.lock().is_ok_and(|ready| ready.len() < ahead) {
+                while to_make > 0 && staged.ready.lock().is_ok_and(|ready| ready.len() < ahead) {
+                    to_make -= 1;
                     let Ok(run) = make_in(&layout) else { break };
                     if run.stage_spawner().is_err() {
                         break;

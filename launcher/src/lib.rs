@@ -75,6 +75,8 @@ pub mod namespaces;
 #[cfg(target_os = "linux")]
 mod notify;
 #[cfg(target_os = "linux")]
+pub mod paths;
+#[cfg(target_os = "linux")]
 mod privileges;
 pub mod protocol;
 #[cfg(target_os = "linux")]

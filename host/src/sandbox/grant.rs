@@ -470,28 +470,10 @@ fn open_dir_no_symlinks(path: &Path) -> io::Result<OwnedFd> {
             format!("{} is not an absolute path", path.display()),
         ));
     }
-    let name = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: open_how is plain data, for which all zeroes is valid.
-    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64;
-    how.resolve = libc::RESOLVE_NO_SYMLINKS;
-    // SAFETY: openat2 reads a NUL-terminated path and an open_how we own,
-    // of the size passed.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            libc::AT_FDCWD,
-            name.as_ptr(),
-            &how as *const libc::open_how,
-            std::mem::size_of::<libc::open_how>(),
-        )
-    };
-    match fd {
-        -1 => Err(io::Error::last_os_error()),
-        // SAFETY: openat2 returned a new fd that nothing else owns.
-        fd => Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) }),
-    }
+    super::launcher::paths::open_no_symlinks(
+        path,
+        libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+    )
 }
 
 /// Open the directory `path` (absolute) component by component, never

@@ -140,26 +140,20 @@ impl Verdicts {
     /// What `rung`'s probe said when it found the rung usable this boot,
     /// with this process's privileges, if it was kept.
     pub fn recall_usable(&self, rung: &RungIdentity) -> Option<String> {
-        self.read(rung.key(&boot_id()?, euid(), Some(&privileges()?))?)
+        self.read(usable_key(rung)?)
     }
 
     /// Keep what `rung`'s probe said when it found the rung usable (best
     /// effort, as [`Verdicts::remember`]).
     pub fn remember_usable(&self, rung: &RungIdentity, said: &str) {
-        let name = boot_id()
-            .zip(privileges())
-            .and_then(|(boot, privileges)| rung.key(&boot, euid(), Some(&privileges)));
-        if let Some(name) = name {
+        if let Some(name) = usable_key(rung) {
             self.write(&name, said);
         }
     }
 
     /// Forget what a usable probe of `rung` said (the rung failed since).
     pub fn forget_usable(&self, rung: &RungIdentity) {
-        let name = boot_id()
-            .zip(privileges())
-            .and_then(|(boot, privileges)| rung.key(&boot, euid(), Some(&privileges)));
-        if let Some(name) = name {
+        if let Some(name) = usable_key(rung) {
             let _ = std::fs::remove_file(self.dir.join(name));
         }
     }
@@ -280,6 +274,12 @@ fn boot_time() -> Option<i64> {
         .trim()
         .parse()
         .ok()
+}
+
+/// The file name of `rung`'s usable verdict in this boot, for this user
+/// with this process's privileges.
+fn usable_key(rung: &RungIdentity) -> Option<String> {
+    rung.key(&boot_id()?, euid(), Some(&privileges()?))
 }
 
 /// What a launcher this process starts inherits that its probe depends

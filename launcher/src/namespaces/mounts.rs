@@ -382,32 +382,8 @@ fn reach(path: &Path) -> Result<Detached, String> {
 }
 
 /// [`reach`], its failure the system's error.
-#[allow(
-    unsafe_code,
-    reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
-)]
 fn reach_raw(path: &Path) -> std::io::Result<Detached> {
-    let to = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-    // SAFETY: open_how is plain data; zeroed is a valid value.
-    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
-    how.resolve = libc::RESOLVE_NO_SYMLINKS;
-    // SAFETY: openat2 reads a NUL-terminated path and a struct we own.
-    let at = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            libc::AT_FDCWD,
-            to.as_ptr(),
-            &how as *const libc::open_how,
-            std::mem::size_of::<libc::open_how>(),
-        )
-    };
-    if at < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a fresh fd the kernel just gave us.
-    Ok(Detached(unsafe { OwnedFd::from_raw_fd(at as RawFd) }))
+    crate::paths::open_no_symlinks(path, libc::O_PATH).map(Detached)
 }
 
 /// Set `attributes` on the mount `tree` refers to (`recursive`: and on

@@ -55,6 +55,20 @@ impl PolicySource {
         }
     }
 
+    /// The component file, absolute, for a file source (protected wherever
+    /// a run may write).
+    fn file(&self) -> Option<PathBuf> {
+        match self {
+            PolicySource::File(path) => {
+                Some(std::path::absolute(path).unwrap_or_else(|_| path.clone()))
+            }
+            PolicySource::Embedded
+            | PolicySource::Builtin(_)
+            | PolicySource::Bytes(_)
+            | PolicySource::Registry(_) => None,
+        }
+    }
+
     /// Load the component (and, for a whole policy from a registry, the
     /// settings it carries) as `deployment`'s policy: see [`with_settings`].
     fn load(
@@ -240,6 +254,8 @@ pub struct HostBuilder {
     one_run: bool,
     /// The request a one-run host expects, to start its runner ahead.
     expecting: Option<ExecRequest>,
+    /// Each session keeps a spare runner for its next run.
+    spare_runners: bool,
     /// Paths of the embedder's hidden from every confined run.
     hidden: Vec<PathBuf>,
 }
@@ -545,6 +561,26 @@ impl HostBuilder {
         self
     }
 
+    /// Each session keeps one spare runner for its next foreground run
+    /// (default: off): after a run, cordon's namespace runner is started
+    /// for the grant that run was planned with and builds its sandbox
+    /// while the client reads the reply; the session's next run with the
+    /// same runner is handed the built sandbox (see `run/ahead.rs`). Costs
+    /// an idle process and its cgroup per session; needs cgroups (no spare
+    /// without) and a tokio runtime. `cordon serve` and `cordon mcp` keep
+    /// spares unless `[serve] spare_runners = false`; a one-run host never
+    /// does.
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), cordon::BuildError> {
+    /// let host = cordon::Host::builder().spare_runners(true).build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn spare_runners(mut self, keep: bool) -> Self {
+        self.spare_runners = keep;
+        self
+    }
+
     /// Load the policy component and build the host.
     ///
     /// ```no_run
@@ -558,15 +594,7 @@ impl HostBuilder {
     pub fn build(self) -> Result<Host, BuildError> {
         let source = self.policy.unwrap_or(PolicySource::Embedded);
         // The deployed component is protected wherever a run may write.
-        let policy_file = match &source {
-            PolicySource::File(path) => {
-                Some(std::path::absolute(path).unwrap_or_else(|_| path.clone()))
-            }
-            PolicySource::Embedded
-            | PolicySource::Builtin(_)
-            | PolicySource::Bytes(_)
-            | PolicySource::Registry(_) => None,
-        };
+        let policy_file = source.file();
         let audit = self
             .audit_log
             .map(AuditLog::open_with)
@@ -658,6 +686,7 @@ impl HostBuilder {
             ),
             engine,
             ahead: Arc::new(ahead),
+            spare_runners: self.spare_runners && !self.one_run,
         });
         Ok(Host {
             session: Session::new(core.clone())

@@ -8,7 +8,8 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 
-use common::{component, cordon, namespaces_usable, workspace};
+use common::{cgroups, component, cordon, namespaces_usable, workspace};
+use serde_json::{Value, json};
 
 /// A launcher that logs its arguments and runs a copy of cordon, named
 /// by a config in `dir` (a configured launcher is probed up front: the
@@ -48,6 +49,30 @@ fn nothing_left_naming(dir: &Path) -> bool {
             .map(|cmdline| !String::from_utf8_lossy(&cmdline).contains(dir))
             .unwrap_or(true)
     })
+}
+
+/// Every protected default present in `root`: a workspace-write grant
+/// that needs no placeholder (such a grant gets no runner ahead).
+fn every_protected_path_present(root: &Path) {
+    for name in cordon::model::PROTECTED_DEFAULTS {
+        let path = root.join(name);
+        let prefix = format!("{name}/");
+        match cordon::model::PROTECTED_DEFAULTS
+            .iter()
+            .any(|other| other.starts_with(&prefix))
+        {
+            true => std::fs::create_dir_all(&path).unwrap(),
+            false => {
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                if !path.exists() {
+                    std::fs::write(&path, "").unwrap();
+                }
+            }
+        }
+    }
+    // …and git's `commondir`, which only a linked worktree's gitdir has
+    // (a `.` names the gitdir itself).
+    std::fs::write(root.join(".git/commondir"), ".\n").unwrap();
 }
 
 #[test]
@@ -99,27 +124,7 @@ fn a_runner_started_for_another_grant_is_ended_and_the_run_starts_its_own() {
     }
     let ws = workspace();
     let (config, log) = logged_launcher(ws.path());
-    // Every protected default present: a grant that would need a
-    // placeholder gets no runner ahead.
-    for name in cordon::model::PROTECTED_DEFAULTS {
-        let path = ws.path().join(name);
-        let prefix = format!("{name}/");
-        match cordon::model::PROTECTED_DEFAULTS
-            .iter()
-            .any(|other| other.starts_with(&prefix))
-        {
-            true => std::fs::create_dir_all(&path).unwrap(),
-            false => {
-                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-                if !path.exists() {
-                    std::fs::write(&path, "").unwrap();
-                }
-            }
-        }
-    }
-    // …and git's `commondir`, which only a linked worktree's gitdir has
-    // (a `.` names the gitdir itself).
-    std::fs::write(ws.path().join(".git/commondir"), ".\n").unwrap();
+    every_protected_path_present(ws.path());
     // The request asks for workspace-write; the component narrows it to
     // read-only: the runner started ahead has the wrong sandbox.
     let marker = ws.path().join("written");
@@ -154,4 +159,201 @@ fn a_runner_started_for_another_grant_is_ended_and_the_run_starts_its_own() {
         nothing_left_naming(ws.path()),
         "the runner started ahead outlived the run"
     );
+}
+
+/// `cordon serve` over stdio in `dir` with `config` (its spares kept, the
+/// default), and a client for it.
+struct Served {
+    child: std::process::Child,
+    rpc: crate::rpc::Rpc,
+}
+
+impl Served {
+    fn start(dir: &Path, config: &Path) -> Served {
+        let mut child = cordon()
+            .current_dir(dir)
+            .env("TMPDIR", dir)
+            .args(["serve", "--config", config.to_str().unwrap()])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+        Served {
+            child,
+            rpc: crate::rpc::Rpc::new(stdout, stdin),
+        }
+    }
+
+    /// A foreground `run` of `command` under `mode` in `root`.
+    fn run(&mut self, mode: &str, root: &Path, command: &str) -> Value {
+        let params = json!({"command": command, "workdir": root,
+                            "policy": {"mode": mode, "workspaceRoot": root}});
+        self.rpc.call("run", params)
+    }
+
+    /// Close stdin and wait for the server to exit.
+    fn stop(mut self) {
+        self.rpc.close();
+        common::exit_within(&mut self.child, std::time::Duration::from_secs(20))
+            .expect("the server exits at EOF");
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The spare runners alive for `dir`: sessions of processes waiting for a
+/// command (`--await-fd`) whose arguments name it (a runner and the init
+/// it forked are one session).
+fn spares_naming(dir: &Path) -> usize {
+    let dir = dir.to_str().unwrap();
+    let mut sessions: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|entry| {
+            std::fs::read(entry.path().join("cmdline")).is_ok_and(|cmdline| {
+                let cmdline = String::from_utf8_lossy(&cmdline);
+                cmdline.contains(dir) && cmdline.contains("--await-fd")
+            })
+        })
+        .filter_map(|entry| {
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // After the command's name: state, ppid, pgrp, session.
+            let after = &stat[stat.rfind(')')? + 2..];
+            after.split(' ').nth(3).map(str::to_owned)
+        })
+        .collect();
+    sessions.sort();
+    sessions.dedup();
+    sessions.len()
+}
+
+/// Whether serve's spares can be tried here: the namespace runner usable
+/// and runs given cgroups (each skip loud).
+fn spares_usable(test: &str) -> bool {
+    namespaces_usable(test) && cgroups(test).is_some()
+}
+
+#[test]
+fn a_serving_session_hands_its_next_run_the_spare_it_built_and_it_stays_confined() {
+    let test = "a_serving_session_hands_its_next_run_the_spare_it_built_and_it_stays_confined";
+    if !spares_usable(test) {
+        return;
+    }
+    let ws = workspace();
+    let (config, log) = logged_launcher(ws.path());
+    let outside = ws.path().join("outside-x");
+    let mut served = Served::start(ws.path(), &config);
+    for round in 0..3 {
+        let result = served.run(
+            "read-only",
+            ws.path(),
+            &format!("sleep 0.2; touch {} || echo denied", outside.display()),
+        );
+        assert_eq!(result["exitCode"], 0, "round {round}: {result}");
+        assert_eq!(
+            result["stdout"]["text"], "denied\n",
+            "round {round}: {result}"
+        );
+        assert!(
+            !outside.exists(),
+            "round {round}: the read-only run wrote on the host"
+        );
+        // The spare for the next run is built by now, and only one.
+        common::eventually(
+            std::time::Duration::from_secs(10),
+            &format!("round {round}: one spare is kept for the next run"),
+            || spares_naming(ws.path()) == 1,
+        );
+    }
+    assert_eq!(
+        runner_starts(&log),
+        (3, 1),
+        "the first run's runner started with its command, the next two took spares, and a \
+         spare waits: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    served.stop();
+    assert!(
+        nothing_left_naming(ws.path()),
+        "the session's spare outlived the server"
+    );
+}
+
+#[test]
+fn a_spare_whose_view_changed_on_the_host_runs_nothing_and_the_run_is_started_afresh() {
+    let test = "a_spare_whose_view_changed_on_the_host_runs_nothing_and_the_run_is_started_afresh";
+    if !spares_usable(test) {
+        return;
+    }
+    let ws = workspace();
+    let root = ws.path().join("repo");
+    every_protected_path_present(&root);
+    let (config, log) = logged_launcher(ws.path());
+    let mut served = Served::start(ws.path(), &config);
+    let first = served.run(
+        "workspace-write",
+        &root,
+        "touch .git/hooks/x || echo protected",
+    );
+    assert_eq!(first["stdout"]["text"], "protected\n", "{first}");
+    common::eventually(
+        std::time::Duration::from_secs(10),
+        "a spare is kept for the next run",
+        || spares_naming(ws.path()) == 1,
+    );
+    // On the host, between the runs: `.git` moved aside (the read-only
+    // covers of its hooks and config go with it in the spare's view) and
+    // made again.
+    std::fs::rename(root.join(".git"), root.join(".git-moved")).unwrap();
+    every_protected_path_present(&root);
+    let second = served.run(
+        "workspace-write",
+        &root,
+        "touch .git/hooks/x || echo protected; touch written",
+    );
+    assert_eq!(second["exitCode"], 0, "{second}");
+    assert_eq!(second["stdout"]["text"], "protected\n", "{second}");
+    assert!(
+        !root.join(".git/hooks/x").exists(),
+        "the stale spare let .git/hooks be written"
+    );
+    assert!(!root.join(".git-moved/hooks/x").exists());
+    assert!(root.join("written").exists(), "the workspace write landed");
+    let (ahead, fresh) = runner_starts(&log);
+    assert_eq!(
+        fresh,
+        2,
+        "the first run's runner, and the second's afresh after the spare refused: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    assert!(ahead >= 1, "a spare was built and handed the second run");
+    served.stop();
+    assert!(nothing_left_naming(ws.path()));
+}
+
+#[test]
+fn a_server_told_to_keep_no_spares_builds_none() {
+    let test = "a_server_told_to_keep_no_spares_builds_none";
+    if !spares_usable(test) {
+        return;
+    }
+    let ws = workspace();
+    let (config, log) = logged_launcher(ws.path());
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("[serve]\nspare_runners = false\n");
+    std::fs::write(&config, text).unwrap();
+    let mut served = Served::start(ws.path(), &config);
+    for _ in 0..2 {
+        let result = served.run("read-only", ws.path(), "true");
+        assert_eq!(result["exitCode"], 0, "{result}");
+    }
+    assert_eq!(spares_naming(ws.path()), 0);
+    assert_eq!(runner_starts(&log), (0, 2));
+    served.stop();
 }

@@ -703,3 +703,25 @@ pub fn exit_within(
     }
     None
 }
+
+/// Whether this machine gives runs cgroups (`cordon probe --json`); the
+/// mechanism when it does, else a loud skip (a failure when
+/// `CORDON_E2E_REQUIRE_CGROUPS` is set).
+pub fn cgroups(test: &str) -> Option<String> {
+    let output = cordon().args(["probe", "--json"]).output().unwrap();
+    let verdict: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let mechanism = verdict["containment"]["mechanism"].as_str().unwrap_or("");
+    let usable = mechanism.starts_with("cgroup");
+    if usable {
+        return Some(mechanism.to_owned());
+    }
+    {
+        let why = &verdict["containment"]["detail"];
+        assert!(
+            std::env::var_os("CORDON_E2E_REQUIRE_CGROUPS").is_none(),
+            "{test}: no cgroups here ({why}) but CORDON_E2E_REQUIRE_CGROUPS is set"
+        );
+        eprintln!("SKIPPED {test}: runs get no cgroup here: {why}");
+    }
+    None
+}

@@ -8,29 +8,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::common::{
-    confined_backends, cordon, host_processes_with, run_json, sleepers, workspace,
+    cgroups, confined_backends, cordon, host_processes_with, run_json, sleepers, workspace,
 };
-
-/// Whether this machine gives runs cgroups (`cordon probe --json`); the
-/// mechanism when it does.
-fn cgroups(test: &str) -> Option<String> {
-    let output = cordon().args(["probe", "--json"]).output().unwrap();
-    let verdict: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    let mechanism = verdict["containment"]["mechanism"].as_str().unwrap_or("");
-    let usable = mechanism.starts_with("cgroup");
-    if usable {
-        return Some(mechanism.to_owned());
-    }
-    {
-        let why = &verdict["containment"]["detail"];
-        assert!(
-            std::env::var_os("CORDON_E2E_REQUIRE_CGROUPS").is_none(),
-            "{test}: no cgroups here ({why}) but CORDON_E2E_REQUIRE_CGROUPS is set"
-        );
-        eprintln!("SKIPPED {test}: runs get no cgroup here: {why}");
-    }
-    None
-}
 
 #[test]
 fn a_fork_flood_in_one_run_leaves_a_concurrent_run_working() {

@@ -48,11 +48,22 @@ fn rate(count: usize, block: impl FnOnce()) -> f64 {
 /// server beside this one.
 pub fn throughput(cordon: &str, before: Option<&str>, dir: &Path, bare: &[String], runs: usize) {
     let bare: Vec<&str> = bare.iter().map(String::as_str).collect();
-    let mut stdio = vec![("`cordon serve` (stdio)", Served::start(cordon, dir))];
+    // The same server keeping no spare runner (`run/ahead.rs`): what the
+    // spare is worth.
+    let scratch = tempfile::tempdir().expect("scratch dir");
+    let no_spares = scratch.path().join("no-spares.toml");
+    std::fs::write(&no_spares, "[serve]\nspare_runners = false\n").expect("write config");
+    let mut stdio = vec![
+        ("`cordon serve` (stdio)", Served::start(cordon, dir, None)),
+        (
+            "`cordon serve` (stdio), `spare_runners = false`",
+            Served::start(cordon, dir, Some(&no_spares)),
+        ),
+    ];
     if let Some(before) = before {
         stdio.push((
             "`cordon serve` **before** (stdio)",
-            Served::start(before, dir),
+            Served::start(before, dir, None),
         ));
     }
     let listener = Listener::start(cordon, dir, "");
@@ -290,10 +301,14 @@ struct Served {
 }
 
 impl Served {
-    fn start(cordon: &str, dir: &Path) -> Self {
-        let mut child = Command::new(cordon)
-            .current_dir(dir)
-            .arg("serve")
+    /// `cordon serve` in `dir`, with `config` when given.
+    fn start(cordon: &str, dir: &Path, config: Option<&Path>) -> Self {
+        let mut command = Command::new(cordon);
+        command.current_dir(dir).arg("serve");
+        if let Some(config) = config {
+            command.arg("--config").arg(config);
+        }
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()

@@ -423,6 +423,7 @@ impl Config {
             .env_policy(self.env.clone())
             .cgroups(self.cgroups.clone())
             .session_limits(self.serve.session_limits)
+            .spare_runners(self.serve.spare_runners)
             .registry(self.registry.clone());
         let builder = match &self.audit_log {
             Some(_) => builder.audit(self.audit.clone().expect("parsed with audit_log")),

@@ -65,6 +65,7 @@ pub struct ServeFile {
     allowed_gids: Option<Vec<u32>>,
     socket_group: Option<toml::Value>,
     uid: Option<BTreeMap<String, CeilingFile>>,
+    spare_runners: Option<bool>,
 }
 
 /// `[serve.uid.N]` as written.
@@ -100,6 +101,9 @@ pub struct ServeConfig {
     pub ceilings: BTreeMap<u32, Ceiling>,
     /// Whom some uids' runs are on a root server (default: the client).
     pub run_as: BTreeMap<u32, RunAs>,
+    /// Whether each session keeps a spare runner built for its next run
+    /// (default: yes; see `HostBuilder::spare_runners`).
+    pub spare_runners: bool,
 }
 
 impl ServeConfig {
@@ -194,6 +198,7 @@ pub(super) fn parse(file: ServeFile) -> Result<ServeConfig, (String, String)> {
     let socket_group = file.socket_group.map(socket_group).transpose()?;
     let (ceilings, run_as) = ceilings(file.uid.unwrap_or_default())?;
     Ok(ServeConfig {
+        spare_runners: file.spare_runners.unwrap_or(true),
         session_limits,
         policy_threads,
         options,

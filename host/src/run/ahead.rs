@@ -18,8 +18,10 @@
 //! cover the host moved while it waited).
 
 use std::sync::Arc;
+use std::sync::mpsc::TryRecvError;
+use std::task::Poll;
 
-use crate::model::{Deployment, ExecRequest, ExecSpec};
+use crate::model::{Deployment, ExecRequest, ExecSpec, RunLimits};
 use crate::process::{self, Cgroups, Waiting};
 use crate::sandbox::{self, Confine};
 
@@ -48,6 +50,12 @@ impl Ahead {
         deployment: Deployment,
         request: ExecRequest,
     ) -> Ahead {
+        Ahead::on_thread(move || start(&confiner, cgroups.as_deref(), &deployment, &request))
+    }
+
+    /// The runner `start` starts on a thread of its own inside the current
+    /// tokio runtime (which watches its exit); none outside one.
+    fn on_thread(start: impl FnOnce() -> Option<Waiting> + Send + 'static) -> Ahead {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return Ahead::default();
         };
@@ -58,7 +66,7 @@ impl Ahead {
             .spawn(move || {
                 let waiting = {
                     let _inside = runtime.enter();
-                    start(&confiner, cgroups.as_deref(), &deployment, &request)
+                    start()
                 };
                 let _ = deliver.send(waiting);
                 // Outlive the runner (its parent-death signal): until the
@@ -79,6 +87,88 @@ impl Ahead {
         let started = self.started.lock().ok()?.take()?;
         started.recv().ok().flatten()
     }
+
+    /// The runner when it is started by now, never waiting for it:
+    /// `Pending` while its thread still starts it (it stays here), else
+    /// taken (none: it failed to start, or none was).
+    fn poll(&self) -> Poll<Option<Waiting>> {
+        let Ok(mut started) = self.started.lock() else {
+            return Poll::Ready(None);
+        };
+        let Some(receiver) = started.as_ref() else {
+            return Poll::Ready(None);
+        };
+        let ready = match receiver.try_recv() {
+            Err(TryRecvError::Empty) => return Poll::Pending,
+            Ok(waiting) => waiting,
+            Err(TryRecvError::Disconnected) => None,
+        };
+        *started = None;
+        Poll::Ready(ready)
+    }
+}
+
+/// A serving session's spare runner: started after each foreground run
+/// for the grant that run was planned with, so that the session's next
+/// run like it is handed a sandbox already built — the building done on
+/// the host's other CPU while the client reads its reply and sends the
+/// next request, not on the next run's time.
+///
+/// The spare is taken only when it has started by then (a run never waits
+/// for it) and only when the run's own checked launch has the very same
+/// runner argv and environment ([`take_spare`]); one that does not fit is
+/// ended and the session starts one for the new grant. Nothing ties a
+/// spare to the time it was built: the runner checks, when its command
+/// comes, that every mount of its view still reaches what it attached
+/// (a directory moved or made on the host since refuses the command, and
+/// the run is reported as not started), and a grant that has
+/// placeholders or a proxy gets no spare. A session holds at most one
+/// (a process and its cgroup, not counted against the run bounds), ended
+/// with the session.
+#[derive(Debug, Default)]
+pub(crate) struct Spare(std::sync::Mutex<Option<Ahead>>);
+
+impl Spare {
+    /// The spare runner when it is started by now (taken), else none (a
+    /// spare still starting stays for a later run).
+    fn ready(&self) -> Option<Waiting> {
+        let mut slot = self.0.lock().ok()?;
+        match slot.as_ref()?.poll() {
+            Poll::Pending => None,
+            Poll::Ready(waiting) => {
+                *slot = None;
+                waiting
+            }
+        }
+    }
+
+    /// Start a spare for a run planned like `prepared`, when none is kept
+    /// and none is starting (on a thread of its own, as [`Ahead`]).
+    pub(super) fn refill(&self, cx: &super::RunContext, prepared: &Prepared) {
+        let Ok(mut slot) = self.0.lock() else { return };
+        if slot.is_some() || !spares(cx, prepared) {
+            return;
+        }
+        let (confiner, cgroups) = (cx.confiner.clone(), cx.cgroups.clone());
+        let (spec, limits) = (prepared.spec.clone(), prepared.run_limits);
+        *slot = Some(Ahead::on_thread(move || {
+            start_runner(&confiner, cgroups.as_deref()?, &spec, &limits)
+        }));
+    }
+}
+
+/// Whether a run like `prepared` in `cx` could take a spare: confined by
+/// cordon's own runner with a cgroup, no stdin or terminal, no
+/// placeholders, no proxy, as the host's own user.
+fn spares(cx: &super::RunContext, prepared: &Prepared) -> bool {
+    let launch = &prepared.launch;
+    cx.cgroups.is_some()
+        && cx.identity.is_none()
+        && launch.stdin.is_none()
+        && launch.tty.is_none()
+        && prepared.placeholders.is_empty()
+        && prepared.proxy.is_none()
+        && sandbox::namespaces::awaiting(&launch.argv).is_some()
 }
 
 /// Start the runner `request` will most likely be planned with; none
@@ -109,10 +199,22 @@ fn start(
             .unwrap_or_else(|| deployment.policy.clone()),
     };
     checks::canonicalise(&mut spec).ok()?;
+    let limits = checks::limits(request.limits.as_ref(), &deployment.limits).ok()?;
+    start_runner(confiner, cgroups, &spec, &limits)
+}
+
+/// Start cordon's namespace runner waiting for a command run under
+/// `spec`'s grant, in a cgroup with `limits`; none when that grant is not
+/// confined by it, or has placeholders or a proxy.
+fn start_runner(
+    confiner: &Arc<dyn Confine>,
+    cgroups: &Cgroups,
+    spec: &ExecSpec,
+    limits: &RunLimits,
+) -> Option<Waiting> {
     if !spec.policy.mode.is_confined() {
         return None;
     }
-    let limits = checks::limits(request.limits.as_ref(), &deployment.limits).ok()?;
     confiner.prepare();
     let wrap = confiner.confine(&["true".into()], &spec.policy).ok()?;
     if wrap.proxy().is_some() || !wrap.placeholders().is_empty() {
@@ -134,7 +236,7 @@ fn start(
         init_env: None,
         supervisor: wrap.supervision().process(),
     };
-    let cgroup = cgroups.create(&limits).ok()?;
+    let cgroup = cgroups.create(limits).ok()?;
     process::start_waiting_unchecked(&launch, Some(cgroup)).ok()
 }
 
@@ -148,7 +250,26 @@ pub(super) fn take(
     cgroups: Option<&Cgroups>,
     prepared: &Prepared,
 ) -> Option<(Waiting, Vec<u8>)> {
-    let waiting = ahead.take()?;
+    fit(ahead.take()?, cgroups, prepared)
+}
+
+/// The session's spare runner (see [`Spare`]) as [`take`] takes a runner
+/// started ahead: when it is started by now and fits.
+pub(super) fn take_spare(
+    spare: &Spare,
+    cgroups: Option<&Cgroups>,
+    prepared: &Prepared,
+) -> Option<(Waiting, Vec<u8>)> {
+    fit(spare.ready()?, cgroups, prepared)
+}
+
+/// `waiting` with the message that hands it `prepared`'s command, when it
+/// fits; ended (dropped) when not.
+fn fit(
+    waiting: Waiting,
+    cgroups: Option<&Cgroups>,
+    prepared: &Prepared,
+) -> Option<(Waiting, Vec<u8>)> {
     let launch = &prepared.launch;
     let (argv, command) = sandbox::namespaces::awaiting(&launch.argv)?;
     let fits = argv == waiting.argv()

@@ -90,6 +90,9 @@ pub(crate) struct RunContext {
     /// A runner started ahead of the run's plan ([`ahead`]), for the
     /// first foreground run to take when its launch fits.
     pub ahead: Arc<ahead::Ahead>,
+    /// The session's spare runner ([`ahead::Spare`]), when its host keeps
+    /// them.
+    pub spare: Option<Arc<ahead::Spare>>,
     /// Where each run and refusal is recorded, when the operator keeps a log.
     pub audit: Option<Arc<AuditLog>>,
     /// The session and peer the run's records name.
@@ -223,6 +226,10 @@ enum Attempt {
     /// The runner never started the command and the ladder moved on: plan
     /// the request again (its stdin given back; the mode it was planned in).
     Again(Option<process::StdinSource>, SandboxMode),
+    /// A runner started ahead (or the session's spare) refused the command
+    /// — its view changed while it waited — and nothing ran: the request
+    /// again, its runner spawned afresh.
+    Afresh(Option<process::StdinSource>),
 }
 
 /// How many times a foreground run is planned at most: once per rung of
@@ -283,19 +290,25 @@ async fn run_attempts(
     template: &ExecRequest,
     options: RunOptions,
 ) -> Result<ExecResult, RunError> {
-    let mut mode = None;
-    for _ in 0..MAX_ATTEMPTS {
-        match attempt(cx, request, options.clone()).await? {
+    let (mut mode, mut waiting_ok, mut planned) = (None, true, 0);
+    // A runner that refused afresh is not counted: it happens once.
+    while planned < MAX_ATTEMPTS {
+        let stdin = match attempt(cx, request, options.clone(), waiting_ok).await? {
             Attempt::Done(result) => return Ok(*result),
-            Attempt::Again(stdin, planned) => {
-                mode = Some(planned);
-                request = template.clone();
-                request.stdin = match stdin {
-                    Some(process::StdinSource::Bytes(bytes)) => Some(bytes),
-                    _ => None,
-                };
+            Attempt::Again(stdin, again) => {
+                (mode, planned) = (Some(again), planned + 1);
+                stdin
             }
-        }
+            Attempt::Afresh(stdin) => {
+                waiting_ok = false;
+                stdin
+            }
+        };
+        request = template.clone();
+        request.stdin = match stdin {
+            Some(process::StdinSource::Bytes(bytes)) => Some(bytes),
+            _ => None,
+        };
     }
     Err(RunError::SandboxUnavailable {
         mode: mode.unwrap_or(SandboxMode::ReadOnly),
@@ -303,11 +316,13 @@ async fn run_attempts(
     })
 }
 
-/// One foreground attempt: prepare, spawn, wait, settle.
+/// One foreground attempt: prepare, spawn, wait, settle. `waiting_ok`: a
+/// runner started ahead or the session's spare may be taken.
 async fn attempt(
     cx: &RunContext,
     request: ExecRequest,
     options: RunOptions,
+    waiting_ok: bool,
 ) -> Result<Attempt, RunError> {
     let prepared = cx
         .offload(Phase::Resolve, move |cx| prepare(cx, request, false))
@@ -323,9 +338,19 @@ async fn attempt(
         return Err(RunError::Aborted);
     }
     prepared.audit_start(cx, "run-start")?;
-    // The runner started ahead of the plan, when this launch fits it.
-    let ahead = ahead::take(&cx.ahead, cx.cgroups.as_deref(), &prepared);
+    // The runner started ahead of the plan, or the session's spare, when
+    // this launch fits it.
+    let cgroups = cx.cgroups.as_deref();
+    let ahead = waiting_ok.then(|| ahead::take(&cx.ahead, cgroups, &prepared));
+    let ahead = ahead.flatten().or_else(|| {
+        let spare = cx.spare.as_deref().filter(|_| waiting_ok)?;
+        ahead::take_spare(spare, cgroups, &prepared)
+    });
+    let adopted = ahead.is_some();
     let (spawned, limits, (held, proxy)) = launch(cx, &prepared, ahead, options.sink)?;
+    if let Some(spare) = &cx.spare {
+        spare.refill(cx, &prepared);
+    }
     let process = match spawned {
         Ok(process) => process,
         Err(err) => return spawn_failed(cx, prepared, &facts, err).await,
@@ -346,6 +371,9 @@ async fn attempt(
             .never_started(&finished, prepared.supervision)
         {
             cx.confiner.confirm(wrap.backend);
+        } else if adopted {
+            drop((held, proxy));
+            return Ok(Attempt::Afresh(prepared.launch.stdin));
         } else if refuted(cx, &prepared).await {
             drop((held, proxy));
             return Ok(Attempt::Again(

@@ -42,6 +42,8 @@ pub(crate) struct HostCore {
     pub(crate) audit: Option<Arc<AuditLog>>,
     /// A runner started ahead of the expected request's plan.
     pub(crate) ahead: Arc<crate::run::ahead::Ahead>,
+    /// Whether each session keeps a spare runner for its next run.
+    pub(crate) spare_runners: bool,
 }
 
 impl HostCore {
@@ -70,6 +72,7 @@ impl HostCore {
             cgroups: self.cgroups.as_ref().ok().cloned(),
             pool: self.pool.clone(),
             ahead: self.ahead.clone(),
+            spare: None,
             identity: None,
         }
     }

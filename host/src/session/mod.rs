@@ -55,6 +55,8 @@ pub struct Session {
     origin: Arc<Origin>,
     /// Whom its runs' processes are (none: the host's own user).
     identity: Option<Arc<Identity>>,
+    /// The runner kept for its next run, when its host keeps spares.
+    spare: Option<Arc<run::ahead::Spare>>,
     _count: SessionCount,
 }
 
@@ -89,6 +91,7 @@ impl Session {
             retained: Mutex::default(),
             origin: Arc::new(Origin::new("library")),
             identity: None,
+            spare: core.spare_runners.then(Default::default),
             _count: core.admission.session_opened(),
             core,
         }
@@ -160,6 +163,7 @@ impl Session {
     fn context(&self) -> run::RunContext {
         let mut cx = self.core.run_context(&self.spill_dir, &self.origin);
         cx.identity = self.identity.clone();
+        cx.spare = self.spare.clone();
         if let Some(deployment) = &self.deployment {
             cx.deployment = deployment.clone();
         }

@@ -25,6 +25,17 @@ pub const NS_SUBCOMMAND: &str = "__ns";
 /// groups) and executes its runner: a root server's runs for a socket
 /// client run as that client.
 pub const AS_SUBCOMMAND: &str = "__as";
+/// The name of the launcher's own small executable (`src/bin`), which a
+/// host uses when it is installed beside it with the same [`BUILD`].
+pub const EXECUTABLE: &str = "cordon-launcher";
+/// This crate's build identity (a hash of its sources, `build.rs`): the
+/// launcher's own executable carries these bytes, and a host starts one
+/// beside it only when it does — the two speak this file's protocol.
+pub const BUILD: &str = concat!(
+    "cordon-launcher build ",
+    env!("CORDON_LAUNCHER_BUILD"),
+    " (protocol of this source)"
+);
 /// The prefix of every line `__as` writes about itself.
 pub const AS_PREFIX: &str = "cordon-as: ";
 /// The prefix of every line the namespace runner writes about itself.

@@ -178,3 +178,250 @@ fn an_embedder_that_does_not_dispatch_is_never_started_as_the_launcher() {
         "the run's execs are traced: {execs}"
     );
 }
+
+/// `cordon-launcher` as cargo built it beside the cordon under test (`cargo
+/// test --workspace` builds it; `cargo test -p cordon` does not): none,
+/// loudly (a failure under CI), when it is not there.
+fn built_launcher(test: &str) -> Option<std::path::PathBuf> {
+    let built = std::path::Path::new(env!("CARGO_BIN_EXE_cordon"))
+        .parent()
+        .unwrap()
+        .join("cordon-launcher");
+    if built.exists() {
+        return Some(built);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{test}: {} is not built (`cargo test --workspace` builds it)",
+        built.display()
+    );
+    eprintln!("SKIPPED {test}: {} is not built", built.display());
+    None
+}
+
+/// Whether strace can trace a child here (a container's seccomp filter may
+/// refuse ptrace); a loud skip when not, a failure under CI outside the
+/// restricted pod.
+fn strace_traces(test: &str) -> bool {
+    let traced = std::process::Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=none", "true"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !traced {
+        let pod = std::env::var("CORDON_E2E_PROFILE").as_deref() == Ok("restricted-pod");
+        assert!(
+            pod || std::env::var_os("CI").is_none(),
+            "{test}: strace cannot trace here (scripts/setup.sh installs it)"
+        );
+        eprintln!("SKIPPED {test}: strace cannot trace a child here");
+    }
+    traced
+}
+
+/// `dir/bin/cordon`, a copy of the cordon under test, with `launcher`
+/// written beside it as `cordon-launcher` by `place`.
+fn cordon_copy(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let copy = bin.join("cordon");
+    common::copy_executable(std::path::Path::new(env!("CARGO_BIN_EXE_cordon")), &copy);
+    copy
+}
+
+/// `copy run --mode MODE -- COMMAND` in `ws` under `strace -f` when
+/// `traced`: (output, the execs traced).
+fn run_copy(
+    copy: &std::path::Path,
+    ws: &std::path::Path,
+    mode: &str,
+    command: &str,
+    traced: bool,
+) -> (std::process::Output, String) {
+    let log = ws.join("execs.log");
+    let mut run = match traced {
+        true => {
+            let mut strace = std::process::Command::new("strace");
+            strace
+                .args(["-f", "-qq", "-s", "256", "-e", "trace=execve", "-o"])
+                .arg(&log)
+                .arg(copy);
+            strace
+        }
+        false => std::process::Command::new(copy),
+    };
+    let output = run
+        .current_dir(ws)
+        .args(["run", "--mode", mode, "--", command])
+        .output()
+        .unwrap();
+    let execs = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    (output, execs)
+}
+
+/// The launcher modes `execs` shows started, each with the program that
+/// was: (program, mode).
+fn modes_started(execs: &str) -> Vec<(String, String)> {
+    let modes = ["__ns", "__init", "__landlock", "__as"];
+    execs
+        .lines()
+        .filter_map(|line| {
+            let args = line.split_once("execve(\"")?.1;
+            let (program, rest) = args.split_once('"')?;
+            let mode = modes
+                .iter()
+                .find(|mode| rest.starts_with(&format!(", [\"{program}\", \"{mode}\"")))?;
+            Some((program.to_owned(), (*mode).to_owned()))
+        })
+        .collect()
+}
+
+/// A copy of cordon in a directory of its own, where a launcher may be
+/// installed beside it, and a workspace.
+struct Beside {
+    dir: tempfile::TempDir,
+    /// The launcher cargo built.
+    built: std::path::PathBuf,
+    /// `dir/bin/cordon`.
+    copy: std::path::PathBuf,
+    /// `dir/bin/cordon-launcher` (not made here).
+    installed: std::path::PathBuf,
+    ws: std::path::PathBuf,
+    /// Outside the workspace.
+    outside: std::path::PathBuf,
+    /// Whether strace can trace here.
+    traced: bool,
+}
+
+impl Beside {
+    /// None (each skip loud) without a confined rung or a built launcher.
+    fn set_up(test: &str) -> Option<Beside> {
+        if common::confined_backends(test).is_empty() {
+            return None;
+        }
+        let built = built_launcher(test)?;
+        let traced = strace_traces(test);
+        let dir = workspace();
+        let copy = cordon_copy(dir.path());
+        let ws = dir.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        Some(Beside {
+            built,
+            installed: copy.with_file_name("cordon-launcher"),
+            copy,
+            ws,
+            outside: dir.path().join("outside"),
+            traced,
+            dir,
+        })
+    }
+}
+
+#[test]
+fn cordon_starts_the_launcher_installed_beside_it_and_its_runs_stay_confined() {
+    let test = "cordon_starts_the_launcher_installed_beside_it_and_its_runs_stay_confined";
+    let Some(Beside {
+        dir: _dir,
+        built,
+        copy,
+        installed,
+        ws,
+        outside,
+        traced,
+    }) = Beside::set_up(test)
+    else {
+        return;
+    };
+    common::copy_executable(&built, &installed);
+    let command = format!("touch {} || echo denied; touch inside", outside.display());
+    let (output, execs) = run_copy(&copy, &ws, "workspace-write", &command, traced);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "denied\n");
+    assert!(!outside.exists(), "the run wrote outside its workspace");
+    assert!(ws.join("inside").exists(), "the workspace write landed");
+    if traced {
+        let started = modes_started(&execs);
+        assert!(!started.is_empty(), "a launcher mode ran: {execs}");
+        assert!(
+            started
+                .iter()
+                .all(|(program, _)| *program == installed.to_string_lossy()),
+            "every launcher mode from the installed launcher, none from cordon: {started:?}"
+        );
+    }
+    // The probe names it, as the runs use it.
+    let probe = std::process::Command::new(&copy)
+        .args(["probe", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&probe.stdout).contains(&*installed.to_string_lossy()),
+        "{}",
+        String::from_utf8_lossy(&probe.stdout)
+    );
+}
+
+#[test]
+fn a_launcher_beside_cordon_of_another_build_or_writable_by_others_is_never_started() {
+    let test = "a_launcher_beside_cordon_of_another_build_or_writable_by_others_is_never_started";
+    let Some(Beside {
+        dir,
+        built,
+        copy,
+        installed,
+        ws,
+        outside,
+        traced,
+    }) = Beside::set_up(test)
+    else {
+        return;
+    };
+    let command = format!("touch {} || echo denied", outside.display());
+    // Another build: a launcher that would work (it hands over to cordon)
+    // but does not carry this build's identity.
+    let log = dir.path().join("stale.log");
+    std::fs::write(
+        &installed,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> {}\nexec {} \"$@\"\n",
+            log.display(),
+            copy.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&installed, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (output, _) = run_copy(&copy, &ws, "read-only", &command, false);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "denied\n",
+        "{}",
+        stderr(&output)
+    );
+    assert!(!outside.exists());
+    assert!(!log.exists(), "the launcher of another build was started");
+    // This build's launcher, but writable by its group: not trusted.
+    std::fs::remove_file(&installed).unwrap();
+    common::copy_executable(&built, &installed);
+    std::fs::set_permissions(&installed, std::fs::Permissions::from_mode(0o775)).unwrap();
+    let (output, execs) = run_copy(&copy, &ws, "read-only", &command, traced);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "denied\n",
+        "{}",
+        stderr(&output)
+    );
+    assert!(!outside.exists());
+    if traced {
+        let started = modes_started(&execs);
+        assert!(
+            !started.is_empty()
+                && started
+                    .iter()
+                    .all(|(program, _)| *program == copy.to_string_lossy()),
+            "cordon started its own modes, never the untrusted launcher: {started:?}"
+        );
+    }
+}

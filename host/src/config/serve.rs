@@ -19,6 +19,7 @@
 //! allowed_uids = [1000]      # who may connect to the socket (default: the server's user; root always)
 //! allowed_gids = [2000]      # members (by primary gid) of these groups too
 //! socket_group = "agents"    # the socket file's group (name or gid); mode becomes 0660
+//! spare_runners = true       # each connection keeps a sandbox built for its next run
 //!
 //! [serve.uid.1000]           # a narrower ceiling for one uid's sessions
 //! max_mode = "read-only"
@@ -80,7 +81,7 @@ struct CeilingFile {
 }
 
 /// `[serve]`, validated.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServeConfig {
     /// The host's bounds on runs and tasks.
     pub session_limits: SessionLimits,
@@ -104,6 +105,13 @@ pub struct ServeConfig {
     /// Whether each session keeps a spare runner built for its next run
     /// (default: yes; see `HostBuilder::spare_runners`).
     pub spare_runners: bool,
+}
+
+/// What no `[serve]` (or no config file) means: exactly an empty one's.
+impl Default for ServeConfig {
+    fn default() -> Self {
+        parse(ServeFile::default()).expect("an empty [serve] is valid")
+    }
 }
 
 impl ServeConfig {
@@ -315,6 +323,13 @@ mod tests {
 
     fn parse_text(text: &str) -> Result<ServeConfig, (String, String)> {
         parse(toml::from_str(text).unwrap())
+    }
+
+    #[test]
+    fn no_serve_section_keeps_spare_runners_and_an_operator_may_turn_them_off() {
+        assert!(ServeConfig::default().spare_runners);
+        assert!(parse_text("").unwrap().spare_runners);
+        assert!(!parse_text("spare_runners = false").unwrap().spare_runners);
     }
 
     #[test]

@@ -130,14 +130,17 @@ pub(crate) struct Spare(std::sync::Mutex<Option<Ahead>>);
 
 impl Spare {
     /// The spare runner when it is started by now (taken), else none (a
-    /// spare still starting stays for a later run).
-    fn ready(&self) -> Option<Waiting> {
+    /// spare still starting stays for a later run); with the thread it
+    /// was started from, which the run keeps until the runner has ended
+    /// (where no staged cgroup had a spawner thread, that thread is the
+    /// runner's parent: its end is the runner's parent-death signal).
+    fn ready(&self) -> Option<(Waiting, Ahead)> {
         let mut slot = self.0.lock().ok()?;
         match slot.as_ref()?.poll() {
             Poll::Pending => None,
             Poll::Ready(waiting) => {
-                *slot = None;
-                waiting
+                let thread = slot.take()?;
+                Some((waiting?, thread))
             }
         }
     }
@@ -254,13 +257,15 @@ pub(super) fn take(
 }
 
 /// The session's spare runner (see [`Spare`]) as [`take`] takes a runner
-/// started ahead: when it is started by now and fits.
+/// started ahead: when it is started by now and fits; with the thread the
+/// run keeps until its runner has ended.
 pub(super) fn take_spare(
     spare: &Spare,
     cgroups: Option<&Cgroups>,
     prepared: &Prepared,
-) -> Option<(Waiting, Vec<u8>)> {
-    fit(spare.ready()?, cgroups, prepared)
+) -> Option<((Waiting, Vec<u8>), Ahead)> {
+    let (waiting, thread) = spare.ready()?;
+    Some((fit(waiting, cgroups, prepared)?, thread))
 }
 
 /// `waiting` with the message that hands it `prepared`'s command, when it

@@ -45,6 +45,10 @@ fn find() -> Vec<Essential> {
         "cordon's own binary, which its runners exec inside",
     );
     add(
+        crate::sandbox::landlock::installed_launcher(),
+        "cordon's launcher, which its runners exec inside",
+    );
+    add(
         cordon.as_deref().and_then(interpreter),
         "the dynamic loader",
     );

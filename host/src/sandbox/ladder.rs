@@ -260,13 +260,14 @@ fn pinned(choice: BackendChoice) -> Option<Backend> {
 /// Whether `backend` is taken on trial ([`Look::Trial`]): chosen without
 /// running its probe, because a run it did not start says so out of band
 /// and is safe to plan again. bwrap is; cordon's namespace runner is when
-/// it is this very executable (an embedder's configured launcher is
-/// probed, since it may lack the mode). The others' probes say what their
+/// it is this very executable or the launcher of this build installed
+/// beside it (an embedder's configured launcher is probed, since it may
+/// lack the mode). The others' probes say what their
 /// wrap needs (Landlock's enforcement and scopes).
 fn takes_trial(backend: Backend, config: &SandboxConfig) -> bool {
     match backend {
         Backend::Bwrap => true,
-        Backend::Namespaces => config.launcher.is_none() && super::launcher::dispatches(),
+        Backend::Namespaces => config.launcher.is_none() && landlock::default_launcher_known(),
         Backend::Landlock | Backend::Seatbelt | Backend::RunnerCommand => false,
     }
 }
@@ -294,8 +295,9 @@ fn probe_rung(
         }
         Backend::Bwrap => {
             let init = landlock::launcher_path(config).ok().map(|(path, _)| path);
-            // This very executable dispatches the modes: no probe needed.
-            let known = config.launcher.is_none() && super::launcher::dispatches();
+            // This very executable, or the launcher of its build beside it,
+            // dispatches the modes: no probe needed.
+            let known = config.launcher.is_none() && landlock::default_launcher_known();
             chosen(
                 bwrap::probe(
                     config.bwrap.as_deref(),

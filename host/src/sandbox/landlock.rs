@@ -382,18 +382,55 @@ impl Landlock {
 }
 
 /// The executable with cordon's launcher modes — `config.launcher`, which
-/// must be trustworthy, else this executable (cordon itself, as trusted as
-/// the host running it) when its `main` dispatches the modes — and what
-/// its trust check said.
+/// must be trustworthy, else the launcher's own executable installed beside
+/// this one ([`installed_launcher`]), else this executable (cordon itself,
+/// as trusted as the host running it) when its `main` dispatches the modes
+/// — and what its trust check said.
 pub(super) fn launcher_path(config: &SandboxConfig) -> Result<(PathBuf, String), String> {
     match &config.launcher {
         Some(path) => Ok((path.clone(), format!("; {}", trusted(path)?))),
-        None if !launcher::dispatches() => Err(NO_LAUNCHER.into()),
-        None => Ok((
-            std::env::current_exe().map_err(|err| format!("cannot locate the launcher: {err}"))?,
-            String::new(),
-        )),
+        None => match installed_launcher() {
+            Some(path) => Ok((path, String::new())),
+            None if !launcher::dispatches() => Err(NO_LAUNCHER.into()),
+            None => Ok((
+                std::env::current_exe()
+                    .map_err(|err| format!("cannot locate the launcher: {err}"))?,
+                String::new(),
+            )),
+        },
     }
+}
+
+/// Whether the default launcher ([`launcher_path`] with none configured)
+/// is known to dispatch the modes without a probe: this executable's
+/// `main` does, or the launcher installed beside it is of this build.
+pub(super) fn default_launcher_known() -> bool {
+    installed_launcher().is_some() || launcher::dispatches()
+}
+
+/// `cordon-launcher` installed beside this executable (the same
+/// directory, as `/proc/self/exe` names it), when it is trustworthy
+/// ([`trusted`]) and carries this build's identity
+/// ([`launcher::BUILD`]: built from the same launcher source, so it speaks
+/// the host's protocol). Every confined run starts a launcher mode, and
+/// this small executable starts and ends faster than cordon itself. Looked
+/// for once a process; none when absent, stale or untrusted (cordon itself
+/// is used then).
+pub(crate) fn installed_launcher() -> Option<PathBuf> {
+    static FOUND: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let this = std::env::current_exe().ok()?;
+            let path = this.parent()?.join(launcher::EXECUTABLE);
+            if path == this {
+                return None;
+            }
+            trusted(&path).ok()?;
+            let bytes = std::fs::read(&path).ok()?;
+            memchr::memmem::find(&bytes, launcher::BUILD.as_bytes())?;
+            Some(path)
+        })
+        .clone()
 }
 
 /// Why a host in a program that is not `cordon` has no launcher: started

@@ -1181,3 +1181,35 @@ fn a_clients_ld_preload_never_loads_into_what_runs_as_root() {
         );
     }
 }
+
+#[test]
+fn sixteen_clients_running_in_turn_each_take_their_spares_and_every_run_answers() {
+    let test = "sixteen_clients_running_in_turn_each_take_their_spares_and_every_run_answers";
+    if !common::namespaces_usable(test) || common::cgroups(test).is_none() {
+        return;
+    }
+    let ws = workspace();
+    let root = ws.path();
+    let server = Listener::start(root, "", &[]);
+    // Sixteen connections with a spare each use up the cgroups made
+    // ahead: spares are then started from threads of their own, which the
+    // runs that take them keep until they end (the runner's parent-death
+    // signal is tied to that thread).
+    std::thread::scope(|scope| {
+        for client in 0..16 {
+            let mut rpc = server.connect();
+            scope.spawn(move || {
+                for run in 0..8 {
+                    let params = json!({"command": format!("echo {client}.{run}"),
+                                        "policy": policy("read-only", root)});
+                    let id = rpc.send("run", params);
+                    let reply = rpc.reply(&id);
+                    let result = reply
+                        .get("result")
+                        .unwrap_or_else(|| panic!("client {client}, run {run}: {reply}"));
+                    assert_eq!(result["stdout"]["text"], format!("{client}.{run}\n"));
+                }
+            });
+        }
+    });
+}

@@ -1,6 +1,8 @@
 //! The host's own overhead, measured side by side in one run against doing
-//! the same thing directly. Run with `cargo bench -p cordon --bench overhead`;
-//! it prints the markdown table recorded in BENCHMARKS.md.
+//! the same thing directly. Run with `cargo build --release -p
+//! cordon-launcher && cargo bench -p cordon --bench overhead` (the
+//! launcher's own executable beside cordon, as it is installed); it prints
+//! the markdown table recorded in BENCHMARKS.md.
 //!
 //! Rounds are interleaved (one sample of every case per round) so a busy
 //! machine slows every case alike; each figure is the median of its samples.
@@ -39,15 +41,24 @@ fn main() {
     // The `full` cases need the operator's ceiling (a host's default is none).
     deployment.max_network = cordon::model::Network::Full;
     let cordon_bin = env!("CARGO_BIN_EXE_cordon");
+    // The launcher's own executable, as cordon uses it beside itself.
+    let launcher_bin: &str = Box::leak(installed_launcher(cordon_bin).into_boxed_str());
+    // The same cordon alone in a directory of its own: it is its own
+    // launcher there (what a host without `cordon-launcher` pays).
+    let alone_dir = tempfile_dir().join("alone");
+    std::fs::create_dir_all(&alone_dir).expect("a directory for cordon alone");
+    let alone_bin = alone_dir.join("cordon");
+    std::fs::copy(cordon_bin, &alone_bin).expect("copy cordon");
+    let alone_bin: &str = Box::leak(alone_bin.to_string_lossy().into_owned().into_boxed_str());
     // The library with the ladder cordon itself has (its launcher is the
-    // cordon binary: the namespace runner is its first rung), and one with
-    // bwrap pinned.
+    // launcher's own executable: the namespace runner is its first rung),
+    // and one with bwrap pinned.
     let host_with = |backend: cordon::sandbox::BackendChoice| {
         Host::builder()
             .deployment(deployment.clone())
             .sandbox(cordon::sandbox::SandboxConfig {
                 backend,
-                launcher: Some(cordon_bin.into()),
+                launcher: Some(launcher_bin.into()),
                 ..Default::default()
             })
             .build()
@@ -97,7 +108,7 @@ fn main() {
     let policy_deployment = Deployment::in_dir(&dir);
     let confiner: std::sync::Arc<dyn cordon::sandbox::Confine> = std::sync::Arc::new(
         cordon::sandbox::Sandbox::with_config(cordon::sandbox::SandboxConfig {
-            launcher: Some(cordon_bin.into()),
+            launcher: Some(launcher_bin.into()),
             ..Default::default()
         }),
     );
@@ -331,6 +342,16 @@ fn main() {
             Box::new(move || direct(&ns_argv.iter().map(String::as_str).collect::<Vec<_>>())),
             rounds,
         ));
+        let small_ns_argv = spawned_true(&dir, 2..=7, |argv, policy, layout| {
+            cordon::sandbox::namespaces::Namespaces::at(launcher_bin).wrap(argv, policy, layout)
+        });
+        cases.push((
+            "`cordon-launcher __ns <read-only profile> -- bash -c true` directly (the same runner from the launcher's own executable)",
+            Box::new(move || {
+                direct(&small_ns_argv.iter().map(String::as_str).collect::<Vec<_>>())
+            }),
+            rounds,
+        ));
         cases.push((
             "cordon library, read-only (the namespace runner), `true`",
             Box::new(|| run(SandboxMode::ReadOnly, "true")),
@@ -366,6 +387,12 @@ fn main() {
         cases.push((
             "`cordon run -- true` (CLI, cold process, the default ladder: the namespace runner)",
             Box::new(move || cli_true(cordon_bin, None, &warm)),
+            rounds,
+        ));
+        let warm = warm_cache.clone();
+        cases.push((
+            "`cordon run -- true`, cordon alone (no `cordon-launcher` beside it: cordon is its own launcher)",
+            Box::new(move || cli_true(alone_bin, None, &warm)),
             rounds,
         ));
         for (label, backend) in [
@@ -854,6 +881,21 @@ fn native_round_trip(dir: &str) {
 }
 
 /// A scratch directory outside /tmp for the benchmark's caches.
+/// `cordon-launcher` beside `cordon`, of its build — the launcher cordon
+/// uses; the bench refuses to measure without it (a stale one would not
+/// be used, and the figures would not be this build's).
+fn installed_launcher(cordon: &str) -> String {
+    let path = std::path::Path::new(cordon).with_file_name(cordon::sandbox::launcher::EXECUTABLE);
+    let bytes = std::fs::read(&path).unwrap_or_default();
+    let build = cordon::sandbox::launcher::BUILD.as_bytes();
+    assert!(
+        bytes.windows(build.len()).any(|window| window == build),
+        "{} is missing or of another build: `cargo build --release -p cordon-launcher` first",
+        path.display()
+    );
+    path.to_string_lossy().into_owned()
+}
+
 fn tempfile_dir() -> std::path::PathBuf {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("bench-cache-{}", std::process::id()));

@@ -28,9 +28,13 @@ pub const AS_SUBCOMMAND: &str = "__as";
 /// The name of the launcher's own small executable (`src/bin`), which a
 /// host uses when it is installed beside it with the same [`BUILD`].
 pub const EXECUTABLE: &str = "cordon-launcher";
+/// The ELF section of the launcher's own executable that holds
+/// [`BUILD`], exactly: a host reads it alone, not the whole executable.
+pub const BUILD_SECTION: &str = ".cordon_build";
 /// This crate's build identity (a hash of its sources, `build.rs`): the
-/// launcher's own executable carries these bytes, and a host starts one
-/// beside it only when it does — the two speak this file's protocol.
+/// launcher's own executable carries these bytes (its [`BUILD_SECTION`]),
+/// and a host starts one beside it only when it does — the two speak this
+/// file's protocol.
 pub const BUILD: &str = concat!(
     "cordon-launcher build ",
     env!("CORDON_LAUNCHER_BUILD"),

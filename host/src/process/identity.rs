@@ -99,7 +99,8 @@ impl Identity {
     }
 
     /// `argv` (a runner's, or an unconfined command's) started as this
-    /// identity: `cordon __as …` (`cordon` being this executable) executing
+    /// identity: `cordon __as …` (`cordon` being the launcher installed
+    /// beside this executable, else this executable) executing
     /// it — with the environment at [`crate::process::HANDOVER_FD`] when
     /// `env_over_fd` (`__as` itself runs with a fixed one).
     pub(crate) fn wrap(
@@ -113,16 +114,20 @@ impl Identity {
                 "a run as another user needs Linux",
             ));
         }
-        // Started with `__as`, a program that does not dispatch the
-        // launcher modes would run its own main again.
-        if !cordon_launcher::dispatches() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::Unsupported,
-                "a run as another user needs cordon's `__as` mode, which this program does not \
-                 dispatch (its main does not call cordon_launcher::invoked)",
-            ));
-        }
-        let cordon = std::env::current_exe()?;
+        // The launcher's own executable beside this one, else this one —
+        // when it dispatches the modes: a program that does not would run
+        // its own main again.
+        let cordon = match crate::sandbox::landlock::installed_launcher() {
+            Some(launcher) => launcher,
+            None if !cordon_launcher::dispatches() => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::Unsupported,
+                    "a run as another user needs cordon's `__as` mode, which this program does \
+                     not dispatch (its main does not call cordon_launcher::invoked)",
+                ));
+            }
+            None => std::env::current_exe()?,
+        };
         let groups: Vec<String> = self.groups.iter().map(u32::to_string).collect();
         let mut wrapped = vec![
             cordon.to_string_lossy().into_owned(),

@@ -408,11 +408,28 @@ pub(super) fn default_launcher_known() -> bool {
     installed_launcher().is_some() || launcher::dispatches()
 }
 
+/// Whether the executable at `path` holds exactly [`launcher::BUILD`] in
+/// its [`launcher::BUILD_SECTION`] (read alone: the ELF headers, the
+/// section names and that section).
+fn of_this_build(path: &Path) -> bool {
+    use object::{Object, ObjectSection};
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let cache = object::ReadCache::new(file);
+    let Ok(elf) = object::File::parse(&cache) else {
+        return false;
+    };
+    elf.section_by_name(launcher::BUILD_SECTION)
+        .and_then(|section| section.data().ok())
+        .is_some_and(|data| data == launcher::BUILD.as_bytes())
+}
+
 /// `cordon-launcher` installed beside this executable (the same
 /// directory, as `/proc/self/exe` names it), when it is trustworthy
 /// ([`trusted`]) and carries this build's identity
-/// ([`launcher::BUILD`]: built from the same launcher source, so it speaks
-/// the host's protocol). Every confined run starts a launcher mode, and
+/// ([`launcher::BUILD`] in its section: built from the same launcher
+/// source, so it speaks the host's protocol). Every confined run starts a launcher mode, and
 /// this small executable starts and ends faster than cordon itself. Looked
 /// for once a process; none when absent, stale or untrusted (cordon itself
 /// is used then).
@@ -426,9 +443,7 @@ pub(crate) fn installed_launcher() -> Option<PathBuf> {
                 return None;
             }
             trusted(&path).ok()?;
-            let bytes = std::fs::read(&path).ok()?;
-            memchr::memmem::find(&bytes, launcher::BUILD.as_bytes())?;
-            Some(path)
+            of_this_build(&path).then_some(path)
         })
         .clone()
 }

@@ -8,6 +8,29 @@
 //! program (the policy engine, the servers); installed beside `cordon`,
 //! this one is started instead (see `cordon::sandbox::launcher`).
 
+/// This build's identity in a section of its own
+/// ([`cordon_launcher::BUILD_SECTION`]), kept by the linker: what a host
+/// reads before it uses this executable.
+#[allow(
+    unsafe_code,
+    reason = "naming the section a static is placed in is an unsafe attribute; the static is plain bytes"
+)]
+#[used]
+#[unsafe(link_section = ".cordon_build")]
+static BUILD_NOTE: [u8; cordon_launcher::BUILD.len()] = build_note();
+
+/// [`cordon_launcher::BUILD`] as an array.
+const fn build_note() -> [u8; cordon_launcher::BUILD.len()] {
+    let build = cordon_launcher::BUILD.as_bytes();
+    let mut note = [0; cordon_launcher::BUILD.len()];
+    let mut at = 0;
+    while at < note.len() {
+        note[at] = build[at];
+        at += 1;
+    }
+    note
+}
+
 fn main() {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     match cordon_launcher::invoked(&args) {

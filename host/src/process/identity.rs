@@ -99,14 +99,16 @@ impl Identity {
     }
 
     /// `argv` (a runner's, or an unconfined command's) started as this
-    /// identity: `cordon __as …` (`cordon` being the launcher installed
-    /// beside this executable, else this executable) executing
+    /// identity: `cordon __as …` (`cordon` being `launcher` — the
+    /// launcher's own executable installed beside this one —, else this
+    /// executable) executing
     /// it — with the environment at [`crate::process::HANDOVER_FD`] when
     /// `env_over_fd` (`__as` itself runs with a fixed one).
     pub(crate) fn wrap(
         &self,
         argv: Vec<String>,
         env_over_fd: bool,
+        launcher: Option<std::path::PathBuf>,
     ) -> std::io::Result<Vec<String>> {
         if cfg!(not(target_os = "linux")) {
             return Err(std::io::Error::new(
@@ -117,7 +119,7 @@ impl Identity {
         // The launcher's own executable beside this one, else this one —
         // when it dispatches the modes: a program that does not would run
         // its own main again.
-        let cordon = match crate::sandbox::landlock::installed_launcher() {
+        let cordon = match launcher {
             Some(launcher) => launcher,
             None if !cordon_launcher::dispatches() => {
                 return Err(std::io::Error::new(
@@ -270,7 +272,7 @@ mod tests {
             home: Some("/home/alice".into()),
         };
         let argv = who
-            .wrap(vec!["bwrap".into(), "--".into(), "id".into()], false)
+            .wrap(vec!["bwrap".into(), "--".into(), "id".into()], false, None)
             .unwrap();
         assert_eq!(
             argv[1..],

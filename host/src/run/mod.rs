@@ -950,7 +950,11 @@ fn taken_on(
     }
     identity.name_user_in(env);
     identity
-        .wrap(argv, inherits)
+        .wrap(
+            argv,
+            inherits,
+            crate::sandbox::landlock::installed_launcher(),
+        )
         .map_err(|source| RunError::Spawn {
             program: cordon_launcher::AS_SUBCOMMAND.into(),
             source,

@@ -22,6 +22,9 @@ version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 arch=$(uname -m)
 binary=${1:-target/release-dist/cordon-$version-$arch-unknown-linux-musl}
 [ -x "$binary" ] || { echo "image: no static binary at $binary (scripts/release.sh builds it)" >&2; exit 1; }
+# The launcher's own executable, beside the binary as release.sh names it.
+launcher=$(dirname "$binary")/$(basename "$binary" | sed 's/^cordon-/cordon-launcher-/')
+[ -x "$launcher" ] || { echo "image: no cordon-launcher at $launcher (scripts/release.sh builds it)" >&2; exit 1; }
 case "$arch" in x86_64) oci_arch=amd64 ;; aarch64) oci_arch=arm64 ;; *) oci_arch=$arch ;; esac
 bash_static=/bin/bash-static
 certs=/etc/ssl/certs/ca-certificates.crt
@@ -34,8 +37,8 @@ done
 
 out=target/image
 rm -rf "$out" "$out.again"
-python3 scripts/oci-image.py "$binary" "$bash_static" "$certs" "$oci_arch" "$version" "$out/layout" >"$out.tags"
-python3 scripts/oci-image.py "$binary" "$bash_static" "$certs" "$oci_arch" "$version" "$out.again" >/dev/null
+python3 scripts/oci-image.py "$binary" "$launcher" "$bash_static" "$certs" "$oci_arch" "$version" "$out/layout" >"$out.tags"
+python3 scripts/oci-image.py "$binary" "$launcher" "$bash_static" "$certs" "$oci_arch" "$version" "$out.again" >/dev/null
 if ! diff -r "$out/layout" "$out.again" >/dev/null; then
     echo "image: two builds of the layout differ: not reproducible" >&2
     exit 1
@@ -84,6 +87,11 @@ restricted=(podman --runtime runc run --rm --user 65532:65532 --cap-drop=all
     --ulimit nproc=1024:1024 -v "$ws:/workspace" -v "$outside:/outside" "$image")
 echo "image: running as podman does by default: seccomp $seccomp; no capabilities; user 65532"
 
+"${restricted[@]}" probe >"$scratch/probe.txt" || true
+grep -q "/usr/local/bin/cordon-launcher" "$scratch/probe.txt" || {
+    echo "image: cordon inside does not use /usr/local/bin/cordon-launcher" >&2
+    exit 1
+}
 "${restricted[@]}" doctor --json >"$scratch/doctor.json" || true
 python3 - "$scratch/doctor.json" <<'PY'
 import json, sys

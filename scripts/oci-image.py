@@ -4,10 +4,10 @@ and reproducibly: the same inputs give the same bytes, whoever builds it
 when (every file's time is 0, owners and modes fixed, entries sorted, gzip
 without a name or time).
 
-    oci-image.py BINARY BASH CA_CERTS ARCH VERSION OUT
+    oci-image.py BINARY LAUNCHER BASH CA_CERTS ARCH VERSION OUT
 
 The image holds only what a confined command and cordon need: cordon (a
-static binary), a static bash (the default policy runs bash; its builtins
+static binary) with cordon-launcher beside it, a static bash (the default policy runs bash; its builtins
 are the shell), the CA certificates (registry pulls), /etc/passwd and
 /etc/group naming the unprivileged user it runs as (65532), and the empty
 directories it writes (/workspace, its home, /tmp, /run/cordon). Two
@@ -42,7 +42,7 @@ def entry(name, kind, mode, uid=0, data=b"", target=""):
     return info, data
 
 
-def layer(binary, bash, certs):
+def layer(binary, launcher, bash, certs):
     read = lambda path: open(path, "rb").read()  # noqa: E731
     passwd = f"root:x:0:0:root:/root:/bin/bash\ncordon:x:{USER}:{USER}:cordon:/home/cordon:/bin/bash\n"
     group = f"root:x:0:\ncordon:x:{USER}:\n"
@@ -65,6 +65,7 @@ def layer(binary, bash, certs):
         entry("usr/local", tarfile.DIRTYPE, 0o755),
         entry("usr/local/bin", tarfile.DIRTYPE, 0o755),
         entry("usr/local/bin/cordon", tarfile.REGTYPE, 0o755, data=read(binary)),
+        entry("usr/local/bin/cordon-launcher", tarfile.REGTYPE, 0o755, data=read(launcher)),
         entry("workspace", tarfile.DIRTYPE, 0o755, uid=USER),
     ]
     raw = io.BytesIO()
@@ -90,9 +91,9 @@ def canonical(value):
     return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
 
 
-def main(binary, bash, certs, arch, version, out):
+def main(binary, launcher, bash, certs, arch, version, out):
     os.makedirs(os.path.join(out, "blobs", "sha256"), exist_ok=True)
-    plain, packed = layer(binary, bash, certs)
+    plain, packed = layer(binary, launcher, bash, certs)
     diff_id = "sha256:" + hashlib.sha256(plain).hexdigest()
     layer_descriptor = {
         "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
@@ -155,6 +156,6 @@ def main(binary, bash, certs, arch, version, out):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 7:
+    if len(sys.argv) != 8:
         sys.exit(__doc__)
     main(*sys.argv[1:])

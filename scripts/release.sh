@@ -10,7 +10,9 @@
 # (cargo-zigbuild from crates.io, ziglang from PyPI, both pinned and
 # installed into target/tools/ the first time).
 #
-# Into target/release-dist/: cordon-VERSION-TARGET for each target,
+# Into target/release-dist/: cordon-VERSION-TARGET and
+# cordon-launcher-VERSION-TARGET (installed beside cordon as
+# cordon-launcher) for each target,
 # SHA256SUMS, and with --sign-key SHA256SUMS.sig — an ECDSA P-256 signature
 # (the key scheme of cordon's registry and audit signatures) that
 # `openssl dgst -sha256 -verify cordon.pub -signature SHA256SUMS.sig
@@ -60,7 +62,8 @@ version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 dist=$root/target/release-dist
 mkdir -p "$dist"
 
-# build SOURCE_DIR TARGET_DIR TARGET: the binary's path.
+# build SOURCE_DIR TARGET_DIR TARGET: the directory holding both binaries
+# (cordon and the launcher's own executable, cordon-launcher).
 build() {
     local source=$1 target_dir=$2 target=$3
     local cargo_home=${CARGO_HOME:-$HOME/.cargo}
@@ -68,15 +71,21 @@ build() {
     local flags="--remap-path-prefix=$source=/cordon --remap-path-prefix=$cargo_home=/cargo"
     flags+=" --remap-path-prefix=$target_dir=/target -C strip=symbols"
     (cd "$source" && RUSTFLAGS="$flags" CARGO_TARGET_DIR="$target_dir" \
-        cargo zigbuild --quiet --locked --release -p cordon --bin cordon --target "$target" >&2)
-    echo "$target_dir/$target/release/cordon"
+        cargo zigbuild --quiet --locked --release -p cordon --bin cordon \
+        -p cordon-launcher --bin cordon-launcher --target "$target" >&2)
+    echo "$target_dir/$target/release"
 }
 
+# Each target ships cordon and cordon-launcher, installed side by side
+# under those names (cordon starts the launcher beside it: README.md).
 for target in "${targets[@]}"; do
     started=$SECONDS
-    binary=$(build "$root" "$root/target/release-build" "$target")
-    cp "$binary" "$dist/cordon-$version-$target"
-    echo "release: cordon-$version-$target ($(stat -c %s "$binary") bytes, $((SECONDS - started)) s)"
+    built=$(build "$root" "$root/target/release-build" "$target")
+    for program in cordon cordon-launcher; do
+        cp "$built/$program" "$dist/$program-$version-$target"
+    done
+    echo "release: cordon-$version-$target ($(stat -c %s "$built/cordon") bytes) and" \
+        "cordon-launcher-$version-$target ($(stat -c %s "$built/cordon-launcher") bytes), $((SECONDS - started)) s"
 done
 
 if $reproduce; then
@@ -87,14 +96,17 @@ if $reproduce; then
     git ls-files -z | xargs -0 cp --no-dereference --parents -t "$other/cordon"
     first=${targets[0]}
     again=$(build "$other/cordon" "$other/target" "$first")
-    if ! cmp -s "$again" "$dist/cordon-$version-$first"; then
-        echo "release: a second build of $first in $other differs: not reproducible" >&2
-        exit 1
-    fi
+    for program in cordon cordon-launcher; do
+        if ! cmp -s "$again/$program" "$dist/$program-$version-$first"; then
+            echo "release: a second build of $program for $first in $other differs: not reproducible" >&2
+            exit 1
+        fi
+    done
     echo "release: $first reproduced byte for byte from another directory ($((SECONDS - started)) s)"
 fi
 
-(cd "$dist" && sha256sum "${targets[@]/#/cordon-$version-}" >SHA256SUMS && sha256sum -c --quiet SHA256SUMS)
+(cd "$dist" && sha256sum "${targets[@]/#/cordon-$version-}" "${targets[@]/#/cordon-launcher-$version-}" \
+    >SHA256SUMS && sha256sum -c --quiet SHA256SUMS)
 if [ -n "$sign_key" ]; then
     openssl dgst -sha256 -sign "$sign_key" -out "$dist/SHA256SUMS.sig" "$dist/SHA256SUMS"
     openssl pkey -in "$sign_key" -pubout -out "$dist/cordon.pub"
@@ -129,6 +141,21 @@ smoke() {
         # Natively, a confined run: the write to /etc is refused, nothing lands.
         (cd "$ws" && "$binary" run --no-component-cache -- 'touch /etc/cordon-release-smoke') && {
             echo "release: $target: a read-only run wrote /etc" >&2
+            return 1
+        }
+        [ ! -e /etc/cordon-release-smoke ] || { echo "release: /etc was written" >&2; return 1; }
+        # Installed side by side, cordon starts its launcher beside it.
+        local bin=$ws/bin
+        mkdir "$bin" && chmod 0755 "$bin"
+        cp "$binary" "$bin/cordon"
+        cp "$dist/cordon-launcher-$version-$target" "$bin/cordon-launcher"
+        "$bin/cordon" probe >"$ws/probe.txt"
+        grep -q "$bin/cordon-launcher" "$ws/probe.txt" || {
+            echo "release: $target: cordon does not use the cordon-launcher beside it" >&2
+            return 1
+        }
+        (cd "$ws" && "$bin/cordon" run --no-component-cache -- 'touch /etc/cordon-release-smoke') && {
+            echo "release: $target: a read-only run through cordon-launcher wrote /etc" >&2
             return 1
         }
         [ ! -e /etc/cordon-release-smoke ] || { echo "release: /etc was written" >&2; return 1; }

@@ -225,3 +225,30 @@ fn stdin_dash_streams_the_callers_stdin_while_the_command_runs() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("use --stdin -"));
 }
+
+#[test]
+fn a_report_whose_reader_is_gone_ends_quietly_on_sigpipe() {
+    use std::os::unix::process::ExitStatusExt;
+    // A pipe whose read end is closed before cordon writes: every write
+    // fails with EPIPE.
+    let (read, write) = nix::unistd::pipe().unwrap();
+    drop(read);
+    for args in [&["completions", "bash"][..], &["probe"][..]] {
+        let output = cordon()
+            .args(args)
+            .stdout(std::process::Stdio::from(write.try_clone().unwrap()))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(
+            output.status.signal(),
+            Some(nix::libc::SIGPIPE),
+            "{args:?} ends as ls or cat would: {:?}",
+            output.status
+        );
+    }
+}

@@ -116,6 +116,9 @@ pub fn main() -> ExitCode {
         eprintln!("cordon: {message}");
         return ExitCode::from(exit::CONFIG);
     }
+    if cli.command.prints_a_report() {
+        end_quietly_on_a_closed_pipe();
+    }
     match cli.command {
         Command::Run(args) => run::main(*args),
         Command::Policy(args) => policy::main(args),
@@ -141,6 +144,38 @@ pub fn main() -> ExitCode {
         }),
         Command::Completions(args) => report(docs::completions(args, command())),
         Command::Man(args) => report(docs::man(args, command())),
+    }
+}
+
+impl Command {
+    /// Whether this subcommand prints a report and ends (`probe`,
+    /// `doctor`, `policy`, `audit`, completions, the manual): a reader
+    /// that stops early (`cordon probe | grep -q …`) is no failure of its.
+    fn prints_a_report(&self) -> bool {
+        match self {
+            Command::Probe(_)
+            | Command::Doctor(_)
+            | Command::Policy(_)
+            | Command::Audit(_)
+            | Command::Completions(_)
+            | Command::Man(_) => true,
+            Command::Run(_) | Command::Serve(_) | Command::Mcp(_) => false,
+        }
+    }
+}
+
+/// End on `SIGPIPE` when stdout's reader is gone, as `ls` and `cat` do,
+/// instead of the Rust runtime's panic ("failed printing to stdout:
+/// Broken pipe") with a backtrace. Only for a report-printing subcommand:
+/// `run`, `serve` and `mcp` keep `SIGPIPE` ignored and see `EPIPE` (a
+/// client that hangs up must not kill a server, nor the host of a run
+/// whose output reader left).
+fn end_quietly_on_a_closed_pipe() {
+    // SAFETY: setting SIGPIPE's disposition to the default is
+    // async-signal-safe, installs no handler, and runs before any thread
+    // of cordon's starts.
+    unsafe {
+        nix::libc::signal(nix::libc::SIGPIPE, nix::libc::SIG_DFL);
     }
 }
 

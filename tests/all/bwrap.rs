@@ -149,10 +149,8 @@ fn the_command_sees_only_its_own_processes() {
         let text = result["stdout"]["text"].as_str().unwrap();
         let mut lines = text.lines();
         // cordon's own init is the launcher installed beside cordon, when
-        // it is (`cargo test --workspace` builds it).
-        let beside = std::path::Path::new(env!("CARGO_BIN_EXE_cordon"))
-            .with_file_name("cordon-launcher")
-            .exists();
+        // it is of this build (`cargo test --workspace` builds it).
+        let beside = common::installed_launcher().is_some();
         let init = match init {
             "cordon" if beside => "cordon-launcher",
             other => other,

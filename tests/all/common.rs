@@ -725,3 +725,16 @@ pub fn cgroups(test: &str) -> Option<String> {
     }
     None
 }
+
+/// `cordon-launcher` beside the cordon under test when it is of this build
+/// (cordon then starts it: `cargo test --workspace` builds it); none when
+/// absent or stale (cordon is its own launcher then).
+pub fn installed_launcher() -> Option<PathBuf> {
+    let path = Path::new(env!("CARGO_BIN_EXE_cordon")).with_file_name("cordon-launcher");
+    let bytes = std::fs::read(&path).ok()?;
+    let build = cordon::sandbox::launcher::BUILD.as_bytes();
+    bytes
+        .windows(build.len())
+        .any(|window| window == build)
+        .then_some(path)
+}

@@ -179,23 +179,19 @@ fn an_embedder_that_does_not_dispatch_is_never_started_as_the_launcher() {
     );
 }
 
-/// `cordon-launcher` as cargo built it beside the cordon under test (`cargo
-/// test --workspace` builds it; `cargo test -p cordon` does not): none,
-/// loudly (a failure under CI), when it is not there.
+/// `cordon-launcher` as cargo built it beside the cordon under test, of
+/// this build (`cargo test --workspace` builds it; `cargo test -p cordon`
+/// does not): none, loudly (a failure under CI), when it is absent or stale.
 fn built_launcher(test: &str) -> Option<std::path::PathBuf> {
-    let built = std::path::Path::new(env!("CARGO_BIN_EXE_cordon"))
-        .parent()
-        .unwrap()
-        .join("cordon-launcher");
-    if built.exists() {
+    if let Some(built) = common::installed_launcher() {
         return Some(built);
     }
     assert!(
         std::env::var_os("CI").is_none(),
-        "{test}: {} is not built (`cargo test --workspace` builds it)",
-        built.display()
+        "{test}: cordon-launcher beside the cordon under test is absent or of another build \
+         (`cargo test --workspace` builds it)"
     );
-    eprintln!("SKIPPED {test}: {} is not built", built.display());
+    eprintln!("SKIPPED {test}: cordon-launcher is not built, or is stale");
     None
 }
 

@@ -174,7 +174,7 @@ pub(super) fn spec_size(spec: &ExecSpec) -> Result<(), RunError> {
 /// path that does not exist is kept as spelled.
 fn canonical_root(root: &Path) -> Result<PathBuf, RunError> {
     let root = absolute(root, "workspace root")?;
-    Ok(std::fs::canonicalize(&root).unwrap_or(root))
+    Ok(crate::places::canonical(&root).unwrap_or(root))
 }
 
 /// Every environment entry of a spec can be set: a name that is not empty

@@ -4,7 +4,6 @@
 //! checks before it takes its command.
 
 use std::ffi::CString;
-use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -497,14 +496,7 @@ fn attach(tree: Detached, dest: &Path, dir: bool) -> Result<(), String> {
         }
         Ok(_) => {}
         Err(_) => {
-            let made = match dir {
-                true => std::fs::create_dir_all(dest),
-                false => dest
-                    .parent()
-                    .map_or(Ok(()), std::fs::create_dir_all)
-                    .and_then(|()| File::create(dest).map(drop)),
-            };
-            made.map_err(|err| {
+            crate::paths::make_missing(dest, dir).map_err(|err| {
                 format!(
                     "cannot make the mountpoint {} in the sandbox: {err}",
                     dest.display()

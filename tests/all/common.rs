@@ -731,10 +731,5 @@ pub fn cgroups(test: &str) -> Option<String> {
 /// absent or stale (cordon is its own launcher then).
 pub fn installed_launcher() -> Option<PathBuf> {
     let path = Path::new(env!("CARGO_BIN_EXE_cordon")).with_file_name("cordon-launcher");
-    let bytes = std::fs::read(&path).ok()?;
-    let build = cordon::sandbox::launcher::BUILD.as_bytes();
-    bytes
-        .windows(build.len())
-        .any(|window| window == build)
-        .then_some(path)
+    cordon::sandbox::landlock::of_this_build(&path).then_some(path)
 }

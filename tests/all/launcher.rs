@@ -114,16 +114,7 @@ fn an_embedder_that_does_not_dispatch_is_never_started_as_the_launcher() {
     if !common::bwrap_usable(test) {
         return;
     }
-    let strace_found = std::process::Command::new("strace")
-        .arg("-V")
-        .output()
-        .is_ok_and(|out| out.status.success());
-    if !strace_found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{test}: strace is not installed (scripts/setup.sh installs it)"
-        );
-        eprintln!("SKIPPED {test}: strace is not installed");
+    if !strace_traces(test) {
         return;
     }
     // `cargo test` builds the examples beside the binaries.

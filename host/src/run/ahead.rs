@@ -116,7 +116,7 @@ impl Ahead {
 ///
 /// The spare is taken only when it has started by then (a run never waits
 /// for it) and only when the run's own checked launch has the very same
-/// runner argv and environment ([`take_spare`]); one that does not fit is
+/// runner argv and environment ([`taken`]); one that does not fit is
 /// ended and the session starts one for the new grant. Nothing ties a
 /// spare to the time it was built: the runner checks, when its command
 /// comes, that every mount of its view still reaches what it attached
@@ -243,33 +243,33 @@ fn start_runner(
     process::start_waiting_unchecked(&launch, Some(cgroup)).ok()
 }
 
-/// The waiting runner of `cx`, with the message that hands it `prepared`'s
-/// command, when `prepared` is a launch it can take: the same runner argv
-/// and environment, no stdin bytes, no placeholders, no proxy, and a
-/// cgroup, now holding `prepared`'s limits. Taken either way: one that
-/// does not fit is ended here.
-pub(super) fn take(
-    ahead: &Ahead,
-    cgroups: Option<&Cgroups>,
+/// A runner already waiting for `prepared`'s command — the one started
+/// ahead of `cx`'s plan, else the session's spare when it is started by
+/// now — with the message that hands it that command, when `prepared` is
+/// a launch it can take ([`fit`]); and a spare's thread, which the run
+/// keeps until its runner has ended (its parent-death signal may be tied
+/// to it). Taken either way: one that does not fit is ended here.
+pub(super) fn taken(
+    cx: &super::RunContext,
     prepared: &Prepared,
-) -> Option<(Waiting, Vec<u8>)> {
-    fit(ahead.take()?, cgroups, prepared)
-}
-
-/// The session's spare runner (see [`Spare`]) as [`take`] takes a runner
-/// started ahead: when it is started by now and fits; with the thread the
-/// run keeps until its runner has ended.
-pub(super) fn take_spare(
-    spare: &Spare,
-    cgroups: Option<&Cgroups>,
-    prepared: &Prepared,
-) -> Option<((Waiting, Vec<u8>), Ahead)> {
-    let (waiting, thread) = spare.ready()?;
-    Some((fit(waiting, cgroups, prepared)?, thread))
+) -> (Option<(Waiting, Vec<u8>)>, Option<Ahead>) {
+    let cgroups = cx.cgroups.as_deref();
+    if let Some(waiting) = cx.ahead.take() {
+        return (fit(waiting, cgroups, prepared), None);
+    }
+    let Some((waiting, thread)) = cx.spare.as_deref().and_then(Spare::ready) else {
+        return (None, None);
+    };
+    match fit(waiting, cgroups, prepared) {
+        Some(fits) => (Some(fits), Some(thread)),
+        None => (None, None),
+    }
 }
 
 /// `waiting` with the message that hands it `prepared`'s command, when it
-/// fits; ended (dropped) when not.
+/// fits — the same runner argv and environment, no stdin bytes, no
+/// placeholders, no proxy, and a cgroup, now holding `prepared`'s limits;
+/// ended (dropped) when not.
 fn fit(
     waiting: Waiting,
     cgroups: Option<&Cgroups>,

@@ -339,16 +339,10 @@ async fn attempt(
     }
     prepared.audit_start(cx, "run-start")?;
     // The runner started ahead of the plan, or the session's spare, when
-    // this launch fits it.
-    let cgroups = cx.cgroups.as_deref();
-    let ahead = waiting_ok.then(|| ahead::take(&cx.ahead, cgroups, &prepared));
-    // A spare's thread is kept until this attempt ends (its runner's
-    // parent-death signal may be tied to it).
-    let (ahead, _spare_thread) = match (ahead.flatten(), cx.spare.as_deref()) {
-        (Some(ahead), _) => (Some(ahead), None),
-        (None, Some(spare)) if waiting_ok => ahead::take_spare(spare, cgroups, &prepared)
-            .map_or((None, None), |(ahead, thread)| (Some(ahead), Some(thread))),
-        (None, _) => (None, None),
+    // this launch fits it; a spare's thread is kept until this attempt ends.
+    let (ahead, _spare_thread) = match waiting_ok {
+        true => ahead::taken(cx, &prepared),
+        false => (None, None),
     };
     let adopted = ahead.is_some();
     let (spawned, limits, (held, proxy)) = launch(cx, &prepared, ahead, options.sink)?;

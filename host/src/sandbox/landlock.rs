@@ -410,8 +410,8 @@ pub(super) fn default_launcher_known() -> bool {
 
 /// Whether the executable at `path` holds exactly [`launcher::BUILD`] in
 /// its [`launcher::BUILD_SECTION`] (read alone: the ELF headers, the
-/// section names and that section).
-fn of_this_build(path: &Path) -> bool {
+/// section names and that section): a `cordon-launcher` of this build.
+pub fn of_this_build(path: &Path) -> bool {
     use object::{Object, ObjectSection};
     let Ok(file) = std::fs::File::open(path) else {
         return false;
@@ -428,8 +428,8 @@ fn of_this_build(path: &Path) -> bool {
 /// `cordon-launcher` installed beside this executable (the same
 /// directory, as `/proc/self/exe` names it), when it is trustworthy
 /// ([`trusted`]) and carries this build's identity
-/// ([`launcher::BUILD`] in its section: built from the same launcher
-/// source, so it speaks the host's protocol). Every confined run starts a launcher mode, and
+/// ([`of_this_build`]: built from the same launcher source, so it speaks
+/// the host's protocol). Every confined run starts a launcher mode, and
 /// this small executable starts and ends faster than cordon itself. Looked
 /// for once a process; none when absent, stale or untrusted (cordon itself
 /// is used then).

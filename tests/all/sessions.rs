@@ -12,9 +12,11 @@ use serde_json::{Value, json};
 use crate::common::{self, Client, danger, host_processes_with, processes_gone, workspace};
 
 /// A `sleep` whose argument no other test uses, so the process table
-/// tells whose it is.
+/// tells whose it is. It lasts weeks, so only a session's end ends it: a
+/// 34-second one can end by itself in a suite slow enough, which reads as
+/// one session killing another's task.
 fn sleeper(tag: u32) -> String {
-    format!("sleep 3{tag}.{}", std::process::id())
+    format!("sleep 3{tag}{:05}", std::process::id())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -67,6 +69,7 @@ async fn each_connection_is_a_session_and_closing_one_leaves_the_other_serving()
     let (mut alice, alice_served) = Client::connect(&server);
     let (mut bob, bob_served) = Client::connect(&server);
     let (alices, bobs) = (sleeper(3), sleeper(4));
+    let began = std::time::Instant::now();
 
     let a = alice.call("start", run_params(ws.path(), &alices)).await;
     let b = bob.call("start", run_params(ws.path(), &bobs)).await;
@@ -107,7 +110,8 @@ async fn each_connection_is_a_session_and_closing_one_leaves_the_other_serving()
     assert_eq!(
         host_processes_with(&bobs).len(),
         1,
-        "alice's end killed bob's task"
+        "alice's end killed bob's task ({:?} after it started)",
+        began.elapsed()
     );
     let echo = bob
         .call("run", run_params(ws.path(), "echo still-serving"))

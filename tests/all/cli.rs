@@ -226,6 +226,94 @@ fn stdin_dash_streams_the_callers_stdin_while_the_command_runs() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("use --stdin -"));
 }
 
+/// `cordon run` without `--json` moves the command's stdout into its own
+/// stdout inside the kernel (`splice`) when that is a pipe or a file: every
+/// byte arrives, in order, with stderr apart, on every rung; `--json` still
+/// carries the tail (it is not moved past the host).
+#[test]
+fn stdout_moves_into_a_pipe_or_a_file_whole_and_in_order() {
+    use std::process::Stdio;
+    let test = "stdout_moves_into_a_pipe_or_a_file_whole_and_in_order";
+    let command = "seq 1 300000; echo apart >&2; printf end";
+    let expected: String = (1..=300_000).map(|n| format!("{n}\n")).collect::<String>() + "end";
+    for (backend, _) in common::confined_backends(test) {
+        let ws = workspace();
+        let out = cordon()
+            .current_dir(ws.path())
+            .arg("run")
+            .args(backend)
+            .args(["--", command])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{backend:?}: {out:?}");
+        assert!(
+            out.stdout == expected.as_bytes(),
+            "{backend:?}: the pipe got {} bytes",
+            out.stdout.len()
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            "apart\n",
+            "{backend:?}"
+        );
+
+        // Into a file opened for appending, after what it held.
+        let file = ws.path().join("out.txt");
+        std::fs::write(&file, "before\n").unwrap();
+        let appending = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&file)
+            .unwrap();
+        let status = cordon()
+            .current_dir(ws.path())
+            .arg("run")
+            .args(backend)
+            .args(["--", command])
+            .stdout(Stdio::from(appending))
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let held = std::fs::read_to_string(&file).unwrap();
+        assert!(
+            held == format!("before\n{expected}"),
+            "{backend:?}: the file holds {} bytes",
+            held.len()
+        );
+
+        // --json: the tail is the result's.
+        let (code, result) = run_json(ws.path(), backend, "seq 1 3");
+        assert_eq!(code, 0);
+        assert_eq!(result["stdout"]["text"], "1\n2\n3\n", "{backend:?}");
+    }
+    // The stdout really moves by splice (traced where strace can trace).
+    if !crate::launcher::strace_traces(test) {
+        return;
+    }
+    let ws = workspace();
+    let trace = ws.path().join("trace");
+    let out = std::process::Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=splice", "-o"])
+        .arg(&trace)
+        .arg(env!("CARGO_BIN_EXE_cordon"))
+        .current_dir(ws.path())
+        .args(["run", "--", "seq 1 100000"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(out.stdout.len(), 588_895, "seq 1 100000 is 588,895 bytes");
+    let traced = std::fs::read_to_string(&trace).unwrap();
+    let moved: usize = traced
+        .lines()
+        .filter(|line| line.contains("splice("))
+        .filter_map(|line| line.rsplit("= ").next()?.trim().parse::<usize>().ok())
+        .sum();
+    assert_eq!(
+        moved, 588_895,
+        "not all of stdout moved by splice:\n{traced}"
+    );
+}
+
 #[test]
 fn a_report_whose_reader_is_gone_ends_quietly_on_sigpipe() {
     use std::os::unix::process::ExitStatusExt;

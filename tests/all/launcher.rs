@@ -189,7 +189,7 @@ fn built_launcher(test: &str) -> Option<std::path::PathBuf> {
 /// Whether strace can trace a child here (a container's seccomp filter may
 /// refuse ptrace); a loud skip when not, a failure under CI outside the
 /// restricted pod.
-fn strace_traces(test: &str) -> bool {
+pub(crate) fn strace_traces(test: &str) -> bool {
     let traced = std::process::Command::new("strace")
         .args(["-f", "-qq", "-e", "trace=none", "true"])
         .output()

@@ -136,7 +136,7 @@ enum Outcome {
 
 fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
     let config = args.deploy.config()?;
-    let (builder, cwd) = args.deploy.host_builder_with(&config)?;
+    let (mut builder, cwd) = args.deploy.host_builder_with(&config)?;
     let source = args
         .policy
         .or(config.policy.clone())
@@ -190,6 +190,15 @@ fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
     // made ready for a next run, and its runner is started for the
     // request's grant before the component loads (inside the runtime,
     // which watches it).
+    // Without `--json` the output streams to this process's own stdout and
+    // stderr and no result is printed: a spill file would be written and
+    // thrown away unread.
+    if !args.json {
+        builder = builder.process_limits(cordon::ProcessLimits {
+            spill_limit: 0,
+            ..cordon::ProcessLimits::default()
+        });
+    }
     let host = {
         let _inside = runtime.enter();
         builder
@@ -282,14 +291,46 @@ impl Terminal {
     }
 }
 
+/// Write `bytes` to cordon's own stdout or stderr as they come: straight
+/// to the descriptor (nothing else writes to it during the run), not
+/// through stdout's line buffer, which searches every chunk for a newline.
 fn write_to(stream: Stream, bytes: &[u8]) {
     let _ = match stream {
-        Stream::Stdout => std::io::stdout().lock().write_all(bytes),
-        Stream::Stderr => std::io::stderr().lock().write_all(bytes),
+        Stream::Stdout => write_all_to(std::io::stdout().lock(), bytes),
+        Stream::Stderr => write_all_to(std::io::stderr().lock(), bytes),
     };
 }
 
+fn write_all_to(out: impl std::os::fd::AsFd + Write, mut bytes: &[u8]) -> std::io::Result<()> {
+    let mut out = out;
+    // Whatever the line buffer holds goes first.
+    out.flush()?;
+    while !bytes.is_empty() {
+        match nix::unistd::write(&out, bytes) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Ok(())
+}
+
 impl OutputSink for Terminal {
+    /// cordon's own stdout, when it is a pipe or a file (not a terminal:
+    /// that output is made inert): the command's stdout moves there inside
+    /// the kernel. stderr always comes through the host, whose facts
+    /// (denials) read it.
+    fn passthrough(&self, stream: Stream) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        if stream != Stream::Stdout || self.stdout.is_some() {
+            return None;
+        }
+        let stdout = std::io::stdout();
+        let kind = nix::sys::stat::fstat(&stdout).ok()?.st_mode & nix::libc::S_IFMT;
+        (kind == nix::libc::S_IFIFO || kind == nix::libc::S_IFREG).then(|| stdout.as_raw_fd())
+    }
+
     fn write(&self, stream: Stream, bytes: &[u8]) {
         match self.neutraliser(stream) {
             Some(neutraliser) => {

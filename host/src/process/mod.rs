@@ -36,6 +36,7 @@ pub mod identity;
 pub mod input;
 pub mod lineage;
 pub mod output;
+mod passthrough;
 pub(crate) mod spawn;
 pub mod spill;
 mod terminal;
@@ -440,10 +441,19 @@ fn running(
             stdout: out,
             stderr: err,
         } => {
-            let receiver = |fd| pipe::Receiver::from_owned_fd(fd).map_err(SpawnError::Other);
+            let reader = |fd, stream, capture: &Arc<Mutex<Capture>>| {
+                let sink: Option<Arc<dyn OutputSink>> = sink.clone();
+                let target = sink.as_ref().and_then(|s| s.passthrough(stream));
+                if let (Some(target), Some(sink)) = (target, &sink) {
+                    let (capture, sink) = (capture.clone(), sink.clone());
+                    return Ok(passthrough::start(fd, target, stream, capture, sink));
+                }
+                let receiver = pipe::Receiver::from_owned_fd(fd).map_err(SpawnError::Other)?;
+                Ok::<_, SpawnError>(pump(receiver, stream, capture.clone(), sink))
+            };
             let readers = vec![
-                pump(receiver(out)?, Stream::Stdout, stdout.clone(), sink.clone()),
-                pump(receiver(err)?, Stream::Stderr, stderr.clone(), sink),
+                reader(out, Stream::Stdout, &stdout)?,
+                reader(err, Stream::Stderr, &stderr)?,
             ];
             let feeder = match (started.stdin, &launch.stdin) {
                 (Some(fd), Some(source)) => {

@@ -31,6 +31,16 @@ pub enum Stream {
 pub trait OutputSink: Send + Sync {
     /// `bytes` arrived on `stream`.
     fn write(&self, stream: Stream, bytes: &[u8]);
+
+    /// A descriptor that takes `stream`'s bytes exactly as they come, open
+    /// for as long as this sink lives: the host then moves them from the
+    /// command's pipe with `splice` (kernel to kernel, on Linux) instead of
+    /// through [`write`](Self::write), and keeps neither tail nor spill of
+    /// that stream (the result's text of it is empty, and `truncated` once
+    /// anything passed). None (the default): every chunk through `write`.
+    fn passthrough(&self, _stream: Stream) -> Option<std::os::fd::RawFd> {
+        None
+    }
 }
 
 /// The last `cap` bytes of a stream and how much was seen in all.
@@ -56,6 +66,11 @@ impl Tail {
             bytes: VecDeque::with_capacity(cap.min(8192)),
             total: 0,
         }
+    }
+
+    /// Count `len` bytes that went by without being kept (a passthrough).
+    pub fn skip(&mut self, len: usize) {
+        self.total += len as u64;
     }
 
     /// Append `chunk`, dropping from the front beyond the cap.
@@ -101,7 +116,8 @@ pub struct Delta {
 
 impl Capture {
     /// An empty capture of `stream` keeping `tail_bytes` in memory and
-    /// spilling into `spill_dir` (no spill when none) up to `spill_limit`.
+    /// spilling into `spill_dir` up to `spill_limit` (no spill when there is
+    /// no directory or the limit is 0).
     pub fn new(
         stream: Stream,
         tail_bytes: usize,
@@ -122,7 +138,7 @@ impl Capture {
     /// Append a chunk the command wrote.
     pub fn push(&mut self, chunk: &[u8]) {
         let outgrows = self.tail.total + chunk.len() as u64 > self.tail.cap as u64;
-        if outgrows && self.spill.is_none() && !self.spill_done {
+        if outgrows && self.spill.is_none() && !self.spill_done && self.spill_limit > 0 {
             self.spill_done = true;
             // Nothing has been dropped from the tail yet: it holds the
             // whole stream so far, which opens the spill.
@@ -138,6 +154,12 @@ impl Capture {
             self.spill = None;
         }
         self.tail.push(chunk);
+    }
+
+    /// Count `len` bytes the command wrote that went straight to a sink's
+    /// descriptor ([`OutputSink::passthrough`]): neither kept nor spilled.
+    pub fn passed(&mut self, len: usize) {
+        self.tail.skip(len);
     }
 
     /// The retained tail.
@@ -279,6 +301,30 @@ mod tests {
         assert!(capture.spill().is_none());
         assert!(!path.exists(), "a dropped spill is deleted");
         assert_eq!(capture.tail().to_vec(), [b'b'; 10]);
+    }
+
+    #[test]
+    fn a_spill_limit_of_zero_makes_no_spill_file() {
+        let (parent, mut capture) = spilling(10, 0);
+        capture.push(&[b'a'; 30]);
+        assert!(capture.spill().is_none());
+        let files = walk(parent.path());
+        assert!(files.is_empty(), "spill files made: {files:?}");
+        assert_eq!(capture.tail().to_vec(), [b'a'; 10]);
+        assert!(capture.tail().truncated());
+    }
+
+    /// Every file under `dir`, at any depth.
+    fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let mut files = vec![];
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            match path.is_dir() {
+                true => files.extend(walk(&path)),
+                false => files.push(path),
+            }
+        }
+        files
     }
 
     #[test]

@@ -56,7 +56,8 @@ pub struct RunOptions {
 pub struct ProcessLimits {
     /// Bytes kept in memory per stream.
     pub tail_bytes: usize,
-    /// Bytes a spill file may hold.
+    /// Bytes a spill file may hold; 0: no spill file at all (only the
+    /// tail is kept).
     pub spill_limit: u64,
     /// Time between `SIGTERM` and `SIGKILL`.
     pub kill_grace: Duration,

@@ -15,12 +15,13 @@
 //! this one's, interleaved. `CORDON_BENCH_ONLY=serving`
 //! runs only the served-mode figures (`support/serving.rs`).
 
-use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cordon::{Deployment, ExecRequest, Host, SandboxMode, SandboxPolicy};
 
+#[path = "support/scale.rs"]
+mod scale;
 #[path = "support/serving.rs"]
 mod serving;
 
@@ -30,6 +31,7 @@ const FLOOD_BYTES: u64 = 100 << 20;
 type Case<'a> = (&'a str, Box<dyn FnMut() + 'a>, usize);
 
 fn main() {
+    refuse_to_run_nested();
     let rounds: usize = std::env::var("ROUNDS")
         .ok()
         .and_then(|r| r.parse().ok())
@@ -202,6 +204,8 @@ fn main() {
     let cache_parent = tempfile_dir();
     let warm_cache = cache_parent.join("warm");
     let mut cold_round = 0;
+    let cgroup_watch =
+        scale::CgroupWatch::start().map(|w| std::rc::Rc::new(std::cell::RefCell::new(w)));
 
     let mut cases: Vec<Case> = vec![
         (
@@ -318,6 +322,15 @@ fn main() {
             Box::new(move || direct(&old.iter().map(String::as_str).collect::<Vec<_>>())),
             rounds,
         ));
+        // The kernel's floor: a C program that builds the same read-only
+        // sandbox (support/floor.c), compiled here.
+        if let Some(floor) = scale::build_floor() {
+            cases.push((
+                FLOOR,
+                Box::new(move || direct(&[floor.as_str(), "--", "bash", "-c", "true"])),
+                rounds,
+            ));
+        }
         // The Landlock launcher: this build's (scopes, IPC namespace,
         // metadata filter) and, with CORDON_BENCH_BEFORE, the older one's.
         cases.push((
@@ -384,11 +397,43 @@ fn main() {
             rounds,
         ));
         let warm = warm_cache.clone();
+        // Each run's cgroups are counted from outside where they can be.
+        let watched = cgroup_watch.clone();
         cases.push((
             "`cordon run -- true` (CLI, cold process, the default ladder: the namespace runner)",
-            Box::new(move || cli_true(cordon_bin, None, &warm)),
+            Box::new(move || match watched.as_ref() {
+                Some(watch) => {
+                    let cache = warm.to_string_lossy().into_owned();
+                    let flags = ["--component-cache", cache.as_str()];
+                    scale::cli_true_watched(cordon_bin, &flags, &mut watch.borrow_mut());
+                }
+                None => cli_true(cordon_bin, None, &warm),
+            }),
             rounds,
         ));
+        // A workspace 400 directories deep beside a shallow one
+        // (workspace-write: the protected paths laid out under each).
+        let deep_parent = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("bench-deep");
+        let shallow = scale::deep_workspace(&deep_parent.join("shallow"), 1);
+        let deep = scale::deep_workspace(&deep_parent.join("deep"), 400);
+        for (label, ws) in [(SHALLOW, shallow), (DEEP, deep)] {
+            let (warm, ws) = (warm_cache.clone(), ws.to_string_lossy().into_owned());
+            cases.push((
+                label,
+                Box::new(move || {
+                    let flags = [
+                        "--mode",
+                        "workspace-write",
+                        "--workspace",
+                        &ws,
+                        "--workdir",
+                        &ws,
+                    ];
+                    cli_with(cordon_bin, &flags, "true", &warm);
+                }),
+                rounds,
+            ));
+        }
         let warm = warm_cache.clone();
         cases.push((
             "`cordon run -- true`, cordon alone (no `cordon-launcher` beside it: cordon is its own launcher)",
@@ -647,19 +692,47 @@ fn main() {
     let find = |name: &str| cases.iter().position(|c| c.0 == name).map(|i| medians[i]);
     let bash_true = find("`bash -c true` directly").expect("baseline");
     let bwrap_true = find("`bwrap <read-only profile> -- bash -c true` directly");
-    println!("| case | median | vs `bash -c true` | vs bwrap `true` |");
-    println!("|---|---|---|---|");
+    let hardened = find("`bwrap <issue-11 read-only profile> -- bash -c true` directly");
+    let floor = find(FLOOR);
+    println!(
+        "| case | median | vs `bash -c true` | vs B (bwrap, cordon's profile) | vs H (hardened bwrap) | vs the C floor |"
+    );
+    println!("|---|---|---|---|---|---|");
+    let versus = |m: Duration, base: Option<Duration>| {
+        base.map(|b| format!("{:.2}×", ratio(m, b)))
+            .unwrap_or_else(|| "—".into())
+    };
     for (i, (name, _, _)) in cases.iter().enumerate() {
         let m = medians[i];
-        let vs_bwrap = bwrap_true
-            .map(|b| format!("{:.2}×", ratio(m, b)))
-            .unwrap_or_else(|| "—".into());
         println!(
-            "| {name} | {:.2} ms | {:.2}× | {vs_bwrap} |",
+            "| {name} | {:.2} ms | {:.2}× | {} | {} | {} |",
             m.as_secs_f64() * 1e3,
-            ratio(m, bash_true)
+            ratio(m, bash_true),
+            versus(m, bwrap_true),
+            versus(m, hardened),
+            versus(m, floor),
         );
     }
+    if let (Some(shallow), Some(deep)) = (find(SHALLOW), find(DEEP)) {
+        println!();
+        println!(
+            "a workspace 400 directories deep vs a shallow one (workspace-write CLI): {:.2}×",
+            ratio(deep, shallow)
+        );
+    }
+    if let Some(watch) = &cgroup_watch {
+        let watch = watch.borrow();
+        let wrong = watch.not_one();
+        assert!(
+            wrong.is_empty(),
+            "one-shot runs that did not make exactly one cgroup: {wrong:?}"
+        );
+        println!(
+            "cgroups a one-shot `cordon run` made, watched with inotify: exactly one in each of {} runs",
+            watch.runs.len()
+        );
+    }
+    stream_through_the_cli(cordon_bin, flood_rounds);
     let policy_wasm = medians[0];
     let policy_native = medians[1];
     println!();
@@ -702,8 +775,64 @@ fn main() {
             (rounds * 2).max(50),
         );
         serving::many_tasks(cordon_bin, &dir);
+        serving::pss_per_task(cordon_bin, &dir);
     }
     assert_no_copies_of_itself();
+}
+
+/// The C floor's case name.
+const FLOOR: &str = "the C floor (`support/floor.c`: the same read-only sandbox, `bash -c true`)";
+/// The deep workspace's case names.
+const SHALLOW: &str = "`cordon run --mode workspace-write -- true` in a shallow workspace";
+const DEEP: &str =
+    "`cordon run --mode workspace-write -- true` in a workspace 400 directories deep";
+
+/// 500 MiB through `cordon run` (the CLI, read-only, stdout a pipe the
+/// bench drains) against the same command run directly, interleaved:
+/// the median time of each, and the CLI's peak resident memory.
+fn stream_through_the_cli(cordon: &str, rounds: usize) {
+    let flood = "head -c 500M /dev/zero";
+    let (mut direct, mut through, mut peak) = (vec![], vec![], 0);
+    for _ in 0..rounds {
+        direct.push(scale::drained(&["bash", "-c", flood]).0);
+        let (elapsed, rss) = scale::drained(&[cordon, "run", "--", flood]);
+        through.push(elapsed);
+        peak = peak.max(rss);
+    }
+    let (direct, through) = (median(&mut direct), median(&mut through));
+    println!(
+        "500 MiB to stdout through `cordon run` (CLI) {:.0} ms vs directly {:.0} ms: {:.2}×; \
+         the CLI's peak RSS {:.1} MiB ({rounds} rounds)",
+        through.as_secs_f64() * 1e3,
+        direct.as_secs_f64() * 1e3,
+        ratio(through, direct),
+        peak as f64 / 1024.0
+    );
+}
+
+/// Where a copy of the bench started by something it ran records itself.
+fn nested_marker() -> std::path::PathBuf {
+    let me = std::env::current_exe().expect("this executable");
+    me.with_extension("nested-copies")
+}
+
+/// A copy of this executable started as one of cordon's hidden modes (a
+/// library host that took it for cordon's launcher) records its pid and
+/// ends at once instead of running the bench again;
+/// [`assert_no_copies_of_itself`] fails the bench on such a record.
+fn refuse_to_run_nested() {
+    let mode = std::env::args().nth(1).unwrap_or_default();
+    if mode.starts_with("__") {
+        use std::io::Write;
+        let mut record = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(nested_marker())
+            .expect("the nested-copy record");
+        let _ = writeln!(record, "{} {mode}", std::process::id());
+        std::process::exit(127);
+    }
+    let _ = std::fs::remove_file(nested_marker());
 }
 
 /// The figures are this bench's alone: no copy of its executable ran
@@ -722,7 +851,12 @@ fn assert_no_copies_of_itself() {
         copies.is_empty(),
         "copies of the bench ran beside it: {copies:?}"
     );
-    println!("no copy of the bench ran beside it");
+    let started = std::fs::read_to_string(nested_marker()).unwrap_or_default();
+    assert!(
+        started.is_empty(),
+        "copies of the bench were started as cordon's modes: {started}"
+    );
+    println!("no copy of the bench ran beside it, nor was one started");
 }
 
 /// resolve, plan (confined) and settle of `true` through `policy`.
@@ -1032,16 +1166,7 @@ fn direct(argv: &[&str]) {
 }
 
 fn direct_drain(argv: &[&str]) {
-    let mut child = Command::new(argv[0])
-        .args(&argv[1..])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let mut out = child.stdout.take().unwrap();
-    let mut buf = vec![0u8; 64 * 1024];
-    while out.read(&mut buf).expect("read") > 0 {}
-    assert!(child.wait().expect("wait").success());
+    scale::drained(argv);
 }
 
 fn which(program: &str) -> Option<String> {

@@ -194,6 +194,54 @@ pub fn many_tasks(cordon: &str, dir: &Path) {
     drop(holders);
 }
 
+/// The memory a live confined task holds: 50 read-only `sleep` tasks
+/// through one socket client, the proportional set size of every process
+/// the server started for them (runner, init, the command) summed and
+/// divided by 50 — shared pages counted once across them, as the machine
+/// pays them.
+pub fn pss_per_task(cordon: &str, dir: &Path) {
+    const TASKS: usize = 50;
+    let listener = Listener::start(cordon, dir, "");
+    let mut lane = Lane::connect(&listener.socket);
+    let start = format!(
+        r#""method":"start","params":{{"command":"sleep 600","policy":{{"mode":"read-only","workspaceRoot":{:?}}}}}"#,
+        dir.display().to_string()
+    );
+    for _ in 0..TASKS {
+        let line = lane.call(&start);
+        assert!(line.contains("taskId"), "{line}");
+    }
+    let server = listener.child.id();
+    let sleeping = || {
+        super::scale::descendants(server)
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .is_ok_and(|c| c.trim() == "sleep")
+            })
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sleeping() < TASKS {
+        assert!(Instant::now() < deadline, "the {TASKS} tasks never all ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let processes = super::scale::descendants(server);
+    let total: u64 = processes
+        .iter()
+        .map(|pid| super::scale::pss_kib(*pid))
+        .sum();
+    println!();
+    println!(
+        "{TASKS} live read-only `sleep` tasks through `cordon serve`: {} processes, {:.2} MiB PSS \
+         in all, {:.3} MiB per task (the server itself {:.1} MiB)",
+        processes.len(),
+        total as f64 / 1024.0,
+        total as f64 / 1024.0 / TASKS as f64,
+        super::scale::pss_kib(server) as f64 / 1024.0
+    );
+}
+
 fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1e3
 }

@@ -314,6 +314,44 @@ fn stdout_moves_into_a_pipe_or_a_file_whole_and_in_order() {
     );
 }
 
+/// The caller's `PWD` and `OLDPWD` stay the caller's: the command's shell
+/// names its own working directory, on every rung and unconfined.
+#[test]
+fn the_command_names_its_own_working_directory_not_the_callers() {
+    let ws = workspace();
+    let canonical = std::fs::canonicalize(ws.path()).unwrap();
+    let mut modes: Vec<Vec<&str>> =
+        common::confined_backends("the_command_names_its_own_working_directory")
+            .into_iter()
+            .map(|(backend, _)| backend.to_vec())
+            .collect();
+    modes.push(DANGER.to_vec());
+    // A link to the workspace: bash keeps an inherited PWD that names its
+    // directory by another path.
+    let link = ws.path().join("link");
+    std::os::unix::fs::symlink(&canonical, &link).unwrap();
+    for mode in modes {
+        for callers in ["/", canonical.to_str().unwrap(), link.to_str().unwrap()] {
+            let out = cordon()
+                .current_dir(ws.path())
+                .env("PWD", callers)
+                .env("OLDPWD", "/somewhere/the/caller/was")
+                .arg("run")
+                .args(&mode)
+                .args(["--", r#"echo "$PWD|${OLDPWD-unset}"; pwd"#])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{mode:?}: {out:?}");
+            let want = format!("{0}|unset\n{0}\n", canonical.display());
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                want,
+                "{mode:?}, caller's PWD {callers}"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_report_whose_reader_is_gone_ends_quietly_on_sigpipe() {
     use std::os::unix::process::ExitStatusExt;

@@ -440,6 +440,21 @@ fn main() {
             Box::new(move || cli_true(alone_bin, None, &warm)),
             rounds,
         ));
+        // No sandbox at all: what the CLI costs around a run.
+        let warm = warm_cache.clone();
+        cases.push((
+            "`cordon run --mode danger-full-access -- true` (CLI, no sandbox)",
+            Box::new(move || {
+                let flags = [
+                    "--mode",
+                    "danger-full-access",
+                    "--max-mode",
+                    "danger-full-access",
+                ];
+                cli_true_with(cordon_bin, &flags, &warm);
+            }),
+            rounds,
+        ));
         for (label, backend) in [
             (
                 "`cordon run --backend namespaces -- true` (CLI, the namespace runner pinned)",

@@ -29,6 +29,7 @@ use std::path::{Component, Path, PathBuf};
 use nix::libc;
 
 use crate::model::{Endpoint, GrantFacts, Network, PROTECTED_DEFAULTS, SandboxPolicy};
+use crate::places::Opened;
 
 /// A protected path inside a writable root.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -132,9 +133,10 @@ impl Layout {
 
 pub use crate::places::expand_home;
 
-/// Whether `path` names something on disk (a dangling symlink counts).
-fn exists(path: &Path) -> bool {
-    path.symlink_metadata().is_ok()
+/// Whether `path` names something on disk (a dangling symlink counts),
+/// asked through the open root it lies below.
+fn exists(path: &Path, opened: &Opened) -> bool {
+    opened.at(path).symlink_metadata().is_ok()
 }
 
 /// The mode of a placeholder directory: what tells one from a user's own
@@ -144,17 +146,19 @@ const PLACEHOLDER_MODE: u32 = 0o500;
 /// The mode of a placeholder file (see [`super::git::placeholder_content`]).
 const PLACEHOLDER_FILE_MODE: u32 = 0o444;
 
-/// Whether `path` is a placeholder (another run's, or a crashed host's).
-fn is_placeholder(path: &Path) -> bool {
-    match path.symlink_metadata() {
+/// Whether `path` is a placeholder (another run's, or a crashed host's),
+/// asked through the open root it lies below.
+fn is_placeholder(path: &Path, opened: &Opened) -> bool {
+    let through = opened.at(path);
+    match through.symlink_metadata() {
         Ok(meta) if meta.is_file() => {
-            File::open(path).is_ok_and(|file| file_is_placeholder(path, &file))
+            File::open(&through).is_ok_and(|file| file_is_placeholder(path, &file))
         }
         Ok(meta) => {
             meta.is_dir()
                 && meta.mode() & 0o7777 == PLACEHOLDER_MODE
                 && meta.nlink() <= 2
-                && std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_none())
+                && std::fs::read_dir(&through).is_ok_and(|mut entries| entries.next().is_none())
         }
         Err(_) => false,
     }
@@ -181,14 +185,14 @@ fn file_is_placeholder(path: &Path, file: &File) -> bool {
 /// The first component of `path` below `root` that does not exist (or is
 /// a placeholder), when `path` lies inside `root`; `path` itself when it
 /// exists.
-fn first_missing(root: &Path, path: &Path) -> PathBuf {
+fn first_missing(root: &Path, path: &Path, opened: &Opened) -> PathBuf {
     let mut at = root.to_path_buf();
     for component in path.strip_prefix(root).unwrap_or(path).components() {
         at.push(component);
         // A placeholder counts as absent: one a SIGKILLed host left (mode
         // 0500) is joined as the path to hold, not made a parent that a
         // user without privilege could not make the deeper one in.
-        if !exists(&at) || (at != path && is_placeholder(&at)) {
+        if !exists(&at, opened) || (at != path && is_placeholder(&at, opened)) {
             return at;
         }
     }
@@ -197,7 +201,7 @@ fn first_missing(root: &Path, path: &Path) -> PathBuf {
 
 /// Whether a component of `path` strictly between `root` and `path` is a
 /// symlink.
-fn beneath_link(root: &Path, path: &Path) -> bool {
+fn beneath_link(root: &Path, path: &Path, opened: &Opened) -> bool {
     let Ok(rest) = path.strip_prefix(root) else {
         return false;
     };
@@ -205,7 +209,7 @@ fn beneath_link(root: &Path, path: &Path) -> bool {
     let mut components = rest.components().peekable();
     while let Some(component) = components.next() {
         at.push(component);
-        if components.peek().is_some() && at.is_symlink() {
+        if components.peek().is_some() && opened.at(&at).is_symlink() {
             return true;
         }
     }
@@ -245,7 +249,8 @@ pub fn lay_out(
         .map(Path::to_path_buf)
         .collect();
     let wanted = wanted_protected(policy, &writable, host_protected);
-    let protected = protected_paths(policy, &writable, wanted);
+    let opened = Opened::open(&writable);
+    let protected = protected_paths(policy, &writable, wanted, &opened);
     let (deny_read, hidden) = hidden_paths(policy, host_hidden);
     let (network, narrowed) = closed_until_proxied(&policy.network);
     let facts = GrantFacts {
@@ -318,14 +323,15 @@ fn protected_paths(
     policy: &SandboxPolicy,
     writable: &[PathBuf],
     wanted: Vec<(PathBuf, PathBuf)>,
+    opened: &Opened,
 ) -> Vec<Protected> {
     let inside_writable = |path: &Path| writable.iter().any(|root| path.starts_with(root));
     let mut protected: Vec<Protected> = vec![];
     for (root, wanted) in wanted {
-        if beneath_link(&root, &wanted) {
+        if beneath_link(&root, &wanted, opened) {
             continue;
         }
-        let path = first_missing(&root, &wanted);
+        let path = first_missing(&root, &wanted, opened);
         if path == root || !inside_writable(&path) {
             continue;
         }
@@ -338,8 +344,8 @@ fn protected_paths(
         if path != wanted && lifted {
             continue;
         }
-        let present = exists(&path) && !is_placeholder(&path);
-        let link = path.is_symlink();
+        let present = exists(&path, opened) && !is_placeholder(&path, opened);
+        let link = opened.at(&path).is_symlink();
         if !protected.iter().any(|p| p.path == path) {
             protected.push(Protected {
                 path,
@@ -832,11 +838,15 @@ mod tests {
             .mode(PLACEHOLDER_MODE)
             .create(&git)
             .unwrap();
-        assert_eq!(first_missing(ws.path(), &git.join("hooks")), git);
-        assert_eq!(first_missing(ws.path(), &git), git);
+        // Through the open root, as the layout asks, and by the path.
+        let opened = Opened::open(&[ws.path().to_path_buf()]);
+        for opened in [&opened, &Opened::default()] {
+            assert_eq!(first_missing(ws.path(), &git.join("hooks"), opened), git);
+            assert_eq!(first_missing(ws.path(), &git, opened), git);
+        }
         std::fs::set_permissions(&git, std::fs::Permissions::from_mode(0o755)).unwrap();
         assert_eq!(
-            first_missing(ws.path(), &git.join("hooks")),
+            first_missing(ws.path(), &git.join("hooks"), &opened),
             git.join("hooks"),
             "a user's own empty .git is a parent"
         );
@@ -850,7 +860,9 @@ mod tests {
         let first = hold(std::slice::from_ref(&path)).unwrap();
         let second = hold(std::slice::from_ref(&path)).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), ".\n");
-        assert!(is_placeholder(&path));
+        let opened = Opened::open(&[a.path().to_path_buf()]);
+        assert!(is_placeholder(&path, &opened));
+        assert!(is_placeholder(&path, &Opened::default()));
         assert!(
             !lay_out(
                 &SandboxPolicy::new(SandboxMode::WorkspaceWrite, a.path()),
@@ -910,7 +922,10 @@ mod tests {
         }
         // A placeholder 400 directories down is held like any other.
         let held = hold(&[deep.join(".git")]).unwrap();
-        assert!(is_placeholder(&deep.join(".git")));
+        assert!(is_placeholder(
+            &deep.join(".git"),
+            &Opened::open(std::slice::from_ref(&deep))
+        ));
         drop(held);
         assert!(!deep.join(".git").exists());
     }

@@ -747,7 +747,7 @@ fn main() {
             watch.runs.len()
         );
     }
-    stream_through_the_cli(cordon_bin, flood_rounds);
+    stream_through_the_cli(cordon_bin, flood_rounds.max(7));
     let policy_wasm = medians[0];
     let policy_native = medians[1];
     println!();

@@ -24,6 +24,7 @@ use super::output::{Capture, OutputSink, Stream};
 const SLICE_MS: u16 = 100;
 
 /// The most one `splice` moves.
+#[cfg(target_os = "linux")]
 const CHUNK: usize = 1 << 20;
 
 /// The command's pipe is made this large (best effort: an unprivileged
@@ -32,6 +33,7 @@ const CHUNK: usize = 1 << 20;
 /// sink takes a passthrough (`cordon run` without `--json`). Measured with
 /// a 500 MiB stream: 1 MiB and gathering 1.7× direct, neither 2.3×, the
 /// gathering alone (a 64 KiB pipe) 27×.
+#[cfg(target_os = "linux")]
 const PIPE_BYTES: nix::libc::c_int = 1 << 20;
 
 /// Below this many bytes queued, [`gather`] waits for more.
@@ -101,8 +103,7 @@ fn pass(
     // Room for a fast writer to go on while this thread gathers; without
     // it (the user's pipe memory is capped) gathering would stall the
     // writer instead, so it is not done.
-    let resized = nix::fcntl::fcntl(pipe.as_fd(), nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_BYTES));
-    let gathers = resized.is_ok_and(|bytes| bytes >= PIPE_BYTES);
+    let gathers = enlarged(pipe.as_fd());
     while !stop.load(Ordering::Relaxed) {
         if !readable(pipe.as_fd()) {
             continue;
@@ -164,6 +165,19 @@ fn readable(pipe: BorrowedFd<'_>) -> bool {
 fn writable(target: BorrowedFd<'_>) {
     let mut fds = [PollFd::new(target, PollFlags::POLLOUT)];
     let _ = poll(&mut fds, PollTimeout::from(SLICE_MS));
+}
+
+/// Whether `pipe` is now [`PIPE_BYTES`] large.
+#[cfg(target_os = "linux")]
+fn enlarged(pipe: BorrowedFd<'_>) -> bool {
+    let resized = nix::fcntl::fcntl(pipe, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_BYTES));
+    resized.is_ok_and(|bytes| bytes >= PIPE_BYTES)
+}
+
+/// No pipe sizes here: nothing is gathered.
+#[cfg(not(target_os = "linux"))]
+fn enlarged(_pipe: BorrowedFd<'_>) -> bool {
+    false
 }
 
 /// One `splice` of up to [`CHUNK`] bytes from `pipe` to `target`.

@@ -420,17 +420,7 @@ fn main() {
             let (warm, ws) = (warm_cache.clone(), ws.to_string_lossy().into_owned());
             cases.push((
                 label,
-                Box::new(move || {
-                    let flags = [
-                        "--mode",
-                        "workspace-write",
-                        "--workspace",
-                        &ws,
-                        "--workdir",
-                        &ws,
-                    ];
-                    cli_with(cordon_bin, &flags, "true", &warm);
-                }),
+                Box::new(move || cli_with(cordon_bin, &writing_in(&ws), "true", &warm)),
                 rounds,
             ));
         }
@@ -505,16 +495,8 @@ fn main() {
                         .into_boxed_str(),
                     ),
                     Box::new(move || {
-                        let flags = [
-                            "--backend",
-                            backend,
-                            "--mode",
-                            "workspace-write",
-                            "--workspace",
-                            &ws,
-                            "--workdir",
-                            &ws,
-                        ];
+                        let mut flags = vec!["--backend", backend];
+                        flags.extend(writing_in(&ws));
                         cli_with(&bin, &flags, command, &warm);
                     }),
                     rounds,
@@ -836,9 +818,10 @@ fn nested_marker() -> std::path::PathBuf {
 /// ends at once instead of running the bench again;
 /// [`assert_no_copies_of_itself`] fails the bench on such a record.
 fn refuse_to_run_nested() {
-    let mode = std::env::args().nth(1).unwrap_or_default();
-    if mode.starts_with("__") {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if cordon::sandbox::launcher::invoked(&args).is_some() {
         use std::io::Write;
+        let mode = args[1].to_string_lossy();
         let mut record = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -1092,6 +1075,18 @@ fn git_workspace(root: &std::path::Path) {
             std::fs::write(dir.join(format!("f{f}.rs")), "").expect("bench file");
         }
     }
+}
+
+/// The flags of a `workspace-write` run in, and rooted at, `ws`.
+fn writing_in(ws: &str) -> [&str; 6] {
+    [
+        "--mode",
+        "workspace-write",
+        "--workspace",
+        ws,
+        "--workdir",
+        ws,
+    ]
 }
 
 /// `cordon run FLAGS --component-cache CACHE -- true`, as a new process.

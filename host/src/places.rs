@@ -116,14 +116,19 @@ impl Opened {
 mod tests {
     use super::*;
 
-    #[test]
-    fn an_opened_directory_answers_for_the_paths_below_it() {
+    /// A temporary directory, its canonical path, and a directory 400
+    /// levels below it (`d/d/…`), made.
+    fn deep_tree() -> (tempfile::TempDir, PathBuf, PathBuf) {
         let root = tempfile::tempdir().unwrap();
         let base = std::fs::canonicalize(root.path()).unwrap();
-        let mut deep = base.clone();
-        for _ in 0..400 {
-            deep.push("d");
-        }
+        let deep = (0..400).fold(base.clone(), |path, _| path.join("d"));
+        std::fs::create_dir_all(&deep).unwrap();
+        (root, base, deep)
+    }
+
+    #[test]
+    fn an_opened_directory_answers_for_the_paths_below_it() {
+        let (_root, base, deep) = deep_tree();
         std::fs::create_dir_all(deep.join("x")).unwrap();
         std::os::unix::fs::symlink("nowhere", deep.join("link")).unwrap();
         let opened = Opened::open(std::slice::from_ref(&deep));
@@ -150,13 +155,7 @@ mod tests {
 
     #[test]
     fn canonical_agrees_with_realpath_in_one_resolution() {
-        let root = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(root.path()).unwrap();
-        let mut deep = base.clone();
-        for _ in 0..400 {
-            deep.push("d");
-        }
-        std::fs::create_dir_all(&deep).unwrap();
+        let (root, base, deep) = deep_tree();
         std::os::unix::fs::symlink(&deep, base.join("link")).unwrap();
         std::fs::write(base.join("file"), "").unwrap();
         for path in [

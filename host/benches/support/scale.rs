@@ -162,23 +162,19 @@ pub fn drained(argv: &[&str]) -> (Duration, u64) {
 /// `VmHWM` of process `pid` in KiB; none once it has exited (a zombie has
 /// no memory to report).
 fn high_water_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+    kib_field(&format!("/proc/{pid}/status"), "VmHWM:")
+}
+
+/// The `KEY: N kB` figure of the procfs file `file`, in KiB.
+fn kib_field(file: &str, key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let line = text.lines().find_map(|line| line.strip_prefix(key))?;
+    line.trim().trim_end_matches("kB").trim().parse().ok()
 }
 
 /// The proportional set size of process `pid` in KiB (0 when it is gone).
 pub fn pss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find_map(|line| line.strip_prefix("Pss:"))
-                .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
+    kib_field(&format!("/proc/{pid}/smaps_rollup"), "Pss:").unwrap_or(0)
 }
 
 /// Every descendant of `pid` (children of each of its threads, down).

@@ -301,8 +301,7 @@ fn write_to(stream: Stream, bytes: &[u8]) {
     };
 }
 
-fn write_all_to(out: impl std::os::fd::AsFd + Write, mut bytes: &[u8]) -> std::io::Result<()> {
-    let mut out = out;
+fn write_all_to(mut out: impl std::os::fd::AsFd + Write, mut bytes: &[u8]) -> std::io::Result<()> {
     // Whatever the line buffer holds goes first.
     out.flush()?;
     while !bytes.is_empty() {

@@ -441,15 +441,16 @@ fn running(
             stdout: out,
             stderr: err,
         } => {
+            // A stream the sink takes whole moves there by splice; the
+            // others are read here.
             let reader = |fd, stream, capture: &Arc<Mutex<Capture>>| {
-                let sink: Option<Arc<dyn OutputSink>> = sink.clone();
-                let target = sink.as_ref().and_then(|s| s.passthrough(stream));
-                if let (Some(target), Some(sink)) = (target, &sink) {
-                    let (capture, sink) = (capture.clone(), sink.clone());
+                let capture = capture.clone();
+                let direct = sink.clone().and_then(|s| Some((s.passthrough(stream)?, s)));
+                if let Some((target, sink)) = direct {
                     return Ok(passthrough::start(fd, target, stream, capture, sink));
                 }
                 let receiver = pipe::Receiver::from_owned_fd(fd).map_err(SpawnError::Other)?;
-                Ok::<_, SpawnError>(pump(receiver, stream, capture.clone(), sink))
+                Ok::<_, SpawnError>(pump(receiver, stream, capture, sink.clone()))
             };
             let readers = vec![
                 reader(out, Stream::Stdout, &stdout)?,

@@ -421,6 +421,123 @@ print('socks', socks({other}))
     }
 }
 
+/// A loopback HTTP/1.1 server that keeps connections alive and answers
+/// each request with `200`; the request line and `Host` header of every
+/// request it was sent, on a thread.
+fn recording_http_server() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(vec![]));
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let record = record.clone();
+            std::thread::spawn(move || {
+                let mut writer = stream.try_clone().unwrap();
+                let mut reader = BufReader::new(stream);
+                loop {
+                    let (mut line, mut host) = (String::new(), String::new());
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    loop {
+                        let mut header = String::new();
+                        if reader.read_line(&mut header).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        match header.trim_end().split_once(": ") {
+                            Some((name, value)) if name.eq_ignore_ascii_case("host") => {
+                                host = value.to_owned()
+                            }
+                            Some(_) => {}
+                            None => break,
+                        }
+                    }
+                    record
+                        .lock()
+                        .unwrap()
+                        .push(format!("{} Host={host}", line.trim_end()));
+                    let _ = writer.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
+                }
+            });
+        }
+    });
+    (port, seen)
+}
+
+#[test]
+fn every_request_of_a_kept_alive_proxy_connection_is_decided_and_its_host_header_checked() {
+    for (backend, _) in confined_backends("every_request_of_a_kept_alive_proxy_connection") {
+        let ws = workspace();
+        let (allowed, allowed_seen) = recording_http_server();
+        let (other, other_seen) = recording_http_server();
+        let policy = grant(
+            ws.path(),
+            json!({"network": {"allow": [{"host": "127.0.0.1", "port": allowed}]}}),
+        );
+        // One connection to the proxy, four requests on it: the allowed
+        // target (a positive control), another target, the allowed target
+        // with a Host header naming another (a shared front end routes by
+        // it), and the allowed target again.
+        std::fs::write(
+            ws.path().join("kept.py"),
+            format!(
+                r#"import os, socket
+proxy = int(os.environ["HTTP_PROXY"].rsplit(":", 1)[1])
+s = socket.create_connection(("127.0.0.1", proxy), timeout=5)
+f = s.makefile("rb")
+def ask(port, path, host):
+    s.sendall(("GET http://127.0.0.1:%d%s HTTP/1.1\r\nHost: %s\r\n\r\n" % (port, path, host)).encode())
+    status = f.readline().decode().split(" ")[1]
+    length = 0
+    while True:
+        line = f.readline().decode().strip()
+        if not line:
+            break
+        name, value = line.split(":", 1)
+        if name.lower() == "content-length":
+            length = int(value)
+    f.read(length)
+    return status
+print(ask({allowed}, "/one", "127.0.0.1:{allowed}"))
+print(ask({other}, "/two", "127.0.0.1:{other}"))
+print(ask({allowed}, "/three", "elsewhere.example"))
+print(ask({allowed}, "/four", "127.0.0.1:{allowed}"))
+"#
+            ),
+        )
+        .unwrap();
+        let config = ceiling(ws.path(), &["127.0.0.1".into()]);
+        let mut args = backend.to_vec();
+        args.extend(["--config", config.to_str().unwrap(), "--grant", &policy]);
+        let (code, result) = run_json(ws.path(), &args, "python3 kept.py");
+        assert_eq!(code, 0, "{backend:?}: {result}");
+        assert_eq!(
+            result["stdout"]["text"], "200\n403\n403\n200\n",
+            "{backend:?}: {result}"
+        );
+        assert_eq!(
+            *allowed_seen.lock().unwrap(),
+            [
+                format!("GET /one HTTP/1.1 Host=127.0.0.1:{allowed}"),
+                format!("GET /four HTTP/1.1 Host=127.0.0.1:{allowed}"),
+            ],
+            "{backend:?}: only the decided requests reach the allowed server"
+        );
+        assert!(
+            other_seen.lock().unwrap().is_empty(),
+            "{backend:?}: a refused target was reached"
+        );
+        let refused = result["grant"]["refused"].as_array().unwrap();
+        assert_eq!(refused.len(), 2, "{backend:?}: {result}");
+        assert_eq!(refused[0]["port"], other, "{result}");
+        assert_eq!(refused[1]["port"], allowed, "{result}");
+        let why = refused[1]["reason"].as_str().unwrap();
+        assert!(why.contains("Host header"), "{backend:?}: {result}");
+    }
+}
+
 #[test]
 fn curl_reaches_an_allowed_endpoint_through_the_proxy_and_a_trapping_connect_refuses_only_its_own()
 {

@@ -21,10 +21,12 @@
 //! [`HEAD_TIMEOUT`] to name its destination, so no run can hold the
 //! host's file descriptors.
 //!
-//! The protocols are written here, small and strict, rather than taken
-//! from a proxy crate: the host needs only the first request of each
-//! connection (to learn and decide the destination) and then copies bytes,
-//! and every proxy crate brings a server framework of its own.
+//! A tunnel (`CONNECT`, SOCKS5) is decided once, by the first request of
+//! its connection, and then carries the client's bytes untouched. Plain
+//! HTTP is decided request by request ([`forward`]): hyper reads and frames
+//! every request of a kept-alive connection, each target is decided and
+//! each `Host` header checked against it before anything is sent. The
+//! SOCKS5 and `CONNECT` heads are read here, small and strict.
 
 use std::io;
 use std::path::PathBuf;
@@ -36,6 +38,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixListener};
 
 use crate::model::Network;
+
+mod forward;
 
 pub use crate::sandbox::launcher::PROXY_PORT as PORT;
 
@@ -516,7 +520,7 @@ async fn allowed(
 
 /// One client connection: SOCKS5 when it opens with version 5, else HTTP.
 /// The client has [`HEAD_TIMEOUT`] to name its destination.
-async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     mut client: S,
     gate: Gate,
     record: Arc<Mutex<Vec<Refused>>>,
@@ -533,7 +537,11 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no destination named in time"))??;
     match named {
         Named::Socks5 { host, port } => socks5(client, &gate, &record, host, port).await,
-        Named::Http(head) => http(head, client, &gate, &record).await,
+        Named::Http(head) => match tunnel_target(&head) {
+            Err(why) => http_refuse(&mut client, "400 Bad Request", &why).await,
+            Ok(Some((host, port))) => tunnel(client, &gate, &record, &host, port).await,
+            Ok(None) => forward::serve(head, client, gate, record).await,
+        },
         Named::Done => Ok(()),
     }
 }
@@ -550,19 +558,6 @@ enum Named {
 
 async fn http_head<S: AsyncRead + Unpin>(first: u8, client: &mut S) -> io::Result<Named> {
     read_head(first, client).await.map(Named::Http)
-}
-
-/// Where an HTTP request goes, and how to forward it.
-#[derive(Debug, PartialEq, Eq)]
-enum HttpTarget {
-    /// `CONNECT host:port`: a tunnel.
-    Tunnel { host: String, port: u16 },
-    /// A plain request: its head rewritten to origin form.
-    Forward {
-        host: String,
-        port: u16,
-        head: Vec<u8>,
-    },
 }
 
 /// Read the request head: bytes up to the blank line.
@@ -597,30 +592,22 @@ fn host_port(authority: &str, default: Option<u16>) -> Option<(String, u16)> {
     (!host.is_empty()).then(|| (host.to_owned(), port))
 }
 
-/// Parse a request head into its target.
-fn http_target(head: &[u8]) -> Result<HttpTarget, String> {
+/// The tunnel a request head asks for (`CONNECT host:port`), or none: a
+/// plain request, forwarded request by request ([`forward`]).
+fn tunnel_target(head: &[u8]) -> Result<Option<(String, u16)>, String> {
     let text = std::str::from_utf8(head).map_err(|_| "the request head is not UTF-8".to_owned())?;
-    let (line, rest) = text.split_once("\r\n").ok_or("no request line")?;
+    let (line, _) = text.split_once("\r\n").ok_or("no request line")?;
     let mut words = line.split(' ');
-    let (Some(method), Some(target), Some(version)) = (words.next(), words.next(), words.next())
+    let (Some(method), Some(target), Some(_version)) = (words.next(), words.next(), words.next())
     else {
         return Err(format!("a malformed request line: {line:?}"));
     };
-    if method.eq_ignore_ascii_case("CONNECT") {
-        let (host, port) =
-            host_port(target, None).ok_or(format!("a bad CONNECT target {target:?}"))?;
-        return Ok(HttpTarget::Tunnel { host, port });
+    if !method.eq_ignore_ascii_case("CONNECT") {
+        return Ok(None);
     }
-    let url = target.strip_prefix("http://").ok_or(format!(
-        "only http:// URLs are proxied in plain HTTP, got {target:?}"
-    ))?;
-    let (authority, path) = match url.find('/') {
-        Some(at) => (&url[..at], &url[at..]),
-        None => (url, "/"),
-    };
-    let (host, port) = host_port(authority, Some(80)).ok_or(format!("a bad URL {target:?}"))?;
-    let head = format!("{method} {path} {version}\r\n{rest}").into_bytes();
-    Ok(HttpTarget::Forward { host, port, head })
+    host_port(target, None)
+        .map(Some)
+        .ok_or(format!("a bad CONNECT target {target:?}"))
 }
 
 /// Answer an HTTP client with `status` and a one-line reason, then close.
@@ -638,54 +625,35 @@ async fn http_refuse<S: AsyncWrite + Unpin>(
     client.shutdown().await
 }
 
-async fn http<S: AsyncRead + AsyncWrite + Unpin>(
-    head: Vec<u8>,
+/// A `CONNECT` tunnel to `host:port`, decided once: after it the
+/// connection's bytes are the client's and the endpoint's own.
+async fn tunnel<S: AsyncRead + AsyncWrite + Unpin>(
     mut client: S,
     gate: &Gate,
     record: &Mutex<Vec<Refused>>,
+    host: &str,
+    port: u16,
 ) -> io::Result<()> {
-    let target = match http_target(&head) {
-        Ok(target) => target,
-        Err(why) => return http_refuse(&mut client, "400 Bad Request", &why).await,
-    };
-    let (host, port) = match &target {
-        HttpTarget::Tunnel { host, port } | HttpTarget::Forward { host, port, .. } => {
-            (host.clone(), *port)
-        }
-    };
-    let addrs = match admit(gate, record, &host, port).await {
+    let addrs = match admit(gate, record, host, port).await {
         Ok(addrs) => addrs,
         Err(Refusal::Refused(reason)) => {
-            return http_refuse(
-                &mut client,
-                "403 Forbidden",
-                &format!("{host}:{port} refused: {reason}"),
-            )
-            .await;
+            let reason = format!("{host}:{port} refused: {reason}");
+            return http_refuse(&mut client, "403 Forbidden", &reason).await;
         }
         Err(Refusal::Unreachable(why)) => {
             return http_refuse(&mut client, "502 Bad Gateway", &why).await;
         }
     };
-    let mut upstream = match TcpStream::connect(&addrs[..]).await {
+    let upstream = match TcpStream::connect(&addrs[..]).await {
         Ok(upstream) => upstream,
         Err(err) => {
-            return http_refuse(
-                &mut client,
-                "502 Bad Gateway",
-                &format!("cannot reach {host}:{port}: {err}"),
-            )
-            .await;
+            let why = format!("cannot reach {host}:{port}: {err}");
+            return http_refuse(&mut client, "502 Bad Gateway", &why).await;
         }
     };
-    match target {
-        HttpTarget::Tunnel { .. } => {
-            client
-                .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                .await?;
-        }
-        HttpTarget::Forward { head, .. } => upstream.write_all(&head).await?,
-    }
+    client
+        .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        .await?;
     splice(client, upstream).await
 }
 
@@ -790,29 +758,22 @@ mod tests {
     use tokio::net::UnixStream;
 
     #[test]
-    fn request_heads_name_their_destination() {
+    fn request_heads_name_their_tunnel_or_none() {
         assert_eq!(
-            http_target(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n"),
-            Ok(HttpTarget::Tunnel {
-                host: "example.com".into(),
-                port: 443
-            })
+            tunnel_target(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n"),
+            Ok(Some(("example.com".into(), 443)))
         );
         assert_eq!(
-            http_target(b"GET http://127.0.0.1:8080/a?b HTTP/1.1\r\nHost: x\r\n\r\n"),
-            Ok(HttpTarget::Forward {
-                host: "127.0.0.1".into(),
-                port: 8080,
-                head: b"GET /a?b HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
-            })
+            tunnel_target(b"GET http://127.0.0.1:8080/a?b HTTP/1.1\r\nHost: x\r\n\r\n"),
+            Ok(None)
         );
-        assert!(matches!(
-            http_target(b"GET http://example.com HTTP/1.1\r\n\r\n"),
-            Ok(HttpTarget::Forward { port: 80, .. })
-        ));
         assert_eq!(host_port("[::1]:8443", None), Some(("::1".into(), 8443)));
-        assert!(http_target(b"GET /relative HTTP/1.1\r\n\r\n").is_err());
-        assert!(http_target(b"CONNECT nohostport HTTP/1.1\r\n\r\n").is_err());
+        assert_eq!(
+            host_port("example.com", Some(80)),
+            Some(("example.com".into(), 80))
+        );
+        assert!(tunnel_target(b"CONNECT nohostport HTTP/1.1\r\n\r\n").is_err());
+        assert!(tunnel_target(b"GET\r\n\r\n").is_err());
     }
 
     /// A gate over `grant` and `ceiling` whose component answers yes.
@@ -956,18 +917,9 @@ mod tests {
         drop(proxy);
     }
 
-    #[tokio::test]
-    async fn a_tunnel_opens_to_an_allowed_endpoint_and_a_refusal_is_answered_and_recorded() {
-        let echo = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = echo.local_addr().unwrap().port();
-        tokio::spawn(async move {
-            while let Ok((mut stream, _)) = echo.accept().await {
-                tokio::spawn(async move {
-                    let (mut read, mut write) = stream.split();
-                    let _ = tokio::io::copy(&mut read, &mut write).await;
-                });
-            }
-        });
+    /// A proxy on a fresh socket (its path) whose component allows only
+    /// `port` ("not this one" otherwise), within a ceiling of the loopback.
+    fn allowing_only(port: u16) -> (Proxy, PathBuf) {
         let at = ProxyAt::fresh_socket().unwrap();
         let Place::Socket(path) = at.place().clone() else {
             unreachable!()
@@ -983,9 +935,23 @@ mod tests {
                 Network::Allow(vec![endpoint("127.0.0.1", None)]),
             )
         };
-        let proxy = Proxy::start(&at, gate).unwrap();
-        // The wrap's hold goes; the proxy keeps the place.
-        drop(at);
+        (Proxy::start(&at, gate).unwrap(), path)
+    }
+
+    #[tokio::test]
+    async fn a_tunnel_opens_to_an_allowed_endpoint_and_a_refusal_is_answered_and_recorded() {
+        let echo = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = echo.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = echo.accept().await {
+                tokio::spawn(async move {
+                    let (mut read, mut write) = stream.split();
+                    let _ = tokio::io::copy(&mut read, &mut write).await;
+                });
+            }
+        });
+        // The wrap's hold goes with the helper; the proxy keeps the place.
+        let (proxy, path) = allowing_only(port);
 
         let mut client = UnixStream::connect(&path).await.unwrap();
         let connect = format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n");
@@ -1021,5 +987,139 @@ mod tests {
         drop(proxy);
         assert!(!path.exists(), "the socket is removed with the proxy");
         assert!(!path.parent().unwrap().exists(), "and its directory");
+    }
+
+    /// A loopback HTTP/1.1 server that keeps connections alive and answers
+    /// every request with its own path and body; what it was asked (the
+    /// request line and `Host` header, one list per connection).
+    async fn recording_server() -> (u16, Arc<Mutex<Vec<Vec<String>>>>) {
+        use tokio::io::AsyncBufReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen: Arc<Mutex<Vec<Vec<String>>>> = Arc::default();
+        let record = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let record = record.clone();
+                let connection = {
+                    let mut seen = record.lock().unwrap();
+                    seen.push(vec![]);
+                    seen.len() - 1
+                };
+                tokio::spawn(async move {
+                    let mut stream = tokio::io::BufReader::new(stream);
+                    loop {
+                        let (mut line, mut host, mut length) = (String::new(), None, 0);
+                        if stream.read_line(&mut line).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        loop {
+                            let mut header = String::new();
+                            stream.read_line(&mut header).await.unwrap();
+                            let header = header.trim_end().to_owned();
+                            if header.is_empty() {
+                                break;
+                            }
+                            let (name, value) = header.split_once(": ").unwrap();
+                            match name.to_ascii_lowercase().as_str() {
+                                "host" => host = Some(value.to_owned()),
+                                "content-length" => length = value.parse().unwrap(),
+                                _ => {}
+                            }
+                        }
+                        let mut body = vec![0u8; length];
+                        stream.read_exact(&mut body).await.unwrap();
+                        let line = line.trim_end().to_owned();
+                        let reply = format!("{} {}", line, String::from_utf8_lossy(&body));
+                        record.lock().unwrap()[connection]
+                            .push(format!("{line} Host={}", host.unwrap_or_default()));
+                        let answer = format!(
+                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{reply}",
+                            reply.len()
+                        );
+                        stream.get_mut().write_all(answer.as_bytes()).await.unwrap();
+                    }
+                });
+            }
+        });
+        (port, seen)
+    }
+
+    /// Send `request` on `client` and read one response (its status line
+    /// and body, framed by its `Content-Length`).
+    async fn exchange(client: &mut UnixStream, request: &str) -> (String, String) {
+        client.write_all(request.as_bytes()).await.unwrap();
+        let mut head = Vec::new();
+        while !head.ends_with(b"\r\n\r\n") {
+            head.push(client.read_u8().await.unwrap());
+        }
+        let head = String::from_utf8(head).unwrap();
+        let length: usize = head
+            .lines()
+            .find_map(|line| {
+                line.to_ascii_lowercase()
+                    .strip_prefix("content-length: ")
+                    .map(str::to_owned)
+            })
+            .map_or(0, |value| value.trim().parse().unwrap());
+        let mut body = vec![0u8; length];
+        client.read_exact(&mut body).await.unwrap();
+        let status = head.lines().next().unwrap().to_owned();
+        (status, String::from_utf8(body).unwrap())
+    }
+
+    #[tokio::test]
+    async fn every_request_of_a_kept_alive_connection_is_decided_and_its_host_header_checked() {
+        let (allowed, allowed_seen) = recording_server().await;
+        let (other, other_seen) = recording_server().await;
+        let (proxy, path) = allowing_only(allowed);
+        let mut client = UnixStream::connect(&path).await.unwrap();
+        let get = |port: u16, path: &str, host: &str| {
+            format!("GET http://127.0.0.1:{port}{path} HTTP/1.1\r\n{host}\r\n")
+        };
+        let named = |port: u16| format!("Host: 127.0.0.1:{port}\r\n");
+
+        let answer = exchange(&mut client, &get(allowed, "/one", &named(allowed))).await;
+        assert_eq!(answer.0, "HTTP/1.1 200 OK");
+        assert_eq!(answer.1, "GET /one HTTP/1.1 ");
+        // A body, framed by its length: what follows it is the next request.
+        let post = format!(
+            "POST http://127.0.0.1:{allowed}/two HTTP/1.1\r\n{}Content-Length: 5\r\n\r\nhello",
+            named(allowed)
+        );
+        let answer = exchange(&mut client, &post).await;
+        assert_eq!(answer.1, "POST /two HTTP/1.1 hello");
+        // The same connection names another target: decided, refused.
+        let answer = exchange(&mut client, &get(other, "/three", &named(other))).await;
+        assert_eq!(answer.0, "HTTP/1.1 403 Forbidden");
+        assert!(answer.1.contains("not this one"), "{answer:?}");
+        // The allowed target, with a Host header naming another: refused.
+        let fronted = get(allowed, "/four", "Host: elsewhere.example\r\n");
+        let answer = exchange(&mut client, &fronted).await;
+        assert_eq!(answer.0, "HTTP/1.1 403 Forbidden");
+        assert!(answer.1.contains("Host header"), "{answer:?}");
+        // Still the client's connection: a request with no Host header is
+        // sent with the decided target's.
+        let answer = exchange(&mut client, &get(allowed, "/five", "")).await;
+        assert_eq!(answer.0, "HTTP/1.1 200 OK");
+
+        assert_eq!(
+            *allowed_seen.lock().unwrap(),
+            [[
+                format!("GET /one HTTP/1.1 Host=127.0.0.1:{allowed}"),
+                format!("POST /two HTTP/1.1 Host=127.0.0.1:{allowed}"),
+                format!("GET /five HTTP/1.1 Host=127.0.0.1:{allowed}"),
+            ]],
+            "one upstream connection, only the decided requests"
+        );
+        assert!(other_seen.lock().unwrap().is_empty());
+        let refused = proxy.refused();
+        assert_eq!(refused.len(), 2, "{refused:?}");
+        assert_eq!(
+            (refused[0].port, refused[0].reason.as_str()),
+            (other, "not this one")
+        );
+        assert_eq!(refused[1].port, allowed);
+        assert!(refused[1].reason.contains("Host header"), "{refused:?}");
     }
 }

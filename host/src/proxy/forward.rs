@@ -1,0 +1,310 @@
+//! Plain-HTTP forwarding, request by request.
+//!
+//! A client that sends `GET http://host/…` through the proxy may keep its
+//! connection alive and send more requests on it, each naming a target of
+//! its own; and each request carries a `Host` header that an upstream
+//! serving many names (a CDN, a shared front end) routes by. So the
+//! connection is not decided once and then copied: hyper reads and frames
+//! every request, and each is decided on its own — the target its URI
+//! names through the host's bounds and the component, its `Host` header
+//! checked to name that very target — before it is sent, in origin form,
+//! on an upstream connection to that target (kept while the client keeps
+//! asking the same one). A refusal answers that request (403 with the
+//! reason) and is recorded; the connection may go on. Nothing a client
+//! sends reaches an upstream undecided.
+//!
+//! A `CONNECT` is the connection's first request or none: a tunnel asked
+//! for on a connection that carried plain requests is refused (clients
+//! open a fresh connection for a tunnel).
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+use super::{Gate, HEAD_TIMEOUT, MAX_HEAD, Refusal, Refused, admit, host_port, note};
+
+/// A response body: the upstream's, or the proxy's own refusal.
+type Body = BoxBody<Bytes, hyper::Error>;
+
+/// Serve plain-HTTP requests on `client`, whose first request head the
+/// proxy has read already (`head`), until the client is done.
+pub(super) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    head: Vec<u8>,
+    client: S,
+    gate: Gate,
+    record: std::sync::Arc<Mutex<Vec<Refused>>>,
+) -> io::Result<()> {
+    let upstream = std::sync::Arc::new(tokio::sync::Mutex::new(None::<Upstream>));
+    let service = hyper::service::service_fn(move |request| {
+        let (gate, record, upstream) = (gate.clone(), record.clone(), upstream.clone());
+        async move { Ok::<_, hyper::Error>(one(request, &gate, &record, &upstream).await) }
+    });
+    hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
+        .max_buf_size(MAX_HEAD)
+        .serve_connection(TokioIo::new(Prefixed::new(head, client)), service)
+        .await
+        .map_err(io::Error::other)
+}
+
+/// The upstream connection a client's requests go to while they name its
+/// target.
+struct Upstream {
+    target: (String, u16),
+    sender: hyper::client::conn::http1::SendRequest<Incoming>,
+}
+
+/// Decide and forward one request; the answer for the client either way.
+async fn one(
+    request: Request<Incoming>,
+    gate: &Gate,
+    record: &Mutex<Vec<Refused>>,
+    upstream: &tokio::sync::Mutex<Option<Upstream>>,
+) -> Response<Body> {
+    let (host, port) = match target(&request) {
+        Ok(target) => target,
+        Err(why) => return refusal(StatusCode::BAD_REQUEST, &why),
+    };
+    if let Err(why) = same_host(request.headers(), &host, port) {
+        note(record, &host, port, &why);
+        let reason = format!("{host}:{port} refused: {why}");
+        return refusal(StatusCode::FORBIDDEN, &reason);
+    }
+    let addrs = match admit(gate, record, &host, port).await {
+        Ok(addrs) => addrs,
+        Err(Refusal::Refused(why)) => {
+            let reason = format!("{host}:{port} refused: {why}");
+            return refusal(StatusCode::FORBIDDEN, &reason);
+        }
+        Err(Refusal::Unreachable(why)) => return refusal(StatusCode::BAD_GATEWAY, &why),
+    };
+    let mut kept = upstream.lock().await;
+    let reusable = kept
+        .as_ref()
+        .is_some_and(|up| up.target == (host.clone(), port) && !up.sender.is_closed());
+    if !reusable {
+        *kept = None;
+        match connect(&addrs).await {
+            Ok(sender) => {
+                let target = (host.clone(), port);
+                *kept = Some(Upstream { target, sender })
+            }
+            Err(err) => {
+                let why = format!("cannot reach {host}:{port}: {err}");
+                return refusal(StatusCode::BAD_GATEWAY, &why);
+            }
+        }
+    }
+    let Some(up) = kept.as_mut() else {
+        return refusal(StatusCode::BAD_GATEWAY, "no upstream connection");
+    };
+    let sent = match up.sender.ready().await {
+        Ok(()) => {
+            let request = origin_form(request, &host, port);
+            up.sender.send_request(request).await
+        }
+        Err(err) => Err(err),
+    };
+    match sent {
+        Ok(response) => {
+            let (mut parts, body) = response.into_parts();
+            strip_hop_by_hop(&mut parts.headers);
+            Response::from_parts(parts, body.boxed())
+        }
+        Err(err) => {
+            *kept = None;
+            let why = format!("{host}:{port} failed: {err}");
+            refusal(StatusCode::BAD_GATEWAY, &why)
+        }
+    }
+}
+
+/// An HTTP/1.1 connection to the first of `addrs` that answers, driven on
+/// a task of its own (ended when its sender is dropped).
+async fn connect(
+    addrs: &[std::net::SocketAddr],
+) -> io::Result<hyper::client::conn::http1::SendRequest<Incoming>> {
+    let stream = TcpStream::connect(addrs).await?;
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(io::Error::other)?;
+    tokio::spawn(connection);
+    Ok(sender)
+}
+
+/// The target a plain request's absolute URI names: `http://` only (a
+/// client speaking to the proxy as if it were the origin, or asking for a
+/// tunnel on a connection that carried plain requests, is refused).
+fn target(request: &Request<Incoming>) -> Result<(String, u16), String> {
+    let uri = request.uri();
+    if request.method() == hyper::Method::CONNECT {
+        return Err("a tunnel (CONNECT) must be a connection's first request".into());
+    }
+    if uri.scheme_str() != Some("http") {
+        return Err(format!(
+            "only http:// URLs are proxied in plain HTTP, got {:?}",
+            uri.to_string()
+        ));
+    }
+    let authority = uri
+        .authority()
+        .ok_or_else(|| format!("a bad URL {:?}", uri.to_string()))?;
+    host_port(authority.as_str(), Some(80))
+        .ok_or_else(|| format!("a bad URL {:?}", uri.to_string()))
+}
+
+/// Whether the request's `Host` header, when it has one, names the target
+/// its URI names (an upstream serving many names routes by the header).
+fn same_host(headers: &HeaderMap, host: &str, port: u16) -> Result<(), String> {
+    let mut named = headers.get_all(header::HOST).iter();
+    let (Some(value), None) = (named.next(), named.next()) else {
+        return match headers.contains_key(header::HOST) {
+            true => Err("the request has more than one Host header".into()),
+            false => Ok(()),
+        };
+    };
+    let value = value.to_str().unwrap_or_default();
+    match host_port(value, Some(80)) {
+        Some((named, named_port)) if named.eq_ignore_ascii_case(host) && named_port == port => {
+            Ok(())
+        }
+        _ => Err(format!(
+            "its Host header {value:?} does not name the target its URL names"
+        )),
+    }
+}
+
+/// `request` as its upstream takes it: origin form (path and query), the
+/// proxy's own and the hop-by-hop headers gone, a `Host` header naming
+/// the decided target.
+fn origin_form(request: Request<Incoming>, host: &str, port: u16) -> Request<Incoming> {
+    let (mut parts, body) = request.into_parts();
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |path| path.as_str())
+        .to_owned();
+    parts.uri = path
+        .parse()
+        .unwrap_or_else(|_| hyper::Uri::from_static("/"));
+    strip_hop_by_hop(&mut parts.headers);
+    parts.headers.remove("proxy-authorization");
+    if !parts.headers.contains_key(header::HOST) {
+        let named = match (host.contains(':'), port) {
+            (false, 80) => host.to_owned(),
+            (false, _) => format!("{host}:{port}"),
+            (true, 80) => format!("[{host}]"),
+            (true, _) => format!("[{host}]:{port}"),
+        };
+        if let Ok(value) = HeaderValue::from_str(&named) {
+            parts.headers.insert(header::HOST, value);
+        }
+    }
+    Request::from_parts(parts, body)
+}
+
+/// Remove the headers that speak of one hop, not the message: those the
+/// `Connection` header lists, and the standard ones (hyper frames the
+/// message again on the next hop).
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let listed: Vec<String> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(|name| name.trim().to_ascii_lowercase())
+        .filter(|name| !name.is_empty())
+        .collect();
+    for name in listed {
+        headers.remove(name.as_str());
+    }
+    for name in [
+        "connection",
+        "proxy-connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "proxy-authenticate",
+    ] {
+        headers.remove(name);
+    }
+    if headers.remove(header::TRANSFER_ENCODING).is_some() {
+        // The body is framed again on the next hop; a length beside a
+        // transfer coding would frame it twice.
+        headers.remove(header::CONTENT_LENGTH);
+    }
+}
+
+/// The proxy's own answer: `status` with a one-line reason.
+fn refusal(status: StatusCode, reason: &str) -> Response<Body> {
+    let body = Full::new(Bytes::from(format!("cordon: {reason}\n")))
+        .map_err(|never| match never {})
+        .boxed();
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    response
+}
+
+/// A stream whose first bytes are `head` (read from it already), then its
+/// own.
+struct Prefixed<S> {
+    head: Vec<u8>,
+    at: usize,
+    inner: S,
+}
+
+impl<S> Prefixed<S> {
+    fn new(head: Vec<u8>, inner: S) -> Self {
+        Prefixed { head, at: 0, inner }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if self.at < self.head.len() {
+            let rest = &self.head[self.at..];
+            let taken = rest.len().min(buf.remaining());
+            buf.put_slice(&rest[..taken]);
+            self.at += taken;
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}

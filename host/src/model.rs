@@ -124,9 +124,24 @@ pub struct Endpoint {
     /// Port; none for any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
+    /// Whether the proxy inspects this endpoint's HTTPS: ends the
+    /// client's TLS with the run's own certificate authority and decides
+    /// request by request (`proxy::inspect`). Every other HTTPS
+    /// connection is tunnelled untouched.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inspect: bool,
 }
 
 impl Endpoint {
+    /// The one endpoint `host:port`, not inspected.
+    pub fn at(host: &str, port: u16) -> Endpoint {
+        Endpoint {
+            host: host.to_owned(),
+            port: Some(port),
+            inspect: false,
+        }
+    }
+
     /// Whether every connection `other` allows, this one allows too.
     pub fn covers(&self, other: &Endpoint) -> bool {
         let port = self.port.is_none() || self.port == other.port;
@@ -172,6 +187,7 @@ impl FromStr for Endpoint {
         Ok(Endpoint {
             host: host.to_ascii_lowercase(),
             port,
+            inspect: false,
         })
     }
 }
@@ -207,14 +223,34 @@ pub enum Network {
 impl Network {
     /// Whether a connection to `host:port` is within this network.
     pub fn allows(&self, host: &str, port: u16) -> bool {
-        let wanted = Endpoint {
-            host: host.to_owned(),
-            port: Some(port),
-        };
+        let wanted = Endpoint::at(host, port);
         match self {
             Network::None => false,
             Network::Full => true,
             Network::Allow(endpoints) => endpoints.iter().any(|e| e.covers(&wanted)),
+        }
+    }
+
+    /// Whether the proxy inspects `host:port`'s HTTPS: an endpoint of this
+    /// allow-list marked `inspect` covers it.
+    pub fn inspects(&self, host: &str, port: u16) -> bool {
+        let wanted = Endpoint::at(host, port);
+        match self {
+            Network::Allow(endpoints) => endpoints.iter().any(|e| e.inspect && e.covers(&wanted)),
+            Network::None | Network::Full => false,
+        }
+    }
+
+    /// Mark the endpoints of this allow-list that a marked endpoint of
+    /// `marked` covers for inspection. A component of a world with no word
+    /// for the mark keeps or narrows an endpoint of the grant it was handed;
+    /// this way it cannot drop the mark either.
+    pub fn keep_inspection_marks(&mut self, marked: &Network) {
+        let (Network::Allow(mine), Network::Allow(marked)) = (self, marked) else {
+            return;
+        };
+        for endpoint in mine.iter_mut() {
+            endpoint.inspect |= marked.iter().any(|m| m.inspect && m.covers(endpoint));
         }
     }
 

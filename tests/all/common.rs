@@ -733,3 +733,23 @@ pub fn installed_launcher() -> Option<PathBuf> {
     let path = Path::new(env!("CARGO_BIN_EXE_cordon")).with_file_name("cordon-launcher");
     cordon::sandbox::landlock::of_this_build(&path).then_some(path)
 }
+
+/// Read one HTTP request head (no body) from `reader`: its request line and
+/// `Host` header as `LINE Host=HOST`; none at the end of the stream.
+pub fn request_head(reader: &mut impl std::io::BufRead) -> Option<String> {
+    let (mut line, mut host) = (String::new(), String::new());
+    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+        return None;
+    }
+    loop {
+        let mut header = String::new();
+        if reader.read_line(&mut header).unwrap_or(0) == 0 {
+            return None;
+        }
+        match header.trim_end().split_once(": ") {
+            Some((name, value)) if name.eq_ignore_ascii_case("host") => host = value.to_owned(),
+            Some(_) => {}
+            None => return Some(format!("{} Host={host}", line.trim_end())),
+        }
+    }
+}

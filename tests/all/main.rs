@@ -23,6 +23,7 @@ mod executors;
 mod fail_closed;
 mod grant;
 mod hostile;
+mod inspection;
 mod landlock;
 mod launcher;
 mod layers;

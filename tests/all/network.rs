@@ -425,7 +425,7 @@ print('socks', socks({other}))
 /// each request with `200`; the request line and `Host` header of every
 /// request it was sent, on a thread.
 fn recording_http_server() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
-    use std::io::{BufRead, BufReader, Write};
+    use std::io::{BufReader, Write};
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(vec![]));
@@ -436,28 +436,8 @@ fn recording_http_server() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>
             std::thread::spawn(move || {
                 let mut writer = stream.try_clone().unwrap();
                 let mut reader = BufReader::new(stream);
-                loop {
-                    let (mut line, mut host) = (String::new(), String::new());
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    loop {
-                        let mut header = String::new();
-                        if reader.read_line(&mut header).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        match header.trim_end().split_once(": ") {
-                            Some((name, value)) if name.eq_ignore_ascii_case("host") => {
-                                host = value.to_owned()
-                            }
-                            Some(_) => {}
-                            None => break,
-                        }
-                    }
-                    record
-                        .lock()
-                        .unwrap()
-                        .push(format!("{} Host={host}", line.trim_end()));
+                while let Some(head) = common::request_head(&mut reader) {
+                    record.lock().unwrap().push(head);
                     let _ = writer.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
                 }
             });

@@ -131,6 +131,13 @@ export type Endpoint = {
    */
   host: string;
   /**
+   * Whether the proxy inspects this endpoint's HTTPS: ends the
+   * client's TLS with the run's own certificate authority and decides
+   * request by request (`proxy::inspect`). Every other HTTPS
+   * connection is tunnelled untouched.
+   */
+  inspect?: boolean;
+  /**
    * Port; none for any.
    */
   port?: number | null;

@@ -203,6 +203,7 @@ impl Instance {
         store: &mut Store<StoreState>,
         spec: &ExecSpec,
     ) -> wasmtime::Result<Result<Launch, RunError>> {
+        store.data_mut().planned = Some(spec.policy.clone());
         let spec = match wit::ExecSpec::try_from(spec) {
             Ok(spec) => spec,
             Err(reason) => return Ok(Err(RunError::InvalidRequest(reason))),
@@ -258,7 +259,12 @@ impl self::cordon::sandbox::sandbox::Host for StoreState {
         policy: wit::SandboxPolicy,
     ) -> wasmtime::Result<Result<Resource<Wrap>, wit::Unavailable>> {
         self.admit_confine(&argv)?;
-        let policy = model::SandboxPolicy::from(policy);
+        let mut policy = model::SandboxPolicy::from(policy);
+        // This world has no word for an inspection mark: the endpoints the
+        // planned spec marks stay marked.
+        if let Some(planned) = &self.planned {
+            policy.network.keep_inspection_marks(&planned.network);
+        }
         let Some(confiner) = self.confiner.clone() else {
             // Only `plan` may confine; any other phase is a policy bug.
             return Ok(Err(wit::Unavailable {
@@ -388,6 +394,9 @@ impl From<wit::Network> for model::Network {
                     .map(|e| model::Endpoint {
                         host: e.host,
                         port: e.port,
+                        // World 0.2.0 cannot mark one: the host carries the
+                        // handed grant's marks over (`keep_inspection_marks`).
+                        inspect: false,
                     })
                     .collect(),
             ),

@@ -16,6 +16,11 @@
 //! A `CONNECT` is the connection's first request or none: a tunnel asked
 //! for on a connection that carried plain requests is refused (clients
 //! open a fresh connection for a tunnel).
+//!
+//! Inside an inspected tunnel ([`super::inspect`]) the same holds over
+//! TLS: every request goes to the tunnel's own target, its `Host` header
+//! checked against it, and is decided before it is sent on the proxy's own
+//! TLS connection to that target.
 
 use std::io;
 use std::pin::Pin;
@@ -31,23 +36,53 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
+use super::inspect::Trust;
 use super::{Gate, HEAD_TIMEOUT, MAX_HEAD, Refusal, Refused, admit, host_port, note};
 
 /// A response body: the upstream's, or the proxy's own refusal.
 type Body = BoxBody<Bytes, hyper::Error>;
 
-/// Serve plain-HTTP requests on `client`, whose first request head the
-/// proxy has read already (`head`), until the client is done.
+/// Where a connection's requests go.
+pub(super) enum Origin {
+    /// Plain HTTP: each request names its target in its absolute URI.
+    Plain,
+    /// An inspected tunnel: every request goes to `host:port`, over TLS
+    /// verified with `trust`.
+    Inspected {
+        host: String,
+        port: u16,
+        trust: Trust,
+    },
+}
+
+impl Origin {
+    /// The port a `Host` header without one means.
+    fn default_port(&self) -> u16 {
+        match self {
+            Origin::Plain => 80,
+            Origin::Inspected { .. } => 443,
+        }
+    }
+}
+
+/// Serve the requests on `client`, whose first request head the proxy may
+/// have read already (`head`), until the client is done.
 pub(super) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    origin: Origin,
     head: Vec<u8>,
     client: S,
     gate: Gate,
     record: std::sync::Arc<Mutex<Vec<Refused>>>,
 ) -> io::Result<()> {
     let upstream = std::sync::Arc::new(tokio::sync::Mutex::new(None::<Upstream>));
+    let origin = std::sync::Arc::new(origin);
     let service = hyper::service::service_fn(move |request| {
         let (gate, record, upstream) = (gate.clone(), record.clone(), upstream.clone());
-        async move { Ok::<_, hyper::Error>(one(request, &gate, &record, &upstream).await) }
+        let origin = origin.clone();
+        async move {
+            let answer = one(request, &origin, (&gate, &record), &upstream).await;
+            Ok::<_, hyper::Error>(answer)
+        }
     });
     hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
@@ -68,15 +103,16 @@ struct Upstream {
 /// Decide and forward one request; the answer for the client either way.
 async fn one(
     request: Request<Incoming>,
-    gate: &Gate,
-    record: &Mutex<Vec<Refused>>,
+    origin: &Origin,
+    (gate, record): (&Gate, &Mutex<Vec<Refused>>),
     upstream: &tokio::sync::Mutex<Option<Upstream>>,
 ) -> Response<Body> {
-    let (host, port) = match target(&request) {
+    let (host, port) = match target(&request, origin) {
         Ok(target) => target,
         Err(why) => return refusal(StatusCode::BAD_REQUEST, &why),
     };
-    if let Err(why) = same_host(request.headers(), &host, port) {
+    let default_port = origin.default_port();
+    if let Err(why) = same_host(request.headers(), &host, (port, default_port)) {
         note(record, &host, port, &why);
         let reason = format!("{host}:{port} refused: {why}");
         return refusal(StatusCode::FORBIDDEN, &reason);
@@ -95,7 +131,7 @@ async fn one(
         .is_some_and(|up| up.target == (host.clone(), port) && !up.sender.is_closed());
     if !reusable {
         *kept = None;
-        match connect(&addrs).await {
+        match connect(&addrs, origin).await {
             Ok(sender) => {
                 let target = (host.clone(), port);
                 *kept = Some(Upstream { target, sender })
@@ -111,7 +147,7 @@ async fn one(
     };
     let sent = match up.sender.ready().await {
         Ok(()) => {
-            let request = origin_form(request, &host, port);
+            let request = origin_form(request, &host, (port, default_port));
             up.sender.send_request(request).await
         }
         Err(err) => Err(err),
@@ -130,12 +166,29 @@ async fn one(
     }
 }
 
-/// An HTTP/1.1 connection to the first of `addrs` that answers, driven on
-/// a task of its own (ended when its sender is dropped).
+/// An HTTP/1.1 connection to the first of `addrs` that answers — over TLS
+/// for an inspected origin, the upstream verified as the host it names —
+/// driven on a task of its own (ended when its sender is dropped).
 async fn connect(
     addrs: &[std::net::SocketAddr],
+    origin: &Origin,
 ) -> io::Result<hyper::client::conn::http1::SendRequest<Incoming>> {
     let stream = TcpStream::connect(addrs).await?;
+    match origin {
+        Origin::Plain => handshake(stream).await,
+        Origin::Inspected { host, trust, .. } => {
+            let name = tokio_rustls::rustls::pki_types::ServerName::try_from(host.clone())
+                .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
+            let connector = tokio_rustls::TlsConnector::from(trust.config());
+            handshake(connector.connect(name, stream).await?).await
+        }
+    }
+}
+
+/// HTTP/1.1 on `stream`, its connection driven on a task of its own.
+async fn handshake<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    stream: S,
+) -> io::Result<hyper::client::conn::http1::SendRequest<Incoming>> {
     let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(io::Error::other)?;
@@ -143,13 +196,32 @@ async fn connect(
     Ok(sender)
 }
 
-/// The target a plain request's absolute URI names: `http://` only (a
-/// client speaking to the proxy as if it were the origin, or asking for a
-/// tunnel on a connection that carried plain requests, is refused).
-fn target(request: &Request<Incoming>) -> Result<(String, u16), String> {
+/// The target a request names: for plain HTTP its absolute URI, `http://`
+/// only (a client speaking to the proxy as if it were the origin, or asking
+/// for a tunnel on a connection that carried plain requests, is refused);
+/// inside an inspected tunnel the tunnel's own, which an absolute URI may
+/// name again but never another.
+fn target(request: &Request<Incoming>, origin: &Origin) -> Result<(String, u16), String> {
     let uri = request.uri();
     if request.method() == hyper::Method::CONNECT {
         return Err("a tunnel (CONNECT) must be a connection's first request".into());
+    }
+    if let Origin::Inspected { host, port, .. } = origin {
+        let named = uri
+            .authority()
+            .map(|authority| host_port(authority.as_str(), Some(443)));
+        return match named {
+            None => Ok((host.clone(), *port)),
+            Some(Some((named, named_port)))
+                if named.eq_ignore_ascii_case(host) && named_port == *port =>
+            {
+                Ok((host.clone(), *port))
+            }
+            Some(_) => Err(format!(
+                "{:?} is not this tunnel's {host}:{port}",
+                uri.to_string()
+            )),
+        };
     }
     if uri.scheme_str() != Some("http") {
         return Err(format!(
@@ -166,7 +238,9 @@ fn target(request: &Request<Incoming>) -> Result<(String, u16), String> {
 
 /// Whether the request's `Host` header, when it has one, names the target
 /// its URI names (an upstream serving many names routes by the header).
-fn same_host(headers: &HeaderMap, host: &str, port: u16) -> Result<(), String> {
+/// `(port, default)`: the target's port, and the one a header without a
+/// port means.
+fn same_host(headers: &HeaderMap, host: &str, (port, default): (u16, u16)) -> Result<(), String> {
     let mut named = headers.get_all(header::HOST).iter();
     let (Some(value), None) = (named.next(), named.next()) else {
         return match headers.contains_key(header::HOST) {
@@ -175,7 +249,7 @@ fn same_host(headers: &HeaderMap, host: &str, port: u16) -> Result<(), String> {
         };
     };
     let value = value.to_str().unwrap_or_default();
-    match host_port(value, Some(80)) {
+    match host_port(value, Some(default)) {
         Some((named, named_port)) if named.eq_ignore_ascii_case(host) && named_port == port => {
             Ok(())
         }
@@ -188,7 +262,11 @@ fn same_host(headers: &HeaderMap, host: &str, port: u16) -> Result<(), String> {
 /// `request` as its upstream takes it: origin form (path and query), the
 /// proxy's own and the hop-by-hop headers gone, a `Host` header naming
 /// the decided target.
-fn origin_form(request: Request<Incoming>, host: &str, port: u16) -> Request<Incoming> {
+fn origin_form(
+    request: Request<Incoming>,
+    host: &str,
+    (port, default): (u16, u16),
+) -> Request<Incoming> {
     let (mut parts, body) = request.into_parts();
     let path = parts
         .uri
@@ -201,11 +279,13 @@ fn origin_form(request: Request<Incoming>, host: &str, port: u16) -> Request<Inc
     strip_hop_by_hop(&mut parts.headers);
     parts.headers.remove("proxy-authorization");
     if !parts.headers.contains_key(header::HOST) {
-        let named = match (host.contains(':'), port) {
-            (false, 80) => host.to_owned(),
-            (false, _) => format!("{host}:{port}"),
-            (true, 80) => format!("[{host}]"),
-            (true, _) => format!("[{host}]:{port}"),
+        let bracketed = match host.contains(':') {
+            true => format!("[{host}]"),
+            false => host.to_owned(),
+        };
+        let named = match port == default {
+            true => bracketed,
+            false => format!("{bracketed}:{port}"),
         };
         if let Ok(value) = HeaderValue::from_str(&named) {
             parts.headers.insert(header::HOST, value);

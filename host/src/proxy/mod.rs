@@ -40,6 +40,7 @@ use tokio::net::{TcpStream, UnixListener};
 use crate::model::Network;
 
 mod forward;
+pub mod inspect;
 
 pub use crate::sandbox::launcher::PROXY_PORT as PORT;
 
@@ -69,9 +70,29 @@ pub struct Gate {
     pub ceiling: Network,
     /// The component's answer.
     pub decide: Decide,
+    /// How the endpoints the grant marks `inspect` are inspected; none:
+    /// every tunnel is carried untouched.
+    pub inspection: Option<Inspection>,
+}
+
+/// What the proxy inspects TLS with: the run's authority, and the trust
+/// the upstreams are verified with.
+#[derive(Clone, Debug)]
+pub struct Inspection {
+    /// The run's certificate authority (its key in the host's memory).
+    pub authority: Arc<inspect::Authority>,
+    /// The upstreams' verification.
+    pub trust: inspect::Trust,
 }
 
 impl Gate {
+    /// How `host:port` is inspected, when the grant marks it.
+    fn inspection(&self, host: &str, port: u16) -> Option<&Inspection> {
+        self.inspection
+            .as_ref()
+            .filter(|_| self.grant.inspects(host, port))
+    }
+
     /// The host's bounds for `host:port`: within the grant and the ceiling.
     fn bounds(&self, host: &str, port: u16) -> Result<(), String> {
         if !self.grant.allows(host, port) {
@@ -127,6 +148,44 @@ pub enum Place {
 pub struct ProxyAt {
     place: Place,
     hold: Arc<Hold>,
+    /// TLS inspection, when the grant marks an endpoint for it.
+    inspecting: Option<Arc<Inspecting>>,
+}
+
+/// A run's TLS inspection from the moment its wrap names it: the authority
+/// and trust, and the bundle written for its command (removed, with its
+/// directory once empty, when the last holder goes).
+#[derive(Debug)]
+struct Inspecting {
+    inspection: Inspection,
+    bundle: PathBuf,
+}
+
+impl Drop for Inspecting {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.bundle);
+        if let Some(dir) = self.bundle.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+/// A new 0700 directory `PREFIX-PID-N-NANOS` in the host's temporary
+/// directory.
+fn fresh_dir(prefix: &str) -> io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let dir = std::env::temp_dir().join(format!(
+        "{prefix}-{}-{}-{nanos:x}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    Ok(dir)
 }
 
 impl PartialEq for ProxyAt {
@@ -174,25 +233,68 @@ impl ProxyAt {
                 started: false.into(),
             }),
             place,
+            inspecting: None,
         }
     }
 
     /// A fresh socket path for one run's proxy, in a new 0700 directory
     /// of the host's temporary directory.
     pub fn fresh_socket() -> io::Result<Self> {
-        use std::os::unix::fs::DirBuilderExt;
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let dir = std::env::temp_dir().join(format!(
-            "cordon-proxy-{}-{}-{nanos:x}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        let dir = fresh_dir("cordon-proxy")?;
         Ok(Self::holding(Place::Socket(dir.join("proxy.sock"))))
+    }
+
+    /// This place, inspecting the TLS of the endpoints the grant marks: a
+    /// fresh authority (its key in memory only), the host's trust for the
+    /// upstreams, and the bundle the command trusts written beside the
+    /// socket (a loopback place: in a fresh 0700 directory of its own),
+    /// readable by the command's user.
+    pub fn inspecting(mut self) -> io::Result<Self> {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt;
+        let authority = inspect::Authority::new().map_err(io::Error::other)?;
+        let trust = inspect::Trust::host().map_err(io::Error::other)?;
+        let dir = match &self.place {
+            Place::Socket(path) => path.parent().map(PathBuf::from),
+            Place::Loopback(_) => Some(fresh_dir("cordon-ca")?),
+        };
+        let bundle = dir
+            .ok_or_else(|| io::Error::other("the proxy's place has no directory"))?
+            .join("ca-bundle.pem");
+        let inspecting = Inspecting {
+            bundle,
+            inspection: Inspection {
+                authority: Arc::new(authority),
+                trust,
+            },
+        };
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&inspecting.bundle)?
+            .write_all(inspecting.inspection.authority.bundle().as_bytes())?;
+        self.inspecting = Some(Arc::new(inspecting));
+        Ok(self)
+    }
+
+    /// This place, inspecting TLS ([`ProxyAt::inspecting`]) when any of
+    /// `endpoints` is marked `inspect`; as it is otherwise.
+    pub fn inspecting_marked(self, endpoints: &[crate::model::Endpoint]) -> io::Result<Self> {
+        match endpoints.iter().any(|e| e.inspect) {
+            true => self.inspecting(),
+            false => Ok(self),
+        }
+    }
+
+    /// How this place's proxy inspects TLS, when the grant marks endpoints.
+    pub fn inspection(&self) -> Option<&Inspection> {
+        self.inspecting.as_deref().map(|i| &i.inspection)
+    }
+
+    /// The certificate bundle the command trusts, when its TLS is inspected.
+    pub fn bundle(&self) -> Option<&std::path::Path> {
+        self.inspecting.as_deref().map(|i| i.bundle.as_path())
     }
 
     /// A port of the host's loopback for a run's proxy: the listener is
@@ -212,11 +314,17 @@ impl ProxyAt {
     /// runner, confining as that user, must open it. A loopback port needs
     /// nothing.
     pub fn give_to(&self, uid: u32, gid: u32) -> io::Result<()> {
-        let Place::Socket(path) = &self.place else {
-            return Ok(());
-        };
         let owner = (Some(uid.into()), Some(gid.into()));
-        for place in path.parent().into_iter().chain([path.as_path()]) {
+        let socket = match &self.place {
+            Place::Socket(path) => Some(path.as_path()),
+            Place::Loopback(_) => None,
+        };
+        let bundle = self.bundle();
+        let places = [socket, bundle]
+            .into_iter()
+            .flatten()
+            .flat_map(|place| place.parent().into_iter().chain([place]));
+        for place in places {
             nix::unistd::chown(place, owner.0, owner.1)?;
         }
         Ok(())
@@ -242,6 +350,26 @@ type Reserved = Mutex<std::collections::HashMap<u16, std::net::TcpListener>>;
 fn reserved() -> &'static Reserved {
     static RESERVED: std::sync::OnceLock<Reserved> = std::sync::OnceLock::new();
     RESERVED.get_or_init(Reserved::default)
+}
+
+/// The variables by which the common TLS clients (OpenSSL's, Python's
+/// requests, Node's, git's, curl's, pip's, cargo's, AWS's) find `bundle`:
+/// the run's authority and the host's roots.
+pub fn bundle_env(bundle: &std::path::Path) -> Vec<(String, String)> {
+    let at = bundle.to_string_lossy().into_owned();
+    [
+        "SSL_CERT_FILE",
+        "REQUESTS_CA_BUNDLE",
+        "NODE_EXTRA_CA_CERTS",
+        "GIT_SSL_CAINFO",
+        "CURL_CA_BUNDLE",
+        "PIP_CERT",
+        "CARGO_HTTP_CAINFO",
+        "AWS_CA_BUNDLE",
+    ]
+    .into_iter()
+    .map(|name| (name.to_owned(), at.clone()))
+    .collect()
 }
 
 /// The environment that points a command's clients at the proxy on the
@@ -539,8 +667,8 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         Named::Socks5 { host, port } => socks5(client, &gate, &record, host, port).await,
         Named::Http(head) => match tunnel_target(&head) {
             Err(why) => http_refuse(&mut client, "400 Bad Request", &why).await,
-            Ok(Some((host, port))) => tunnel(client, &gate, &record, &host, port).await,
-            Ok(None) => forward::serve(head, client, gate, record).await,
+            Ok(Some((host, port))) => tunnel(client, gate, record, &host, port).await,
+            Ok(None) => forward::serve(forward::Origin::Plain, head, client, gate, record).await,
         },
         Named::Done => Ok(()),
     }
@@ -627,14 +755,14 @@ async fn http_refuse<S: AsyncWrite + Unpin>(
 
 /// A `CONNECT` tunnel to `host:port`, decided once: after it the
 /// connection's bytes are the client's and the endpoint's own.
-async fn tunnel<S: AsyncRead + AsyncWrite + Unpin>(
+async fn tunnel<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     mut client: S,
-    gate: &Gate,
-    record: &Mutex<Vec<Refused>>,
+    gate: Gate,
+    record: Arc<Mutex<Vec<Refused>>>,
     host: &str,
     port: u16,
 ) -> io::Result<()> {
-    let addrs = match admit(gate, record, host, port).await {
+    let addrs = match admit(&gate, &record, host, port).await {
         Ok(addrs) => addrs,
         Err(Refusal::Refused(reason)) => {
             let reason = format!("{host}:{port} refused: {reason}");
@@ -644,6 +772,9 @@ async fn tunnel<S: AsyncRead + AsyncWrite + Unpin>(
             return http_refuse(&mut client, "502 Bad Gateway", &why).await;
         }
     };
+    if let Some(inspection) = gate.inspection(host, port).cloned() {
+        return inspected(client, gate, record, inspection, (host, port)).await;
+    }
     let upstream = match TcpStream::connect(&addrs[..]).await {
         Ok(upstream) => upstream,
         Err(err) => {
@@ -651,10 +782,36 @@ async fn tunnel<S: AsyncRead + AsyncWrite + Unpin>(
             return http_refuse(&mut client, "502 Bad Gateway", &why).await;
         }
     };
-    client
-        .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        .await?;
+    client.write_all(ESTABLISHED).await?;
     splice(client, upstream).await
+}
+
+/// The answer that opens a tunnel.
+const ESTABLISHED: &[u8] = b"HTTP/1.1 200 Connection established\r\n\r\n";
+
+/// An inspected tunnel to `host:port`: the client's TLS ended here with the
+/// run's leaf for `host`, its requests forwarded one by one ([`forward`]).
+async fn inspected<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    mut client: S,
+    gate: Gate,
+    record: Arc<Mutex<Vec<Refused>>>,
+    inspection: Inspection,
+    (host, port): (&str, u16),
+) -> io::Result<()> {
+    let server = match inspection.authority.server(host) {
+        Ok(server) => server,
+        Err(why) => return http_refuse(&mut client, "502 Bad Gateway", &why).await,
+    };
+    client.write_all(ESTABLISHED).await?;
+    let tls = tokio_rustls::TlsAcceptor::from(server)
+        .accept(client)
+        .await?;
+    let origin = forward::Origin::Inspected {
+        host: host.to_owned(),
+        port,
+        trust: inspection.trust,
+    };
+    forward::serve(origin, Vec::new(), tls, gate, record).await
 }
 
 /// Copy both ways until both ends are done.
@@ -726,6 +883,13 @@ async fn socks5<S: AsyncRead + AsyncWrite + Unpin>(
     port: u16,
 ) -> io::Result<()> {
     let reply = socks5_reply;
+    if gate.grant.inspects(&host, port) {
+        // A SOCKS5 tunnel would carry it past the inspection.
+        let why = "its HTTPS is inspected: reach it through the HTTP proxy (HTTPS_PROXY)";
+        note(record, &host, port, why);
+        client.write_all(&reply(2)).await?;
+        return Ok(());
+    }
     let addrs = match admit(gate, record, &host, port).await {
         Ok(addrs) => addrs,
         Err(Refusal::Refused(_)) => {
@@ -782,13 +946,14 @@ mod tests {
             grant,
             ceiling,
             decide: Arc::new(|_: &str, _: u16| Ok(())),
+            inspection: None,
         }
     }
 
     fn endpoint(host: &str, port: Option<u16>) -> crate::model::Endpoint {
         crate::model::Endpoint {
-            host: host.into(),
             port,
+            ..crate::model::Endpoint::at(host, 0)
         }
     }
 

@@ -1144,10 +1144,7 @@ mod tests {
             other => panic!("expected a ceiling error, got {other}"),
         };
 
-        let github = Network::Allow(vec![Endpoint {
-            host: "github.com".into(),
-            port: Some(22),
-        }]);
+        let github = Network::Allow(vec![Endpoint::at("github.com", 22)]);
         let wants_github = SandboxPolicy {
             network: github.clone(),
             ..base.clone()
@@ -1283,17 +1280,11 @@ mod tests {
                 Just(Network::None),
                 Just(Network::Full),
                 pick(vec![
+                    Endpoint::at("github.com", 22),
+                    Endpoint::at("*.npmjs.org", 443),
                     Endpoint {
-                        host: "github.com".into(),
-                        port: Some(22)
-                    },
-                    Endpoint {
-                        host: "*.npmjs.org".into(),
-                        port: Some(443)
-                    },
-                    Endpoint {
-                        host: "example.com".into(),
-                        port: None
+                        port: None,
+                        ..Endpoint::at("example.com", 0)
                     },
                 ])
                 .prop_map(Network::Allow),

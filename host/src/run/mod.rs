@@ -792,8 +792,15 @@ fn prepare(cx: &RunContext, mut request: ExecRequest, verify: bool) -> Result<Pr
         closed.then_some(exposed.as_slice()),
     );
     // An allow-list run's clients go to the proxy, whatever the host said.
+    // An inspected run's TLS clients trust its bundle, whatever the host said.
     if let Some(at) = &accepted.proxy {
-        for (name, value) in crate::proxy::client_env(at.client_port()) {
+        let mut vars = crate::proxy::client_env(at.client_port());
+        vars.extend(
+            at.bundle()
+                .map(crate::proxy::bundle_env)
+                .unwrap_or_default(),
+        );
+        for (name, value) in vars {
             env.retain(|(have, _)| *have != *name);
             env.push((name.into(), value.into()));
         }
@@ -856,11 +863,9 @@ fn spec_checked(
     checks::spec_env(spec)?;
     checks::canonicalise(spec)?;
     checks::spec_within_ceiling(spec, cx.deployment.max_mode)?;
-    checks::spec_keeps_handed_policy(
-        spec,
-        checks::handed_policy(request, &cx.deployment),
-        cx.policy.info().default_mode,
-    )?;
+    let handed = checks::handed_policy(request, &cx.deployment);
+    checks::spec_keeps_handed_policy(spec, handed, cx.policy.info().default_mode)?;
+    spec.policy.network.keep_inspection_marks(&handed.network);
     checks::policy_within(&spec.policy, &cx.deployment)?;
     if let Some(who) = &cx.identity {
         checks::reachable_by(spec, who)?;
@@ -1058,6 +1063,7 @@ fn start_proxy(cx: &RunContext, prepared: &Prepared) -> Result<Option<Proxy>, Ru
         grant: prepared.spec.policy.network.clone(),
         ceiling: cx.deployment.max_network.clone(),
         decide,
+        inspection: at.inspection().cloned(),
     };
     Proxy::start(at, gate)
         .and_then(|proxy| {

@@ -276,7 +276,9 @@ pub(super) fn network(layout: &Layout, grant: &mut GrantFacts, supervised: bool)
     // An allow-list goes through the host's proxy: its socket bound in,
     // bridged to the sandbox's loopback by the init (which it needs).
     let proxy = match (&layout.allow_list, supervised) {
-        (Some(endpoints), true) => match crate::proxy::ProxyAt::fresh_socket() {
+        (Some(endpoints), true) => match crate::proxy::ProxyAt::fresh_socket()
+            .and_then(|at| at.inspecting_marked(endpoints))
+        {
             Ok(at) => {
                 grant.network = crate::model::Network::Allow(endpoints.clone());
                 grant.narrowed.clear();
@@ -323,6 +325,11 @@ pub(super) fn network(layout: &Layout, grant: &mut GrantFacts, supervised: bool)
         if let Some(at) = &socket {
             args.profile
                 .extend(["--ro-bind".into(), at.clone(), at.clone()]);
+        }
+        // The certificates an inspected run trusts, beside the socket.
+        if let Some(bundle) = args.proxy.as_ref().and_then(|at| at.bundle()) {
+            let at = bundle.to_string_lossy().into_owned();
+            args.profile.extend(["--ro-bind".into(), at.clone(), at]);
         }
         if supervised {
             // Host pathname sockets are files a mount cannot close: the

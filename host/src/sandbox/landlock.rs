@@ -320,6 +320,7 @@ impl Landlock {
         // to that port only (Landlock's TCP rules, ABI 4).
         let proxy = match &layout.allow_list {
             Some(endpoints) if kernel_abi() >= 4 => match crate::proxy::ProxyAt::reserve_loopback()
+                .and_then(|at| at.inspecting_marked(endpoints))
             {
                 Ok(at) => {
                     let port = at.client_port();

@@ -252,8 +252,9 @@ impl ProxyAt {
     pub fn inspecting(mut self) -> io::Result<Self> {
         use std::io::Write as _;
         use std::os::unix::fs::OpenOptionsExt;
-        let authority = inspect::Authority::new().map_err(io::Error::other)?;
-        let trust = inspect::Trust::host().map_err(io::Error::other)?;
+        let unready = |why: String| io::Error::other(format!("no TLS inspection: {why}"));
+        let authority = inspect::Authority::new().map_err(|err| unready(err.to_string()))?;
+        let trust = inspect::Trust::host().map_err(unready)?;
         let dir = match &self.place {
             Place::Socket(path) => path.parent().map(PathBuf::from),
             Place::Loopback(_) => Some(fresh_dir("cordon-ca")?),

@@ -13,13 +13,17 @@
 //! measures the policy calls alone in a tight loop. `CORDON_BENCH_RULES_BEFORE=
 //! /path/to/older/rules-policy.wasm` adds that component's round trip beside
 //! this one's, interleaved. `CORDON_BENCH_ONLY=serving`
-//! runs only the served-mode figures (`support/serving.rs`).
+//! runs only the served-mode figures (`support/serving.rs`);
+//! `CORDON_BENCH_ONLY=proxying` only the downloads through the allow-list
+//! proxy, tunnelled and inspected (`support/proxying.rs`).
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cordon::{Deployment, ExecRequest, Host, SandboxMode, SandboxPolicy};
 
+#[path = "support/proxying.rs"]
+mod proxying;
 #[path = "support/scale.rs"]
 mod scale;
 #[path = "support/serving.rs"]
@@ -273,6 +277,10 @@ fn main() {
     });
     if std::env::var("CORDON_BENCH_ONLY").as_deref() == Ok("policy") {
         tight_policy_loop(&policy_deployment, &confiner, rounds.max(1000));
+        return;
+    }
+    if std::env::var("CORDON_BENCH_ONLY").as_deref() == Ok("proxying") {
+        proxying::downloads(cordon_bin, rounds.clamp(3, 7));
         return;
     }
     if std::env::var("CORDON_BENCH_ONLY").as_deref() == Ok("serving") {

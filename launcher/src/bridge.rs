@@ -54,6 +54,10 @@ pub(super) const MAX_CARRIED: usize = 256;
 
 /// Carry one connection to the host's proxy and back.
 fn carry(client: TcpStream, socket: &std::path::Path) {
+    // Each piece the proxy answers goes to the command at once: Nagle's
+    // wait for an ACK the command delays made every kept-alive request
+    // through the bridge milliseconds slower.
+    let _ = client.set_nodelay(true);
     let Ok(host) = UnixStream::connect(socket) else {
         return;
     };

@@ -174,6 +174,8 @@ async fn connect(
     origin: &Origin,
 ) -> io::Result<hyper::client::conn::http1::SendRequest<Incoming>> {
     let stream = TcpStream::connect(addrs).await?;
+    // A request goes out whole at once (no wait for the upstream's ACK).
+    stream.set_nodelay(true)?;
     match origin {
         Origin::Plain => handshake(stream).await,
         Origin::Inspected { host, trust, .. } => {

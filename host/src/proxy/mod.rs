@@ -440,7 +440,11 @@ impl Proxy {
                     loop {
                         match listener.accept().await {
                             // The host's own loopback only: the run's command.
-                            Ok((stream, peer)) if peer.ip().is_loopback() => carrier.carry(stream),
+                            Ok((stream, peer)) if peer.ip().is_loopback() => {
+                                // Answers reach the command at once.
+                                let _ = stream.set_nodelay(true);
+                                carrier.carry(stream)
+                            }
                             Ok(_) => {}
                             Err(_) => accept_failed().await,
                         }
@@ -776,7 +780,7 @@ async fn tunnel<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     if let Some(inspection) = gate.inspection(host, port).cloned() {
         return inspected(client, gate, record, inspection, (host, port)).await;
     }
-    let upstream = match TcpStream::connect(&addrs[..]).await {
+    let upstream = match connect_upstream(&addrs).await {
         Ok(upstream) => upstream,
         Err(err) => {
             let why = format!("cannot reach {host}:{port}: {err}");
@@ -813,6 +817,16 @@ async fn inspected<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         trust: inspection.trust,
     };
     forward::serve(origin, Vec::new(), tls, gate, record).await
+}
+
+/// A TCP connection to the first of `addrs` that answers, each write sent
+/// at once: a tunnel carries the client's pieces as they come, and Nagle's
+/// wait for the peer's delayed ACK made every kept-alive exchange through
+/// the proxy milliseconds slower.
+async fn connect_upstream(addrs: &[std::net::SocketAddr]) -> io::Result<TcpStream> {
+    let stream = TcpStream::connect(addrs).await?;
+    stream.set_nodelay(true)?;
+    Ok(stream)
 }
 
 /// Copy both ways until both ends are done.
@@ -904,7 +918,7 @@ async fn socks5<S: AsyncRead + AsyncWrite + Unpin>(
             return Ok(());
         }
     };
-    match TcpStream::connect(&addrs[..]).await {
+    match connect_upstream(&addrs).await {
         Ok(upstream) => {
             client.write_all(&reply(0)).await?;
             splice(client, upstream).await

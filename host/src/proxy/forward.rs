@@ -34,10 +34,11 @@ use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 
 use super::inspect::Trust;
-use super::{Gate, HEAD_TIMEOUT, MAX_HEAD, Refusal, Refused, admit, host_port, note};
+use super::{
+    Gate, HEAD_TIMEOUT, MAX_HEAD, Refusal, Refused, admit, connect_upstream, host_port, note,
+};
 
 /// A response body: the upstream's, or the proxy's own refusal.
 type Body = BoxBody<Bytes, hyper::Error>;
@@ -173,9 +174,7 @@ async fn connect(
     addrs: &[std::net::SocketAddr],
     origin: &Origin,
 ) -> io::Result<hyper::client::conn::http1::SendRequest<Incoming>> {
-    let stream = TcpStream::connect(addrs).await?;
-    // A request goes out whole at once (no wait for the upstream's ACK).
-    stream.set_nodelay(true)?;
+    let stream = connect_upstream(addrs).await?;
     match origin {
         Origin::Plain => handshake(stream).await,
         Origin::Inspected { host, trust, .. } => {

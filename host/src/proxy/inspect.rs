@@ -85,8 +85,8 @@ impl Authority {
     /// host's roots (every other host is tunnelled and verified by them).
     pub fn bundle(&self) -> String {
         let mut bundle = self.pem();
-        for root in rustls_native_certs::load_native_certs().certs {
-            bundle.push_str(&pem_block(&root));
+        for root in host_roots() {
+            bundle.push_str(&pem_block(root));
         }
         bundle
     }
@@ -129,8 +129,7 @@ impl Authority {
 }
 
 /// How the proxy verifies an inspected connection's upstream: the host's
-/// trust store (`SSL_CERT_FILE`/`SSL_CERT_DIR` where the host sets them),
-/// loaded once.
+/// trust store ([`host_roots`]).
 #[derive(Clone, Debug)]
 pub struct Trust(Arc<ClientConfig>);
 
@@ -140,8 +139,7 @@ impl Trust {
         static HOST: std::sync::OnceLock<Result<Trust, String>> = std::sync::OnceLock::new();
         HOST.get_or_init(|| {
             let mut roots = RootCertStore::empty();
-            let (added, _) =
-                roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+            let (added, _) = roots.add_parsable_certificates(host_roots().iter().cloned());
             match added {
                 0 => Err("the host's trust store has no certificate".to_owned()),
                 _ => Trust::of(roots),
@@ -165,6 +163,14 @@ impl Trust {
     pub fn config(&self) -> Arc<ClientConfig> {
         self.0.clone()
     }
+}
+
+/// The host's trust store (`SSL_CERT_FILE`/`SSL_CERT_DIR` where the host
+/// sets them), read once: every inspected run's bundle and the upstreams'
+/// verification share it.
+fn host_roots() -> &'static [CertificateDer<'static>] {
+    static ROOTS: std::sync::OnceLock<Vec<CertificateDer<'static>>> = std::sync::OnceLock::new();
+    ROOTS.get_or_init(|| rustls_native_certs::load_native_certs().certs)
 }
 
 /// `der` as a PEM `CERTIFICATE` block.
@@ -224,7 +230,7 @@ mod tests {
         let bundle = authority.bundle();
         assert!(bundle.starts_with(&authority.pem()));
         let blocks = bundle.matches("-----BEGIN CERTIFICATE-----").count();
-        let host = rustls_native_certs::load_native_certs().certs.len();
+        let host = host_roots().len();
         assert_eq!(blocks, 1 + host);
         assert!(!bundle.contains("PRIVATE KEY"));
     }

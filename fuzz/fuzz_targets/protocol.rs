@@ -67,8 +67,10 @@ fuzz_target!(|data: &[u8]| {
         drop(writer);
         let mut replies = BufReader::new(reader).lines();
         while let Some(reply) = replies.next_line().await.unwrap() {
-            let reply: serde_json::Value = serde_json::from_str(&reply).expect("a JSON reply");
-            assert!(reply.is_object() || reply.is_array(), "{reply}");
+            // JSON text, read without converting its numbers: an id such as
+            // 1e400 is legal and echoed byte for byte (no double holds it).
+            serde_json::from_str::<Box<serde_json::value::RawValue>>(&reply).expect("a JSON reply");
+            assert!(reply.starts_with('{') || reply.starts_with('['), "{reply}");
         }
         served.await.unwrap().unwrap();
     });

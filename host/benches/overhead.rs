@@ -196,7 +196,7 @@ fn main() {
             other => panic!("resolve: {other:?}"),
         };
         // The proxy's way: one instance for the run's connections.
-        let connector = policy.connector(&spec);
+        let connector = policy.connector(&spec, "{}");
         move || {
             let answer = connector.connect("registry.npmjs.org", 443);
             assert_eq!(answer.expect("connect"), Ok(()));

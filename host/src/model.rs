@@ -409,9 +409,123 @@ pub struct GrantFacts {
     /// allow-list without the proxy that would carry it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub narrowed: Vec<String>,
-    /// The connections the allow-list proxy refused, in order.
+    /// The connections the allow-list proxy refused, in order (a request
+    /// the component denied among them: its reason names the request).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refused: Vec<RefusedConnection>,
+    /// The HTTP requests the component decided (world `0.3.0`'s `request`),
+    /// in order, the first [`MAX_DECIDED_REQUESTS`] of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<DecidedRequest>,
+    /// How many more requests were decided than `requests` lists.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub requests_unlisted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The most decided requests a run's facts list; the rest are counted.
+pub const MAX_DECIDED_REQUESTS: usize = 256;
+
+/// One HTTP request of a run, as the allow-list proxy read it and hands it
+/// to the component's `request` (world `0.3.0`): plain HTTP, or a request
+/// inside an HTTPS connection the grant marks for inspection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpRequest {
+    /// The method as sent (`GET`).
+    pub method: String,
+    /// `http`, or `https` inside an inspected connection.
+    pub scheme: String,
+    /// The target host, lower case.
+    pub host: String,
+    /// The target port.
+    pub port: u16,
+    /// The path as sent, from `/`.
+    pub path: String,
+    /// The query without its `?`.
+    pub query: Option<String>,
+    /// The headers in order, names lower case, a credential's value
+    /// withheld ([`WITHHELD`]).
+    pub headers: Vec<(String, String)>,
+}
+
+/// What a component is shown in place of a credential header's value.
+pub const WITHHELD: &str = "<withheld>";
+
+/// The headers whose values a component never sees: they carry a
+/// credential.
+pub const CREDENTIAL_HEADERS: &[&str] = &["authorization", "proxy-authorization", "cookie"];
+
+/// A header's value as a component is shown it: [`WITHHELD`] for a
+/// credential header (`name` in lower case).
+pub fn shown_header_value(name: &str, value: &[u8]) -> String {
+    match CREDENTIAL_HEADERS.contains(&name) {
+        true => WITHHELD.to_owned(),
+        false => String::from_utf8_lossy(value).into_owned(),
+    }
+}
+
+/// A component's answer for one request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RequestVerdict {
+    /// Send it as it is.
+    Allow,
+    /// Refuse it, for the component's reason.
+    Deny(String),
+    /// Send it with these edits, in order.
+    Edit(Vec<HeaderEdit>),
+}
+
+/// A change the host makes to an allowed request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum HeaderEdit {
+    /// Set a header (name, value), replacing its values.
+    Set(String, String),
+    /// Remove a header.
+    Remove(String),
+    /// Attach the operator's credential of this name.
+    AttachCredential(String),
+}
+
+impl fmt::Display for HeaderEdit {
+    /// The edit as the facts list it: names only, never a value.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HeaderEdit::Set(name, _) => write!(f, "set {name}"),
+            HeaderEdit::Remove(name) => write!(f, "removed {name}"),
+            HeaderEdit::AttachCredential(name) => write!(f, "attached credential {name}"),
+        }
+    }
+}
+
+/// A request the component decided, as a run's facts and the audit log
+/// record it: no query, no header values (either may carry a secret).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DecidedRequest {
+    /// The method.
+    pub method: String,
+    /// `http` or `https`.
+    pub scheme: String,
+    /// The target host.
+    pub host: String,
+    /// Its port.
+    pub port: u16,
+    /// The path, without the query.
+    pub path: String,
+    /// Whether it was sent.
+    pub allowed: bool,
+    /// Why it was refused (the component's reason, or why the host
+    /// refused an edit or the call failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The edits the host made before sending it (`set x-trace`,
+    /// `removed cookie`, `attached credential github`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub edits: Vec<String>,
 }
 
 /// A connection of an allow-list run that its policy refused.
@@ -1260,10 +1374,13 @@ pub enum Phase {
     Connect,
     /// `render`: what an agent's model is told of an outcome.
     Render,
+    /// `request`: deciding one HTTP request of a run.
+    Request,
 }
 
 impl Phase {
-    /// The phase's name: `resolve`, `plan` or `settle`.
+    /// The phase's name: `resolve`, `plan`, `settle`, `connect`, `render`
+    /// or `request`.
     pub fn as_str(self) -> &'static str {
         match self {
             Phase::Resolve => "resolve",
@@ -1271,6 +1388,7 @@ impl Phase {
             Phase::Settle => "settle",
             Phase::Connect => "connect",
             Phase::Render => "render",
+            Phase::Request => "request",
         }
     }
 }

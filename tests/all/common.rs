@@ -734,10 +734,11 @@ pub fn installed_launcher() -> Option<PathBuf> {
     cordon::sandbox::landlock::of_this_build(&path).then_some(path)
 }
 
-/// Read one HTTP request head (no body) from `reader`: its request line and
-/// `Host` header as `LINE Host=HOST`; none at the end of the stream.
+/// Read one HTTP request head (no body) from `reader`: its request line,
+/// `Host` header and any `x-cordon-*` headers as `LINE Host=HOST
+/// x-cordon-name=VALUE`; none at the end of the stream.
 pub fn request_head(reader: &mut impl std::io::BufRead) -> Option<String> {
-    let (mut line, mut host) = (String::new(), String::new());
+    let (mut line, mut host, mut marked) = (String::new(), String::new(), String::new());
     if reader.read_line(&mut line).unwrap_or(0) == 0 {
         return None;
     }
@@ -748,8 +749,11 @@ pub fn request_head(reader: &mut impl std::io::BufRead) -> Option<String> {
         }
         match header.trim_end().split_once(": ") {
             Some((name, value)) if name.eq_ignore_ascii_case("host") => host = value.to_owned(),
+            Some((name, value)) if name.to_ascii_lowercase().starts_with("x-cordon-") => {
+                marked.push_str(&format!(" {}={value}", name.to_ascii_lowercase()));
+            }
             Some(_) => {}
-            None => return Some(format!("{} Host={host}", line.trim_end())),
+            None => return Some(format!("{} Host={host}{marked}", line.trim_end())),
         }
     }
 }

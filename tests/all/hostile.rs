@@ -225,7 +225,7 @@ fn a_filesystem_import_is_refused_at_load() {
         "{err}"
     );
     assert!(
-        err.contains("cordon:sandbox/executor-policy@0.2.0"),
+        err.contains("cordon:sandbox/executor-policy@0.3.0"),
         "{err}"
     );
 }
@@ -245,8 +245,8 @@ fn another_package_version_is_refused_at_load() {
     );
     assert!(
         err.contains(
-            "this host supports cordon:sandbox/executor-policy@0.2.0, \
-             cordon:sandbox/executor-policy@0.1.0"
+            "this host supports cordon:sandbox/executor-policy@0.3.0, \
+             cordon:sandbox/executor-policy@0.2.0, cordon:sandbox/executor-policy@0.1.0"
         ),
         "{err}"
     );
@@ -368,7 +368,7 @@ fn a_world_0_1_0_components_connections_are_decided_by_the_host_from_the_grant()
 fn a_runs_connector_survives_a_trapping_or_looping_connect_and_decides_the_next() {
     use cordon::policy::Phase;
     let (_engine, policy, spec) = hostile_connecting();
-    let connector = policy.connector(&spec);
+    let connector = policy.connector(&spec, "{}");
     for _ in 0..3 {
         assert_eq!(connector.connect("ok.example", 443).unwrap(), Ok(()));
     }

@@ -20,14 +20,14 @@ use crate::common::{self, confined_backends, parse, workspace};
 
 /// The test's stand-in for the public roots, and a leaf it issued for
 /// 127.0.0.1.
-struct TestRoots {
-    pem: String,
+pub(crate) struct TestRoots {
+    pub(crate) pem: String,
     leaf: rustls::pki_types::CertificateDer<'static>,
     key: rustls::pki_types::PrivateKeyDer<'static>,
 }
 
 impl TestRoots {
-    fn new() -> TestRoots {
+    pub(crate) fn new() -> TestRoots {
         let mut ca = rcgen::CertificateParams::default();
         ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         ca.distinguished_name = rcgen::DistinguishedName::new();
@@ -50,7 +50,7 @@ impl TestRoots {
 
     /// An HTTPS server on the loopback presenting the leaf, answering every
     /// request `200 <name>`; the request lines and `Host` headers it saw.
-    fn serve(&self, name: &'static str) -> (u16, Arc<Mutex<Vec<String>>>) {
+    pub(crate) fn serve(&self, name: &'static str) -> (u16, Arc<Mutex<Vec<String>>>) {
         let config = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))

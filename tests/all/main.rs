@@ -38,6 +38,7 @@ mod process;
 mod properties;
 mod python;
 mod registry;
+mod requests;
 mod rpc;
 mod rules_policy;
 mod serve;

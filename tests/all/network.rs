@@ -424,7 +424,7 @@ print('socks', socks({other}))
 /// A loopback HTTP/1.1 server that keeps connections alive and answers
 /// each request with `200`; the request line and `Host` header of every
 /// request it was sent, on a thread.
-fn recording_http_server() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+pub(crate) fn recording_http_server() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
     use std::io::{BufReader, Write};
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();

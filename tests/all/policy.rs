@@ -127,7 +127,7 @@ fn the_rule_files_own_examples_pass_under_policy_test_and_a_wrong_one_fails_the_
     );
     assert_eq!(code, Some(0), "{out}");
     assert!(
-        out.contains("cordon:sandbox/executor-policy@0.2.0"),
+        out.contains("cordon:sandbox/executor-policy@0.3.0"),
         "{out}"
     );
 

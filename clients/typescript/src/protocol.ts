@@ -79,6 +79,47 @@ export type Ceiling = {
 };
 
 /**
+ * A request the component decided, as a run's facts and the audit log
+ * record it: no query, no header values (either may carry a secret).
+ */
+export type DecidedRequest = {
+  /**
+   * Whether it was sent.
+   */
+  allowed: boolean;
+  /**
+   * The edits the host made before sending it (`set x-trace`,
+   * `removed cookie`, `attached credential github`).
+   */
+  edits?: string[];
+  /**
+   * The target host.
+   */
+  host: string;
+  /**
+   * The method.
+   */
+  method: string;
+  /**
+   * The path, without the query.
+   */
+  path: string;
+  /**
+   * Its port.
+   */
+  port: number;
+  /**
+   * Why it was refused (the component's reason, or why the host
+   * refused an edit or the call failed).
+   */
+  reason?: string | null;
+  /**
+   * `http` or `https`.
+   */
+  scheme: string;
+};
+
+/**
  * One access the kernel refused a run, as its audit record says.
  */
 export type Denial = {
@@ -229,9 +270,19 @@ export type GrantFacts = {
    */
   protected?: string[];
   /**
-   * The connections the allow-list proxy refused, in order.
+   * The connections the allow-list proxy refused, in order (a request
+   * the component denied among them: its reason names the request).
    */
   refused?: RefusedConnection[];
+  /**
+   * The HTTP requests the component decided (world `0.3.0`'s `request`),
+   * in order, the first [`MAX_DECIDED_REQUESTS`] of them.
+   */
+  requests?: DecidedRequest[];
+  /**
+   * How many more requests were decided than `requests` lists.
+   */
+  requestsUnlisted?: number;
   /**
    * The host sockets granted.
    */

@@ -23,6 +23,7 @@
 //! fails the load, `cordon policy check --settings` and `cordon policy test
 //! --settings` with the failing rule and line.
 
+use cordon_policy::rules::requests::{Edit as RuleEdit, Request, RequestVerdict};
 use cordon_policy::rules::{Decision as Rule, RuleSet};
 use cordon_policy::{
     Approval, Decision, Deployment, ExecError, ExecRequest, Executor, ExecutorInfo, SandboxMode,
@@ -83,6 +84,54 @@ impl Executor for RulesPolicy {
 }
 
 cordon_policy::bindings::export!(RulesPolicy with_types_in cordon_policy::bindings);
+
+/// World `0.3.0`'s `requests` export: the `requester` world's bindings,
+/// over `cordon-policy`'s `0.2.0` types (the world includes `0.2.0`'s).
+#[allow(missing_docs, clippy::all)]
+mod requesting {
+    wit_bindgen::generate!({
+        path: "../../wit/0.3.0",
+        world: "requester",
+        with: {
+            "cordon:sandbox/types@0.2.0": cordon_policy::bindings::cordon::sandbox::types,
+        },
+    });
+}
+
+use requesting::exports::cordon::sandbox0_3_0::requests::{Edit, Guest, HttpRequest, Verdict};
+
+impl Guest for RulesPolicy {
+    /// The operator's request rules' answer (`[[requests]]`).
+    fn request(_spec: cordon_policy::ExecSpec, settings: String, request: HttpRequest) -> Verdict {
+        // Checked at load; a host that skipped that gets the reason.
+        let rules = match RuleSet::from_json(&settings) {
+            Ok(rules) => rules,
+            Err(reason) => return Verdict::Deny(reason),
+        };
+        let asked = Request {
+            method: &request.method,
+            host: &request.host,
+            port: request.port,
+            path: &request.path,
+        };
+        match rules.decide_request(&asked) {
+            RequestVerdict::Deny(reason) => Verdict::Deny(reason),
+            RequestVerdict::Allow(edits) if edits.is_empty() => Verdict::Allow,
+            RequestVerdict::Allow(edits) => Verdict::Edit(
+                edits
+                    .into_iter()
+                    .map(|edit| match edit {
+                        RuleEdit::Set(name, value) => Edit::SetHeader((name, value)),
+                        RuleEdit::Remove(name) => Edit::RemoveHeader(name),
+                        RuleEdit::Credential(name) => Edit::AttachCredential(name),
+                    })
+                    .collect(),
+            ),
+        }
+    }
+}
+
+requesting::export!(RulesPolicy with_types_in requesting);
 
 #[cfg(test)]
 mod tests {

@@ -9,7 +9,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use crate::model::{
-    Backend, Enforcement, ExecResult, RefusedConnection, SandboxFacts, SandboxPolicy,
+    Backend, DecidedRequest, Enforcement, ExecResult, RefusedConnection, SandboxFacts,
+    SandboxPolicy,
 };
 use crate::policy::PolicyIdentity;
 
@@ -97,6 +98,13 @@ pub struct Record {
     /// Connections the allow-list proxy refused.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub refused_connections: Vec<RefusedConnection>,
+    /// HTTP requests the component decided (world `0.3.0`), the first
+    /// [`crate::model::MAX_DECIDED_REQUESTS`]: no query, no header values.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<DecidedRequest>,
+    /// How many more requests were decided than `requests` lists.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub requests_unlisted: u64,
     /// The policy component in force.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<PolicyIdentity>,
@@ -127,6 +135,12 @@ pub struct RecordedEnd<'a> {
     pub sandbox: Option<&'a SandboxFacts>,
     /// Connections the proxy refused.
     pub refused: Vec<RefusedConnection>,
+    /// Requests the component decided, and how many more were.
+    pub requests: (Vec<DecidedRequest>, u64),
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Where a request came from, for its records.
@@ -226,6 +240,9 @@ impl Record {
             refused: (result.grant.as_ref())
                 .map(|g| g.refused.clone())
                 .unwrap_or_default(),
+            requests: (result.grant.as_ref())
+                .map(|g| (g.requests.clone(), g.requests_unlisted))
+                .unwrap_or_default(),
         };
         Self::ended(stamp, "run", grant, backend, end)
     }
@@ -248,6 +265,7 @@ impl Record {
         record.timed_out = end.timed_out;
         record.denied = end.sandbox.is_some_and(|s| s.denied);
         record.refused_connections = end.refused;
+        (record.requests, record.requests_unlisted) = end.requests;
         record
     }
 

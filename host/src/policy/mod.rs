@@ -11,7 +11,7 @@
 //! This module names no interface version. A component is checked against
 //! the worlds this host supports (`world.rs`), and [`Policy`] holds the
 //! binding layer of the one it was built against — one module per version
-//! (`v0_1_0`, `v0_2_0`, each with its WIT frozen in `wit/<version>/`), each
+//! (`v0_1_0`, `v0_2_0`, `v0_3_0`, each with its WIT frozen in `wit/<version>/`), each
 //! owning its generated bindings and the conversions to the neutral
 //! [`model`](crate::model). Adding a version adds a module and a variant of
 //! the dispatch enum; the compiler then names every place that must call it.
@@ -31,6 +31,7 @@ pub mod pool;
 mod shared;
 mod v0_1_0;
 mod v0_2_0;
+mod v0_3_0;
 mod world;
 
 use std::sync::Arc;
@@ -42,7 +43,8 @@ use wasmtime::component::Component;
 
 use crate::error::{Details, ErrorCode, RunError};
 use crate::model::{
-    Decision, Deployment, ExecRequest, ExecSpec, LaunchFacts, Outcome, SandboxFacts, SandboxMode,
+    Decision, Deployment, ExecRequest, ExecSpec, HttpRequest, LaunchFacts, Outcome, RequestVerdict,
+    SandboxFacts, SandboxMode,
 };
 use crate::sandbox::{Confine, Wrap};
 
@@ -88,7 +90,7 @@ fn embedded_precompiled(engine: &wasmtime::Engine) -> Option<Component> {
 /// The worlds this host can load, newest first. A later interface version
 /// is added beside the older ones (with its own binding layer); components
 /// built against an older world keep loading.
-pub const SUPPORTED_WORLDS: &[&str] = &[v0_2_0::WORLD.name, v0_1_0::WORLD.name];
+pub const SUPPORTED_WORLDS: &[&str] = &[v0_3_0::WORLD.name, v0_2_0::WORLD.name, v0_1_0::WORLD.name];
 
 /// Limits that bound every call into a component.
 #[derive(Clone, Debug)]
@@ -188,13 +190,22 @@ pub enum Launch {
     Unconfined(Vec<String>),
 }
 
-/// Decides the connections of one run (see [`Policy::connector`]).
+/// Decides the connections of one run (see [`Policy::connector`]), and
+/// its HTTP requests when the component's world has `request`.
 pub struct Connector {
     engine: wasmtime::Engine,
     limits: Limits,
     binding: Binding,
     spec: ExecSpec,
-    live: std::sync::Mutex<Option<(Store<StoreState>, v0_2_0::Connecting)>>,
+    /// The operator's settings `request` is handed.
+    settings: String,
+    live: std::sync::Mutex<Option<(Store<StoreState>, Connecting)>>,
+}
+
+/// The instance a [`Connector`] keeps, in the layer of its world.
+enum Connecting {
+    V0_2_0(v0_2_0::Connecting),
+    V0_3_0(v0_3_0::Connecting),
 }
 
 impl Connector {
@@ -204,18 +215,64 @@ impl Connector {
     /// async threads (`spawn_blocking`): a guest's stderr blocks on the
     /// runtime.
     pub fn connect(&self, host: &str, port: u16) -> Result<Result<(), String>, RunError> {
-        let failed = |reason: String| RunError::PolicyFailed {
-            phase: Phase::Connect,
-            reason,
-        };
-        let Binding::V0_2_0(binding) = &self.binding else {
+        if let Binding::V0_1_0(_) = &self.binding {
             // No `connect` in the component's world: the grant decides.
             return Ok(self.spec.policy.network.decide(host, port));
-        };
+        }
+        let answer = self.on_live(Phase::Connect, |store, connecting| match connecting {
+            Connecting::V0_2_0(instance) => instance.connect(store, host, port),
+            Connecting::V0_3_0(instance) => instance.executor.connect(store, host, port),
+        })?;
+        Ok(answer.map_err(|reason| bounded_text(&reason)))
+    }
+
+    /// Whether the component decides requests (world `0.3.0`): when it
+    /// does not, a request the connection allowed is sent undecided.
+    pub fn decides_requests(&self) -> bool {
+        matches!(self.binding, Binding::V0_3_0(_))
+    }
+
+    /// The component's verdict on one request of the run; a component
+    /// without `request` allows every request. A failed call is
+    /// `POLICY_FAILED` in `request` (the proxy refuses that request). Call
+    /// it off the async threads, like [`Connector::connect`].
+    pub fn request(&self, request: &HttpRequest) -> Result<RequestVerdict, RunError> {
+        if !self.decides_requests() {
+            return Ok(RequestVerdict::Allow);
+        }
+        let verdict = self.on_live(Phase::Request, |store, connecting| match connecting {
+            Connecting::V0_3_0(instance) => instance.request(store, &self.settings, request),
+            Connecting::V0_2_0(_) => Ok(RequestVerdict::Allow),
+        })?;
+        Ok(match verdict {
+            RequestVerdict::Deny(reason) => RequestVerdict::Deny(bounded_text(&reason)),
+            verdict => verdict,
+        })
+    }
+
+    /// Run `call` on the kept instance, made on first use; a failed call
+    /// drops it, so the next one starts afresh.
+    fn on_live<R>(
+        &self,
+        phase: Phase,
+        call: impl FnOnce(&mut Store<StoreState>, &Connecting) -> wasmtime::Result<R>,
+    ) -> Result<R, RunError> {
+        let failed = |reason: String| RunError::PolicyFailed { phase, reason };
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         if live.is_none() {
             let mut store = call::fresh_store(&self.engine, &self.limits, None);
-            let instance = match binding.connecting(&mut store, &self.spec) {
+            let made = match &self.binding {
+                Binding::V0_3_0(binding) => binding
+                    .connecting(&mut store, &self.spec)
+                    .map(|made| made.map(Connecting::V0_3_0)),
+                Binding::V0_2_0(binding) => binding
+                    .connecting(&mut store, &self.spec)
+                    .map(|made| made.map(Connecting::V0_2_0)),
+                Binding::V0_1_0(_) => {
+                    return Err(failed("a 0.1.0 component has no connect".into()));
+                }
+            };
+            let instance = match made {
                 Ok(Ok(instance)) => instance,
                 Ok(Err(reason)) => return Err(RunError::InvalidRequest(reason)),
                 Err(err) => return Err(failed(call::failure(&err, &store).0)),
@@ -224,8 +281,8 @@ impl Connector {
         }
         let (store, instance) = live.as_mut().expect("made above");
         call::rearm(store, &self.limits);
-        match instance.connect(store, host, port) {
-            Ok(answer) => Ok(answer.map_err(|reason| bounded_text(&reason))),
+        match call(store, instance) {
+            Ok(answer) => Ok(answer),
             Err(err) => {
                 let reason = call::failure(&err, store).0;
                 *live = None;
@@ -238,6 +295,7 @@ impl Connector {
 /// The binding layer of a loaded component: one variant per world version.
 #[derive(Clone)]
 enum Binding {
+    V0_3_0(v0_3_0::Binding),
     V0_2_0(v0_2_0::Binding),
     V0_1_0(v0_1_0::Binding),
 }
@@ -249,6 +307,7 @@ impl Binding {
         component: &Component,
     ) -> wasmtime::Result<Self> {
         Ok(match version {
+            Version::V0_3_0 => Binding::V0_3_0(v0_3_0::Binding::link(engine, component)?),
             Version::V0_2_0 => Binding::V0_2_0(v0_2_0::Binding::link(engine, component)?),
             Version::V0_1_0 => Binding::V0_1_0(v0_1_0::Binding::link(engine, component)?),
         })
@@ -256,7 +315,10 @@ impl Binding {
 
     fn describe(&self, store: &mut Store<StoreState>) -> wasmtime::Result<ExecutorInfo> {
         match self {
-            Binding::V0_2_0(binding) => binding.describe(store),
+            Binding::V0_2_0(binding)
+            | Binding::V0_3_0(v0_3_0::Binding {
+                executor: binding, ..
+            }) => binding.describe(store),
             Binding::V0_1_0(binding) => binding.describe(store),
         }
     }
@@ -269,7 +331,10 @@ impl Binding {
         settings: &str,
     ) -> wasmtime::Result<Result<(), String>> {
         match self {
-            Binding::V0_2_0(binding) => binding.validate_settings(store, settings),
+            Binding::V0_2_0(binding)
+            | Binding::V0_3_0(v0_3_0::Binding {
+                executor: binding, ..
+            }) => binding.validate_settings(store, settings),
             Binding::V0_1_0(_) => Ok(match serde_json::from_str::<serde_json::Value>(settings) {
                 _ if settings.trim().is_empty() => Ok(()),
                 Ok(value) if value.as_object().is_some_and(|o| o.is_empty()) => Ok(()),
@@ -286,7 +351,10 @@ impl Binding {
     /// A fresh instance in `store`.
     fn instantiate(&self, store: &mut Store<StoreState>) -> wasmtime::Result<Instance> {
         Ok(match self {
-            Binding::V0_2_0(binding) => Instance::V0_2_0(binding.instantiate(store)?),
+            Binding::V0_2_0(binding)
+            | Binding::V0_3_0(v0_3_0::Binding {
+                executor: binding, ..
+            }) => Instance::V0_2_0(binding.instantiate(store)?),
             Binding::V0_1_0(binding) => Instance::V0_1_0(binding.instantiate(store)?),
         })
     }
@@ -301,7 +369,10 @@ impl Binding {
         port: u16,
     ) -> wasmtime::Result<Result<Result<(), String>, RunError>> {
         match self {
-            Binding::V0_2_0(binding) => binding.connect(store, spec, host, port),
+            Binding::V0_2_0(binding)
+            | Binding::V0_3_0(v0_3_0::Binding {
+                executor: binding, ..
+            }) => binding.connect(store, spec, host, port),
             Binding::V0_1_0(_) => Ok(Ok(spec.policy.network.decide(host, port))),
         }
     }
@@ -314,7 +385,10 @@ impl Binding {
         outcome: &Outcome,
     ) -> wasmtime::Result<Result<Option<SandboxFacts>, RunError>> {
         match self {
-            Binding::V0_2_0(binding) => binding.settle(store, spec, facts, outcome),
+            Binding::V0_2_0(binding)
+            | Binding::V0_3_0(v0_3_0::Binding {
+                executor: binding, ..
+            }) => binding.settle(store, spec, facts, outcome),
             Binding::V0_1_0(binding) => binding.settle(store, spec, facts, outcome),
         }
     }
@@ -647,12 +721,15 @@ impl Policy {
     /// (each call still has its own deadline, and a call that fails drops
     /// the instance: the next one starts afresh). The allow-list proxy asks
     /// it for every connection, at a fraction of a fresh instance's cost.
-    pub fn connector(&self, spec: &ExecSpec) -> Connector {
+    /// `settings` are the deployment's, which the settings this policy
+    /// carries replace (as in `resolve`).
+    pub fn connector(&self, spec: &ExecSpec, settings: &str) -> Connector {
         Connector {
             engine: self.engine.clone(),
             limits: self.limits.clone(),
             binding: self.binding.clone(),
             spec: spec.clone(),
+            settings: self.settings.as_deref().unwrap_or(settings).to_owned(),
             live: std::sync::Mutex::new(None),
         }
     }
@@ -674,7 +751,10 @@ impl Policy {
     /// `cordon:sandbox/render` interface).
     pub fn renders(&self) -> bool {
         match &self.binding {
-            Binding::V0_2_0(binding) => binding.renders(),
+            Binding::V0_2_0(binding)
+            | Binding::V0_3_0(v0_3_0::Binding {
+                executor: binding, ..
+            }) => binding.renders(),
             Binding::V0_1_0(_) => false,
         }
     }
@@ -693,7 +773,10 @@ impl Policy {
         }
         let (command, outcome) = (command.to_owned(), outcome.clone());
         let rendered = self.call(Phase::Render, None, move |store, binding| match binding {
-            Binding::V0_2_0(binding) => binding.render(store, &command, &outcome).map(Ok),
+            Binding::V0_2_0(binding)
+            | Binding::V0_3_0(v0_3_0::Binding {
+                executor: binding, ..
+            }) => binding.render(store, &command, &outcome).map(Ok),
             Binding::V0_1_0(_) => Ok(Ok(None)),
         })?;
         Ok(rendered.map(|text| crate::text::rendered(&text)))
@@ -722,6 +805,11 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_supported_worlds_are_the_version_tables() {
+        assert_eq!(SUPPORTED_WORLDS, supported_worlds());
+    }
 
     #[test]
     fn a_components_text_is_one_bounded_inert_line() {

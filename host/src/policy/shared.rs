@@ -12,8 +12,12 @@
 pub(super) struct World {
     /// The world's full name, e.g. `cordon:sandbox/executor-policy@0.1.0`.
     pub name: &'static str,
-    /// The interface a component must export.
+    /// The interface that makes a component one of this world: the first
+    /// version (newest first) whose `export` a component has is its world.
     pub export: &'static str,
+    /// The other interfaces a component of this world must export (world
+    /// `0.3.0` keeps `0.2.0`'s executor).
+    pub also_exports: &'static [&'static str],
     /// The host interfaces of the world a component may import.
     pub imports: &'static [&'static str],
 }

@@ -37,6 +37,7 @@ use self::exports::cordon::sandbox::executor::Launch as WitLaunch;
 pub(super) const WORLD: World = World {
     name: "cordon:sandbox/executor-policy@0.1.0",
     export: "cordon:sandbox/executor@0.1.0",
+    also_exports: &[],
     imports: &["cordon:sandbox/types@0.1.0", "cordon:sandbox/sandbox@0.1.0"],
 };
 

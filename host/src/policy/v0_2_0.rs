@@ -49,6 +49,7 @@ use self::exports::cordon::sandbox::executor::Launch as WitLaunch;
 pub(super) const WORLD: World = World {
     name: "cordon:sandbox/executor-policy@0.2.0",
     export: "cordon:sandbox/executor@0.2.0",
+    also_exports: &[],
     imports: &["cordon:sandbox/types@0.2.0", "cordon:sandbox/sandbox@0.2.0"],
 };
 
@@ -119,17 +120,35 @@ impl Binding {
         Ok(Instance(self.pre.instantiate(&mut *store)?))
     }
 
+    /// The linked component, for a later version's layer to find its own
+    /// exports in (world `0.3.0`'s `requests`).
+    pub(super) fn instance_pre(&self) -> &wasmtime::component::InstancePre<StoreState> {
+        self.pre.instance_pre()
+    }
+
     /// An instance kept for many `connect` calls of one run.
     pub(super) fn connecting(
         &self,
         store: &mut Store<StoreState>,
         spec: &ExecSpec,
     ) -> wasmtime::Result<Result<Connecting, String>> {
+        let instance = self.pre.instance_pre().instantiate(&mut *store)?;
+        self.connecting_on(store, &instance, spec)
+    }
+
+    /// [`Binding::connecting`] on an instance the caller made (and may
+    /// call other exports of).
+    pub(super) fn connecting_on(
+        &self,
+        store: &mut Store<StoreState>,
+        instance: &wasmtime::component::Instance,
+        spec: &ExecSpec,
+    ) -> wasmtime::Result<Result<Connecting, String>> {
         let spec = match wit::ExecSpec::try_from(spec) {
             Ok(spec) => spec,
             Err(reason) => return Ok(Err(reason)),
         };
-        let bindings = self.pre.instantiate(&mut *store)?;
+        let bindings = ExecutorPolicy::new(&mut *store, instance)?;
         Ok(Ok(Connecting { bindings, spec }))
     }
 
@@ -237,6 +256,11 @@ pub(super) struct Connecting {
 }
 
 impl Connecting {
+    /// The spec, as this version hands it over.
+    pub(super) fn spec(&self) -> &wit::ExecSpec {
+        &self.spec
+    }
+
     /// `connect` on this instance.
     pub(super) fn connect(
         &self,

@@ -11,13 +11,15 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 
 pub(super) use super::shared::World;
-use super::{LoadError, v0_1_0, v0_2_0};
+use super::{LoadError, v0_1_0, v0_2_0, v0_3_0};
 
 /// One interface version this host binds. Adding a version adds a variant,
 /// and every match over it (the binding dispatch in [`super::Policy`]) must
 /// then say how that version is called.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Version {
+    /// `cordon:sandbox@0.3.0`: `0.2.0` and a decision per HTTP request.
+    V0_3_0,
     /// `cordon:sandbox@0.2.0`: the grant, settings and decisions.
     V0_2_0,
     /// `cordon:sandbox@0.1.0`.
@@ -26,11 +28,12 @@ pub(super) enum Version {
 
 impl Version {
     /// Every version, newest first.
-    pub const ALL: [Version; 2] = [Version::V0_2_0, Version::V0_1_0];
+    pub const ALL: [Version; 3] = [Version::V0_3_0, Version::V0_2_0, Version::V0_1_0];
 
     /// The world this version binds.
     pub fn world(self) -> &'static World {
         match self {
+            Version::V0_3_0 => &v0_3_0::WORLD,
             Version::V0_2_0 => &v0_2_0::WORLD,
             Version::V0_1_0 => &v0_1_0::WORLD,
         }
@@ -96,14 +99,30 @@ fn check_names(imports: &[String], exports: &[String]) -> Result<Version, LoadEr
         .into_iter()
         .find(|version| exports.iter().any(|name| name == version.world().export))
     else {
+        let mut executors: Vec<&str> = (Version::ALL.iter())
+            .flat_map(|version| {
+                std::iter::once(&version.world().export).chain(version.world().also_exports)
+            })
+            .filter(|name| name.contains("/executor@"))
+            .copied()
+            .collect();
+        executors.dedup();
         return Err(LoadError::World(format!(
-            "the component does not export {} (world {}); it exports [{}]",
-            newest.export,
-            newest.name,
+            "the component does not export {} (this host supports {}); it exports [{}]",
+            executors.join(" or "),
+            supported(),
             exports.join(", ")
         )));
     };
     let world = version.world();
+    if let Some(missing) =
+        (world.also_exports.iter()).find(|name| !exports.iter().any(|e| e == *name))
+    {
+        return Err(LoadError::World(format!(
+            "the component exports {} but not {missing}, which the world {} needs too",
+            world.export, world.name
+        )));
+    }
     if let Some(name) = imports
         .iter()
         .find(|name| !is_wasi_answered(name) && !world.imports.contains(&name.as_str()))
@@ -169,8 +188,8 @@ mod tests {
             "{err}"
         );
         assert!(err.contains(
-            "this host supports cordon:sandbox/executor-policy@0.2.0, \
-             cordon:sandbox/executor-policy@0.1.0"
+            "this host supports cordon:sandbox/executor-policy@0.3.0, \
+             cordon:sandbox/executor-policy@0.2.0, cordon:sandbox/executor-policy@0.1.0"
         ));
         let err = check_names(&names(&["wasi:filesystem/preopens@0.2.6"]), &[])
             .unwrap_err()
@@ -184,7 +203,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("does not export cordon:sandbox/executor@0.2.0"),
+            err.contains(
+                "does not export cordon:sandbox/executor@0.2.0 or cordon:sandbox/executor@0.1.0"
+            ),
             "{err}"
         );
         assert!(err.contains("[other:thing/x@1.0.0]"), "{err}");
@@ -196,7 +217,38 @@ mod tests {
             let world = version.world();
             let at = world.name.rsplit_once('@').unwrap().1;
             assert!(world.export.ends_with(&format!("@{at}")), "{world:?}");
-            assert!(world.imports.iter().all(|i| i.ends_with(&format!("@{at}"))));
+            // A world that includes an older one imports that one's interfaces.
+            let older = |name: &&str| !name.ends_with(&format!("@{at}"));
+            let included = world.also_exports.iter().all(|name| {
+                Version::ALL
+                    .iter()
+                    .any(|v| v.world().export == *name && v != &version)
+            });
+            assert!(included, "{world:?}");
+            if world.also_exports.is_empty() {
+                assert!(!world.imports.iter().any(older), "{world:?}");
+            }
         }
+    }
+
+    #[test]
+    fn a_component_of_world_0_3_0_exports_the_executor_too() {
+        let imports = names(&["cordon:sandbox/types@0.2.0", "cordon:sandbox/sandbox@0.2.0"]);
+        let version = check_names(
+            &imports,
+            &names(&[
+                "cordon:sandbox/executor@0.2.0",
+                "cordon:sandbox/requests@0.3.0",
+            ]),
+        )
+        .unwrap();
+        assert_eq!(version, Version::V0_3_0);
+        let err = check_names(&imports, &names(&["cordon:sandbox/requests@0.3.0"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("but not cordon:sandbox/executor@0.2.0, which the world cordon:sandbox/executor-policy@0.3.0 needs too"),
+            "{err}"
+        );
     }
 }

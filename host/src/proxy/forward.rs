@@ -36,8 +36,9 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::inspect::Trust;
+use super::requests;
 use super::{
-    Gate, HEAD_TIMEOUT, MAX_HEAD, Refusal, Refused, admit, connect_upstream, host_port, note,
+    Gate, HEAD_TIMEOUT, MAX_HEAD, Recorded, Refusal, admit, connect_upstream, host_port, note,
 };
 
 /// A response body: the upstream's, or the proxy's own refusal.
@@ -57,6 +58,14 @@ pub(super) enum Origin {
 }
 
 impl Origin {
+    /// The scheme its requests are sent with.
+    fn scheme(&self) -> &'static str {
+        match self {
+            Origin::Plain => "http",
+            Origin::Inspected { .. } => "https",
+        }
+    }
+
     /// The port a `Host` header without one means.
     fn default_port(&self) -> u16 {
         match self {
@@ -73,7 +82,7 @@ pub(super) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     head: Vec<u8>,
     client: S,
     gate: Gate,
-    record: std::sync::Arc<Mutex<Vec<Refused>>>,
+    record: std::sync::Arc<Mutex<Recorded>>,
 ) -> io::Result<()> {
     let upstream = std::sync::Arc::new(tokio::sync::Mutex::new(None::<Upstream>));
     let origin = std::sync::Arc::new(origin);
@@ -105,13 +114,14 @@ struct Upstream {
 async fn one(
     request: Request<Incoming>,
     origin: &Origin,
-    (gate, record): (&Gate, &Mutex<Vec<Refused>>),
+    (gate, record): (&Gate, &Mutex<Recorded>),
     upstream: &tokio::sync::Mutex<Option<Upstream>>,
 ) -> Response<Body> {
     let (host, port) = match target(&request, origin) {
         Ok(target) => target,
         Err(why) => return refusal(StatusCode::BAD_REQUEST, &why),
     };
+    let request_line = (request.method().clone(), request.uri().path().to_owned());
     let default_port = origin.default_port();
     if let Err(why) = same_host(request.headers(), &host, (port, default_port)) {
         note(record, &host, port, &why);
@@ -125,6 +135,22 @@ async fn one(
             return refusal(StatusCode::FORBIDDEN, &reason);
         }
         Err(Refusal::Unreachable(why)) => return refusal(StatusCode::BAD_GATEWAY, &why),
+    };
+    let target = requests::Target {
+        scheme: origin.scheme(),
+        host: &host,
+        port,
+    };
+    let request = match requests::decide(request, &target, (gate, record)).await {
+        Ok(request) => request,
+        Err(why) => {
+            let (method, path) = (request_line.0, request_line.1);
+            let reason = format!(
+                "{method} {}://{host}:{port}{path} refused: {why}",
+                target.scheme
+            );
+            return refusal(StatusCode::FORBIDDEN, &reason);
+        }
     };
     let mut kept = upstream.lock().await;
     let reusable = kept

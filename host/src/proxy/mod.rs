@@ -37,10 +37,11 @@ use std::net::IpAddr;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixListener};
 
-use crate::model::Network;
+use crate::model::{DecidedRequest, HttpRequest, MAX_DECIDED_REQUESTS, Network, RequestVerdict};
 
 mod forward;
 pub mod inspect;
+mod requests;
 
 pub use crate::sandbox::launcher::PROXY_PORT as PORT;
 
@@ -49,6 +50,34 @@ const MAX_HEAD: usize = 16 * 1024;
 
 /// Decides one connection: the component's answer for `host:port`.
 pub type Decide = Arc<dyn Fn(&str, u16) -> Result<(), String> + Send + Sync>;
+
+/// Decides one HTTP request the proxy can read (plain HTTP, or inside an
+/// inspected connection): the component's verdict (a failed call is a
+/// refusal with its reason).
+pub type DecideRequest = Arc<dyn Fn(&HttpRequest) -> RequestVerdict + Send + Sync>;
+
+/// What one run's proxy records for the run's facts and the audit log.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recorded {
+    /// The connections (and requests) refused, in order.
+    pub refused: Vec<Refused>,
+    /// The requests the component decided, the first
+    /// [`MAX_DECIDED_REQUESTS`] of them.
+    pub requests: Vec<DecidedRequest>,
+    /// How many more were decided.
+    pub requests_unlisted: u64,
+}
+
+impl Recorded {
+    /// Record one decided request, or count it past the list's bound.
+    fn decided(&mut self, request: DecidedRequest) {
+        if self.requests.len() < MAX_DECIDED_REQUESTS {
+            self.requests.push(request);
+        } else {
+            self.requests_unlisted += 1;
+        }
+    }
+}
 
 /// How long a client has to name its destination (an HTTP request head,
 /// a SOCKS5 greeting and request) before the proxy closes it.
@@ -70,6 +99,10 @@ pub struct Gate {
     pub ceiling: Network,
     /// The component's answer.
     pub decide: Decide,
+    /// The component's verdict on each request the proxy can read; none:
+    /// a request its connection allowed is sent as it is (a component
+    /// whose world has no `request`).
+    pub decide_request: Option<DecideRequest>,
     /// How the endpoints the grant marks `inspect` are inspected; none:
     /// every tunnel is carried untouched.
     pub inspection: Option<Inspection>,
@@ -394,7 +427,7 @@ pub fn client_env(port: u16) -> Vec<(String, String)> {
 #[derive(Debug)]
 pub struct Proxy {
     at: ProxyAt,
-    refused: Arc<Mutex<Vec<Refused>>>,
+    recorded: Arc<Mutex<Recorded>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -405,10 +438,10 @@ impl Proxy {
     /// failed accept (the host out of file descriptors) is waited out, never
     /// the end of the proxy.
     pub fn start(at: &ProxyAt, gate: Gate) -> io::Result<Proxy> {
-        let refused: Arc<Mutex<Vec<Refused>>> = Arc::default();
+        let recorded: Arc<Mutex<Recorded>> = Arc::default();
         let carrier = Carrier {
             gate,
-            record: refused.clone(),
+            record: recorded.clone(),
             permits: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
         };
         let task = match &at.place {
@@ -458,14 +491,19 @@ impl Proxy {
             .store(true, std::sync::atomic::Ordering::Release);
         Ok(Proxy {
             at: at.clone(),
-            refused,
+            recorded,
             task,
         })
     }
 
     /// The connections refused so far.
     pub fn refused(&self) -> Vec<Refused> {
-        self.refused
+        self.recorded().refused
+    }
+
+    /// Everything recorded so far: refusals and decided requests.
+    pub fn recorded(&self) -> Recorded {
+        self.recorded
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
@@ -494,7 +532,7 @@ async fn accept_failed() {
 #[derive(Clone)]
 struct Carrier {
     gate: Gate,
-    record: Arc<Mutex<Vec<Refused>>>,
+    record: Arc<Mutex<Recorded>>,
     /// One per connection carried; none left: the next is closed at once.
     permits: Arc<tokio::sync::Semaphore>,
 }
@@ -605,7 +643,7 @@ enum Refusal {
 /// component, then the address — and record a refusal.
 async fn admit(
     gate: &Gate,
-    record: &Mutex<Vec<Refused>>,
+    record: &Mutex<Recorded>,
     host: &str,
     port: u16,
 ) -> Result<Vec<std::net::SocketAddr>, Refusal> {
@@ -624,10 +662,11 @@ async fn admit(
 }
 
 /// Record a refused connection for the run's facts.
-fn note(record: &Mutex<Vec<Refused>>, host: &str, port: u16, reason: &str) {
+fn note(record: &Mutex<Recorded>, host: &str, port: u16, reason: &str) {
     record
         .lock()
         .unwrap_or_else(|p| p.into_inner())
+        .refused
         .push(Refused {
             host: host.to_owned(),
             port,
@@ -637,7 +676,7 @@ fn note(record: &Mutex<Vec<Refused>>, host: &str, port: u16, reason: &str) {
 
 async fn allowed(
     decide: &Decide,
-    record: &Mutex<Vec<Refused>>,
+    record: &Mutex<Recorded>,
     host: &str,
     port: u16,
 ) -> Result<(), String> {
@@ -656,7 +695,7 @@ async fn allowed(
 async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     mut client: S,
     gate: Gate,
-    record: Arc<Mutex<Vec<Refused>>>,
+    record: Arc<Mutex<Recorded>>,
 ) -> io::Result<()> {
     let named = tokio::time::timeout(HEAD_TIMEOUT, async {
         let mut first = [0u8; 1];
@@ -763,7 +802,7 @@ async fn http_refuse<S: AsyncWrite + Unpin>(
 async fn tunnel<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     mut client: S,
     gate: Gate,
-    record: Arc<Mutex<Vec<Refused>>>,
+    record: Arc<Mutex<Recorded>>,
     host: &str,
     port: u16,
 ) -> io::Result<()> {
@@ -799,7 +838,7 @@ const ESTABLISHED: &[u8] = b"HTTP/1.1 200 Connection established\r\n\r\n";
 async fn inspected<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     mut client: S,
     gate: Gate,
-    record: Arc<Mutex<Vec<Refused>>>,
+    record: Arc<Mutex<Recorded>>,
     inspection: Inspection,
     (host, port): (&str, u16),
 ) -> io::Result<()> {
@@ -893,7 +932,7 @@ fn socks5_reply(code: u8) -> [u8; 10] {
 async fn socks5<S: AsyncRead + AsyncWrite + Unpin>(
     mut client: S,
     gate: &Gate,
-    record: &Mutex<Vec<Refused>>,
+    record: &Mutex<Recorded>,
     host: String,
     port: u16,
 ) -> io::Result<()> {
@@ -961,6 +1000,7 @@ mod tests {
             grant,
             ceiling,
             decide: Arc::new(|_: &str, _: u16| Ok(())),
+            decide_request: None,
             inspection: None,
         }
     }
@@ -1080,6 +1120,7 @@ mod tests {
         let decide: Decide = Arc::new(|_: &str, _: u16| Err("no".into()));
         let gate = Gate {
             decide,
+            decide_request: None,
             ..yes(Network::Full, Network::Full)
         };
         let proxy = Proxy::start(&at, gate).unwrap();
@@ -1100,16 +1141,23 @@ mod tests {
     /// A proxy on a fresh socket (its path) whose component allows only
     /// `port` ("not this one" otherwise), within a ceiling of the loopback.
     fn allowing_only(port: u16) -> (Proxy, PathBuf) {
-        let at = ProxyAt::fresh_socket().unwrap();
-        let Place::Socket(path) = at.place().clone() else {
-            unreachable!()
-        };
         let decide: Decide = Arc::new(move |_host: &str, asked: u16| match asked == port {
             true => Ok(()),
             false => Err("not this one".into()),
         });
+        started(decide, None)
+    }
+
+    /// A proxy on a fresh socket (its path) deciding connections and
+    /// requests so, within a ceiling of the loopback.
+    fn started(decide: Decide, decide_request: Option<DecideRequest>) -> (Proxy, PathBuf) {
+        let at = ProxyAt::fresh_socket().unwrap();
+        let Place::Socket(path) = at.place().clone() else {
+            unreachable!()
+        };
         let gate = Gate {
             decide,
+            decide_request,
             ..yes(
                 Network::Full,
                 Network::Allow(vec![endpoint("127.0.0.1", None)]),
@@ -1190,6 +1238,7 @@ mod tests {
                     let mut stream = tokio::io::BufReader::new(stream);
                     loop {
                         let (mut line, mut host, mut length) = (String::new(), None, 0);
+                        let mut added = String::new();
                         if stream.read_line(&mut line).await.unwrap_or(0) == 0 {
                             return;
                         }
@@ -1204,6 +1253,7 @@ mod tests {
                             match name.to_ascii_lowercase().as_str() {
                                 "host" => host = Some(value.to_owned()),
                                 "content-length" => length = value.parse().unwrap(),
+                                "x-added" => added = format!(" X-Added={value}"),
                                 _ => {}
                             }
                         }
@@ -1212,7 +1262,7 @@ mod tests {
                         let line = line.trim_end().to_owned();
                         let reply = format!("{} {}", line, String::from_utf8_lossy(&body));
                         record.lock().unwrap()[connection]
-                            .push(format!("{line} Host={}", host.unwrap_or_default()));
+                            .push(format!("{line} Host={}{added}", host.unwrap_or_default()));
                         let answer = format!(
                             "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{reply}",
                             reply.len()
@@ -1301,5 +1351,71 @@ mod tests {
         );
         assert_eq!(refused[1].port, allowed);
         assert!(refused[1].reason.contains("Host header"), "{refused:?}");
+    }
+
+    #[tokio::test]
+    async fn a_request_decision_allows_denies_or_edits_and_every_one_is_recorded() {
+        let (port, seen) = recording_server().await;
+        // The component: no POST; a GET goes with a header added.
+        let decide: DecideRequest = Arc::new(|request: &HttpRequest| {
+            assert!(!format!("{request:?}").contains("s3cret"), "{request:?}");
+            match request.method.as_str() {
+                "POST" => RequestVerdict::Deny("no posting here".into()),
+                _ => RequestVerdict::Edit(vec![crate::model::HeaderEdit::Set(
+                    "x-added".into(),
+                    format!(
+                        "{}?{}",
+                        request.path,
+                        request.query.clone().unwrap_or_default()
+                    ),
+                )]),
+            }
+        });
+        let (proxy, path) = started(Arc::new(|_: &str, _: u16| Ok(())), Some(decide));
+        let mut client = UnixStream::connect(&path).await.unwrap();
+        let head = |method: &str, path: &str| {
+            format!(
+                "{method} http://127.0.0.1:{port}{path} HTTP/1.1\r\nAuthorization: Bearer s3cret\r\n\r\n"
+            )
+        };
+        let answer = exchange(&mut client, &head("GET", "/a?q=1")).await;
+        assert_eq!(answer.0, "HTTP/1.1 200 OK");
+        let answer = exchange(&mut client, &head("POST", "/b")).await;
+        assert_eq!(answer.0, "HTTP/1.1 403 Forbidden");
+        assert!(answer.1.contains("no posting here"), "{answer:?}");
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [[format!(
+                "GET /a?q=1 HTTP/1.1 Host=127.0.0.1:{port} X-Added=/a?q=1"
+            )]],
+            "the edit arrives; the denied request never does"
+        );
+        let recorded = proxy.recorded();
+        let decided: Vec<_> = (recorded.requests.iter())
+            .map(|r| {
+                (
+                    r.method.as_str(),
+                    r.path.as_str(),
+                    r.allowed,
+                    r.edits.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            decided,
+            [
+                ("GET", "/a", true, vec!["set x-added".to_owned()]),
+                ("POST", "/b", false, vec![]),
+            ]
+        );
+        assert_eq!(
+            recorded.requests[1].reason.as_deref(),
+            Some("no posting here")
+        );
+        assert!(
+            recorded.refused[0]
+                .reason
+                .contains("POST /b: no posting here")
+        );
     }
 }

@@ -29,14 +29,12 @@ use crate::model::{
     Decision, Deployment, ExecRequest, ExecResult, ExecSpec, GrantFacts, LaunchFacts, Network,
     Outcome, RunnerStatus, SandboxFacts, SandboxMode, SandboxPolicy, WrapFacts,
 };
-use crate::model::{
-    LimitEnforcer, LimitFacts, LimitKind, RefusedConnection, RunLimits, StreamOutput,
-};
+use crate::model::{LimitEnforcer, LimitFacts, LimitKind, RequestVerdict, RunLimits, StreamOutput};
 use crate::policy::pool::{Panicked, PolicyPool};
 use crate::policy::{Phase, Policy};
 use crate::process::spill::{DEFAULT_SPILL_LIMIT, SpillDir};
 use crate::process::{self, Cgroups, Finished, OutputSink, Process, RunCgroup, SpawnError};
-use crate::proxy::{Proxy, ProxyAt};
+use crate::proxy::{Proxy, ProxyAt, Recorded};
 use crate::sandbox::grant::{self, Held, expand_home};
 use crate::sandbox::{Confine, StatusReport, Supervision};
 use crate::tasks::{TaskEnd, TaskHandle, TaskStatus, Tasks};
@@ -389,7 +387,7 @@ async fn attempt(
         stdout,
         stderr,
         limits,
-        refused: proxy.as_ref().map(Proxy::refused).unwrap_or_default(),
+        network: proxy.as_ref().map(Proxy::recorded).unwrap_or_default(),
     };
     let result = finish(cx, prepared, ran).await?;
     drop(held);
@@ -458,8 +456,8 @@ struct Ran {
     stdout: StreamOutput,
     stderr: StreamOutput,
     limits: InForce,
-    /// The connections the run's proxy refused.
-    refused: Vec<RefusedConnection>,
+    /// What the run's proxy refused and decided.
+    network: Recorded,
 }
 
 /// Classify a run that ran (the component's `settle`, off the async
@@ -471,7 +469,7 @@ async fn finish(cx: &RunContext, prepared: Prepared, ran: Ran) -> Result<ExecRes
         stdout,
         stderr,
         limits,
-        refused,
+        network,
     } = ran;
     let (exit_code, signal) = prepared.supervision.command_end(&finished);
     let tail = stderr.text.clone();
@@ -482,7 +480,7 @@ async fn finish(cx: &RunContext, prepared: Prepared, ran: Ran) -> Result<ExecRes
             Ok((prepared, finished, sandbox))
         })
         .await?;
-    let sandbox = evidence::stamped(sandbox?, kernel, &refused);
+    let sandbox = evidence::stamped(sandbox?, kernel, &network.refused);
     let result = ExecResult {
         exit_code,
         signal,
@@ -494,7 +492,9 @@ async fn finish(cx: &RunContext, prepared: Prepared, ran: Ran) -> Result<ExecRes
         sandbox,
         limits: Some(limits.reached(finished.exceeded)),
         grant: prepared.grant.clone().map(|mut grant| {
-            grant.refused = refused;
+            grant.refused = network.refused;
+            grant.requests = network.requests;
+            grant.requests_unlisted = network.requests_unlisted;
             grant
         }),
     };
@@ -688,7 +688,8 @@ async fn follow(
             let (timed_out, aborted) = (finished.timed_out, finished.aborted);
             let kernel =
                 evidence::kernel_denials(prepared.started, prepared.supervision, &finished).await;
-            let refused = held.0.1.as_ref().map(Proxy::refused).unwrap_or_default();
+            let network = held.0.1.as_ref().map(Proxy::recorded).unwrap_or_default();
+            let refused = network.refused.clone();
             let classified = cx
                 .offload(Phase::Settle, move |cx| {
                     Ok(classify(cx, &prepared, &facts, &finished, end, &tail))
@@ -725,12 +726,14 @@ async fn follow(
         },
     };
     if let Some((log, (command, workdir), (approved, started), grant, backend)) = audited {
+        let network = held.0.1.as_ref().map(Proxy::recorded).unwrap_or_default();
         let end = RecordedEnd {
             exit_code: ending.exit_code,
             signal: ending.signal,
             timed_out: ending.timed_out,
             sandbox: ending.sandbox.as_ref(),
-            refused: held.0.1.as_ref().map(Proxy::refused).unwrap_or_default(),
+            refused: network.refused,
+            requests: (network.requests, network.requests_unlisted),
         };
         let stamp = cx.stamp(&command, Some(&workdir), approved, started);
         let _ = log.write(Record::ended(&stamp, "task", Some(grant), backend, end));
@@ -1051,18 +1054,29 @@ fn start_proxy(cx: &RunContext, prepared: &Prepared) -> Result<Option<Proxy>, Ru
     let Some(at) = &prepared.proxy else {
         return Ok(None);
     };
-    // One instance decides all of the run's connections (the proxy asks
-    // off the async threads).
-    let connector = cx.policy.connector(&prepared.spec);
+    // One instance decides all of the run's connections and requests (the
+    // proxy asks off the async threads).
+    let settings = &cx.deployment.settings;
+    let connector = Arc::new(cx.policy.connector(&prepared.spec, settings));
+    let connecting = connector.clone();
     let decide: crate::proxy::Decide = Arc::new(move |host: &str, port: u16| {
-        connector
+        connecting
             .connect(host, port)
             .unwrap_or_else(|err| Err(err.to_string()))
+    });
+    let decide_request = connector.decides_requests().then(|| {
+        let decide: crate::proxy::DecideRequest = Arc::new(move |request| {
+            connector
+                .request(request)
+                .unwrap_or_else(|err| RequestVerdict::Deny(err.to_string()))
+        });
+        decide
     });
     let gate = crate::proxy::Gate {
         grant: prepared.spec.policy.network.clone(),
         ceiling: cx.deployment.max_network.clone(),
         decide,
+        decide_request,
         inspection: at.inspection().cloned(),
     };
     Proxy::start(at, gate)

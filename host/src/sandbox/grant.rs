@@ -262,7 +262,7 @@ pub fn lay_out(
         unenforced: vec![],
         partial: vec![],
         narrowed,
-        refused: vec![],
+        ..GrantFacts::default()
     };
     let allow_list = match &policy.network {
         Network::Allow(endpoints) => Some(endpoints.clone()),

@@ -367,6 +367,12 @@ impl Landlock {
         }
         full.extend(super::writable_roots(layout));
         full.extend(grants);
+        // The inspected run's bundle, made after the read grants were
+        // listed: readable even where a hidden path's siblings are granted
+        // one by one in place of `/`.
+        if let Some(dir) = proxy.as_ref().and_then(|at| at.bundle()?.parent()) {
+            full.extend(["--ro".into(), dir.to_string_lossy().into_owned()]);
+        }
         full.push("--".into());
         full.extend(argv.iter().cloned());
         grant.partial.extend(partial);

@@ -19,6 +19,11 @@
 //! expect.facts = { mode = "read-only", denied = true, enforcement = "full" }
 //! ```
 //!
+//! A case may also ask about one connection of the run (`connect = { host,
+//! port }`, expecting `expect.connect`) and one HTTP request of it
+//! (`httpRequest = { method, host, port, path, query, headers }`, expecting
+//! `expect.request`: `"allow"`, `{ denied = REASON }` or `{ edits = […] }`).
+//!
 //! Keys are camelCase, as in the JSON protocol. `expect` may hold `spec`,
 //! `launch` (see [`super::PlannedLaunch`]), `facts` (`{mode, denied,
 //! enforcement, runnerFailed}`, or `false` for "stamps nothing") and `error`
@@ -35,7 +40,7 @@ use serde_json::{Value, json};
 
 use super::{FakeSandbox, Kit, SandboxScript};
 use crate::error::RunError;
-use crate::model::{Deployment, ExecRequest, Outcome};
+use crate::model::{Deployment, ExecRequest, HttpRequest, Outcome, RequestVerdict};
 
 /// Why a case file could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -118,7 +123,65 @@ struct CaseSpec {
     /// A connection to decide with the resolved spec (`connect`).
     #[serde(default)]
     connect: Option<Connection>,
+    /// An HTTP request of the run to decide with the resolved spec
+    /// (`request`, world `0.3.0`).
+    #[serde(default)]
+    http_request: Option<HttpCase>,
     expect: Expect,
+}
+
+/// An HTTP request a case asks the component about; a credential header's
+/// value is withheld from it, as the host's proxy withholds it.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HttpCase {
+    method: String,
+    #[serde(default = "https")]
+    scheme: String,
+    host: String,
+    #[serde(default = "https_port")]
+    port: u16,
+    #[serde(default = "root")]
+    path: String,
+    #[serde(default)]
+    query: Option<String>,
+    /// Name and value pairs, in order.
+    #[serde(default)]
+    headers: Vec<(String, String)>,
+}
+
+fn https() -> String {
+    "https".into()
+}
+
+fn https_port() -> u16 {
+    443
+}
+
+fn root() -> String {
+    "/".into()
+}
+
+impl HttpCase {
+    /// The request as the host's proxy shows it.
+    fn shown(&self) -> HttpRequest {
+        let headers = (self.headers.iter())
+            .map(|(name, value)| {
+                let name = name.to_ascii_lowercase();
+                let shown = crate::model::shown_header_value(&name, value.as_bytes());
+                (name, shown)
+            })
+            .collect();
+        HttpRequest {
+            method: self.method.clone(),
+            scheme: self.scheme.clone(),
+            host: self.host.to_ascii_lowercase(),
+            port: self.port,
+            path: self.path.clone(),
+            query: self.query.clone(),
+            headers,
+        }
+    }
 }
 
 /// A connection a case asks the component about.
@@ -141,6 +204,10 @@ struct Expect {
     /// `"allow"`, or `{ refused = "reason" }`.
     #[serde(default)]
     connect: Option<Value>,
+    /// `"allow"`, `{ denied = "reason" }`, or `{ edits = [{ set = [NAME,
+    /// VALUE] }, { remove = NAME }, { attachCredential = NAME }] }`.
+    #[serde(default)]
+    request: Option<Value>,
     #[serde(default)]
     error: Option<ExpectError>,
 }
@@ -304,6 +371,12 @@ pub fn run(kit: &Kit, case: &Case) -> CaseReport {
                 got.connect.as_ref(),
                 &mut failures,
             );
+            compare_opt(
+                "request",
+                expect.request.as_ref(),
+                got.request.as_ref(),
+                &mut failures,
+            );
         }
         (Ok(got), Some(wanted)) => failures.push(format!(
             "error: expected {} error, got success ({})",
@@ -352,6 +425,7 @@ struct Stages {
     launch: Option<Value>,
     facts: Option<Value>,
     connect: Option<Value>,
+    request: Option<Value>,
 }
 
 impl Stages {
@@ -372,6 +446,7 @@ fn run_stages(kit: &Kit, case: &Case) -> Result<Stages, RunError> {
         launch: None,
         facts: None,
         connect: None,
+        request: None,
     };
     if let Some(connection) = &case.spec.connect {
         stages.connect = Some(
@@ -380,6 +455,14 @@ fn run_stages(kit: &Kit, case: &Case) -> Result<Stages, RunError> {
                 Err(reason) => json!({ "refused": reason }),
             },
         );
+    }
+    if let Some(request) = &case.spec.http_request {
+        let verdict = kit.request(&spec, &case.deployment.settings, &request.shown())?;
+        stages.request = Some(match verdict {
+            RequestVerdict::Allow => json!("allow"),
+            RequestVerdict::Deny(reason) => json!({ "denied": reason }),
+            RequestVerdict::Edit(edits) => json!({ "edits": edits }),
+        });
     }
     // An expected error may come from plan (no usable sandbox) too.
     let wants_plan =

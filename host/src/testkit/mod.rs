@@ -1,5 +1,5 @@
-//! The component test kit: run a policy component's `resolve`, `plan` and
-//! `settle` in isolation, against a scripted fake `sandbox` import, without
+//! The component test kit: run a policy component's `resolve`, `plan`,
+//! `settle`, `connect` and `request` in isolation, against a scripted fake `sandbox` import, without
 //! spawning anything.
 //!
 //! Why: a policy author must be able to check a component — theirs or a
@@ -43,8 +43,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::RunError;
 use crate::model::{
-    Backend, Decision, Deployment, Enforcement, ExecRequest, ExecSpec, LaunchFacts, Outcome,
-    SandboxFacts, SandboxPolicy, Signatures, WrapFacts,
+    Backend, Decision, Deployment, Enforcement, ExecRequest, ExecSpec, HttpRequest, LaunchFacts,
+    Outcome, RequestVerdict, SandboxFacts, SandboxPolicy, Signatures, WrapFacts,
 };
 use crate::policy::{ExecutorInfo, Launch, Limits, LoadError, Policy, PolicyEngine};
 use crate::sandbox::{
@@ -254,6 +254,18 @@ impl Kit {
         port: u16,
     ) -> Result<Result<(), String>, RunError> {
         self.policy.connect(spec, host, port)
+    }
+
+    /// The component's `request` (world `0.3.0`) for one HTTP request of
+    /// the run of `spec`, with the operator's `settings`: a component of
+    /// an older world allows every request its connection allowed.
+    pub fn request(
+        &self,
+        spec: &ExecSpec,
+        settings: &str,
+        request: &HttpRequest,
+    ) -> Result<RequestVerdict, RunError> {
+        self.policy.connector(spec, settings).request(request)
     }
 
     /// The component's optional `render`: the text an agent's model reads

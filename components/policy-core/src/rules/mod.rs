@@ -33,8 +33,10 @@ use serde::Deserialize;
 use crate::shell::{self, Command, Word};
 
 mod pattern;
+pub mod requests;
 
 pub use pattern::{Pattern, Programs};
+pub use requests::RequestRule;
 
 /// What a rule (or the operator's fallback) says about a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
@@ -230,6 +232,13 @@ pub struct RuleSet {
     /// What every run gets, whatever matches (`deny_read = ["~/.ssh"]`).
     #[serde(default)]
     pub grant: Grant,
+    /// Rules over a run's HTTP requests ([`requests`]).
+    #[serde(default)]
+    pub requests: Vec<RequestRule>,
+    /// For a request no request rule names (default: allow — the
+    /// connection's grant already bounds where it goes).
+    #[serde(default = "allow", alias = "request_default")]
+    pub request_default: Decision,
 }
 
 fn allow() -> Decision {
@@ -280,7 +289,23 @@ impl RuleSet {
             }
             check_grant(&rule.grant).map_err(|err| format!("rules[{at}].grant: {err}"))?;
         }
+        for (at, rule) in rules.requests.iter().enumerate() {
+            rule.check()
+                .map_err(|err| format!("requests[{at}]: {err}"))?;
+        }
+        if rules.request_default == Decision::Ask {
+            return Err(
+                "requestDefault: a request cannot wait for a person's approval; \
+                        say allow or deny"
+                    .into(),
+            );
+        }
         Ok(rules)
+    }
+
+    /// The decision for one HTTP request of a run.
+    pub fn decide_request(&self, request: &requests::Request<'_>) -> requests::RequestVerdict {
+        requests::decide(&self.requests, self.request_default, request)
     }
 
     /// The decision for `line`, with the grant of every rule it matches
@@ -417,6 +442,9 @@ impl RuleSet {
                 }
             }
         }
+        let (requests, failed) = requests::check_examples(&self.requests);
+        checked += requests;
+        failures.extend(failed);
         if failures.is_empty() {
             Ok(checked)
         } else {

@@ -1,0 +1,243 @@
+//! A request decision: what the component is shown of one HTTP request,
+//! and how its verdict is applied.
+//!
+//! The proxy asks for every request it can read — plain HTTP, and every
+//! request inside an inspected connection — once the host's bounds and the
+//! component's `connect` allowed its target ([`super::admit`]). The
+//! component sees the method, target, path, query and headers, never a
+//! credential's value ([`crate::model::WITHHELD`]); it answers allow, deny with a reason,
+//! or allow with edits. An edit the host will not make (a header that
+//! frames or routes the message, a value that is not a header value, a
+//! credential no operator bound to the host) refuses the request rather
+//! than send it half-edited. Every decision is recorded for the run's facts
+//! and the audit log — no query, no header values.
+
+use std::sync::Mutex;
+
+use hyper::Request;
+use hyper::header::{HeaderMap, HeaderName, HeaderValue};
+
+use crate::model::{DecidedRequest, HeaderEdit, HttpRequest, RequestVerdict, shown_header_value};
+
+use super::{Gate, Recorded, note};
+use crate::text::reason as bounded_text;
+
+/// The most edits of one request the facts list.
+const MAX_LISTED_EDITS: usize = 16;
+
+/// Headers no edit may touch: they frame the message or name where it goes
+/// (the host checked `host` against the decided target).
+const FIXED_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "upgrade",
+    "te",
+    "trailer",
+];
+
+/// The decided target of a request and how it is reached.
+pub(super) struct Target<'a> {
+    /// `http`, or `https` inside an inspected connection.
+    pub scheme: &'static str,
+    /// The host, as the command named it.
+    pub host: &'a str,
+    /// The port.
+    pub port: u16,
+}
+
+/// Ask the component about `request` (when its world decides requests) and
+/// record the decision: the request to send, edits applied, or the reason
+/// it is refused (recorded among the refusals too).
+pub(super) async fn decide<B>(
+    request: Request<B>,
+    target: &Target<'_>,
+    (gate, record): (&Gate, &Mutex<Recorded>),
+) -> Result<Request<B>, String> {
+    let Some(decide) = gate.decide_request.clone() else {
+        return Ok(request);
+    };
+    let shown = shown(&request, target);
+    let method = shown.method.clone();
+    let (asked, ask) = (shown.clone(), decide);
+    let verdict = tokio::task::spawn_blocking(move || ask(&asked))
+        .await
+        .unwrap_or_else(|_| RequestVerdict::Deny("the request decision failed".into()));
+    let mut decided = DecidedRequest {
+        method: shown.method,
+        scheme: shown.scheme,
+        host: shown.host,
+        port: shown.port,
+        path: shown.path,
+        allowed: true,
+        reason: None,
+        edits: vec![],
+    };
+    let outcome = match verdict {
+        RequestVerdict::Allow => Ok(request),
+        RequestVerdict::Deny(reason) => Err(reason),
+        RequestVerdict::Edit(edits) => {
+            // What the component named is its text: bounded like its reasons.
+            let listed = edits.iter().take(MAX_LISTED_EDITS);
+            decided.edits = listed.map(|edit| bounded_text(&edit.to_string())).collect();
+            edited(request, &edits).map_err(|reason| bounded_text(&reason))
+        }
+    };
+    if let Err(reason) = &outcome {
+        decided.allowed = false;
+        decided.reason = Some(reason.clone());
+        let said = format!("{method} {}: {reason}", decided.path);
+        note(record, target.host, target.port, &said);
+    }
+    record
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .decided(decided);
+    outcome
+}
+
+/// What the component is shown of `request`.
+fn shown<B>(request: &Request<B>, target: &Target<'_>) -> HttpRequest {
+    let uri = request.uri();
+    HttpRequest {
+        method: request.method().as_str().to_owned(),
+        scheme: target.scheme.to_owned(),
+        host: target.host.to_ascii_lowercase(),
+        port: target.port,
+        path: match uri.path() {
+            "" => "/".to_owned(),
+            path => path.to_owned(),
+        },
+        query: uri.query().map(str::to_owned),
+        headers: shown_headers(request.headers()),
+    }
+}
+
+/// The headers in order, a credential's value withheld.
+fn shown_headers(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .map(|(name, value)| {
+            let shown = shown_header_value(name.as_str(), value.as_bytes());
+            (name.as_str().to_owned(), shown)
+        })
+        .collect()
+}
+
+/// `request` with `edits` applied in order, or why the host will not send
+/// it so.
+fn edited<B>(mut request: Request<B>, edits: &[HeaderEdit]) -> Result<Request<B>, String> {
+    let headers = request.headers_mut();
+    for edit in edits {
+        match edit {
+            HeaderEdit::Set(name, value) => {
+                let name = editable(name)?;
+                let value = HeaderValue::from_str(value)
+                    .map_err(|_| format!("the policy set {name} to a value no header may carry"))?;
+                headers.insert(name, value);
+            }
+            HeaderEdit::Remove(name) => {
+                headers.remove(editable(name)?);
+            }
+            HeaderEdit::AttachCredential(name) => {
+                return Err(format!(
+                    "the policy attached the credential {name:?}, which the operator \
+                     did not bind to this host"
+                ));
+            }
+        }
+    }
+    Ok(request)
+}
+
+/// `name` as a header an edit may set or remove.
+fn editable(name: &str) -> Result<HeaderName, String> {
+    let parsed = HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| format!("the policy edited {name:?}, which is not a header name"))?;
+    if FIXED_HEADERS.contains(&parsed.as_str()) {
+        return Err(format!(
+            "the policy edited {parsed}, which frames or routes the request; no edit may"
+        ));
+    }
+    Ok(parsed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> Request<()> {
+        Request::builder()
+            .method("POST")
+            .uri("http://api.test:8080/repos/x/pulls?token=abc")
+            .header("Host", "api.test:8080")
+            .header("Authorization", "Bearer s3cret")
+            .header("Cookie", "id=s3cret")
+            .header("X-Trace", "1")
+            .body(())
+            .unwrap()
+    }
+
+    #[test]
+    fn the_component_sees_the_request_but_never_a_credentials_value() {
+        let target = Target {
+            scheme: "http",
+            host: "API.test",
+            port: 8080,
+        };
+        let shown = shown(&request(), &target);
+        assert_eq!(shown.method, "POST");
+        assert_eq!(shown.host, "api.test");
+        assert_eq!(shown.path, "/repos/x/pulls");
+        assert_eq!(shown.query.as_deref(), Some("token=abc"));
+        let text = format!("{:?}", shown.headers);
+        assert!(!text.contains("s3cret"), "{text}");
+        assert!(
+            shown
+                .headers
+                .contains(&("authorization".into(), crate::model::WITHHELD.into()))
+        );
+        assert!(shown.headers.contains(&("x-trace".into(), "1".into())));
+    }
+
+    #[test]
+    fn edits_apply_in_order_and_one_the_host_will_not_make_refuses_the_request() {
+        let edits = [
+            HeaderEdit::Set("x-added".into(), "yes".into()),
+            HeaderEdit::Remove("cookie".into()),
+            HeaderEdit::Set("X-Trace".into(), "2".into()),
+        ];
+        let sent = edited(request(), &edits).unwrap();
+        assert_eq!(sent.headers()["x-added"], "yes");
+        assert_eq!(sent.headers()["x-trace"], "2");
+        assert!(!sent.headers().contains_key("cookie"));
+        for (edit, why) in [
+            (
+                HeaderEdit::Set("Host".into(), "evil.test".into()),
+                "frames or routes",
+            ),
+            (
+                HeaderEdit::Remove("content-length".into()),
+                "frames or routes",
+            ),
+            (
+                HeaderEdit::Set("x".into(), "a\nb".into()),
+                "no header may carry",
+            ),
+            (
+                HeaderEdit::Set("bad name".into(), "v".into()),
+                "not a header name",
+            ),
+            (HeaderEdit::AttachCredential("gh".into()), "did not bind"),
+        ] {
+            let err = edited(request(), std::slice::from_ref(&edit)).unwrap_err();
+            assert!(err.contains(why), "{edit:?}: {err}");
+        }
+        assert_eq!(
+            HeaderEdit::Set("x-a".into(), "secret".into()).to_string(),
+            "set x-a",
+            "a recorded edit names the header, never its value"
+        );
+    }
+}

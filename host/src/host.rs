@@ -10,6 +10,7 @@ use std::sync::{Arc, RwLock};
 
 use crate::admission::{Admission, Load, SessionLimits};
 use crate::audit::{AuditError, AuditLog, AuditOptions};
+use crate::credentials::Credential;
 use crate::error::{Details, ErrorCode, RunError};
 use crate::model::{Deployment, ExecRequest, ExecResult, SandboxMode};
 use crate::policy::cache::ComponentCache;
@@ -258,9 +259,21 @@ pub struct HostBuilder {
     spare_runners: bool,
     /// Paths of the embedder's hidden from every confined run.
     hidden: Vec<PathBuf>,
+    /// Credentials runs get placeholders for.
+    credentials: Vec<Arc<Credential>>,
 }
 
 impl HostBuilder {
+    /// Credentials a command never holds ([`crate::credentials`]): each
+    /// run through the allow-list proxy gets a placeholder for each, which
+    /// the proxy replaces with the value only on requests to an endpoint
+    /// the credential is bound to. Withhold the variables and hide the
+    /// files the values came from too (`cordon.toml` does both).
+    pub fn credentials(mut self, credentials: Vec<Arc<Credential>>) -> Self {
+        self.credentials = credentials;
+        self
+    }
+
     /// Use this policy component (default: the embedded `bash-sandbox`).
     ///
     /// ```no_run
@@ -687,6 +700,7 @@ impl HostBuilder {
             engine,
             ahead: Arc::new(ahead),
             spare_runners: self.spare_runners && !self.one_run,
+            credentials: self.credentials.into(),
         });
         Ok(Host {
             session: Session::new(core.clone())

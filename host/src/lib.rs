@@ -23,6 +23,7 @@
 mod admission;
 pub mod audit;
 pub mod config;
+pub mod credentials;
 pub mod denials;
 pub mod doctor;
 mod error;

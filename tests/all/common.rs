@@ -735,8 +735,8 @@ pub fn installed_launcher() -> Option<PathBuf> {
 }
 
 /// Read one HTTP request head (no body) from `reader`: its request line,
-/// `Host` header and any `x-cordon-*` headers as `LINE Host=HOST
-/// x-cordon-name=VALUE`; none at the end of the stream.
+/// `Host` header and any `Authorization` and `x-cordon-*` headers as `LINE
+/// Host=HOST x-cordon-name=VALUE`; none at the end of the stream.
 pub fn request_head(reader: &mut impl std::io::BufRead) -> Option<String> {
     let (mut line, mut host, mut marked) = (String::new(), String::new(), String::new());
     if reader.read_line(&mut line).unwrap_or(0) == 0 {
@@ -749,7 +749,10 @@ pub fn request_head(reader: &mut impl std::io::BufRead) -> Option<String> {
         }
         match header.trim_end().split_once(": ") {
             Some((name, value)) if name.eq_ignore_ascii_case("host") => host = value.to_owned(),
-            Some((name, value)) if name.to_ascii_lowercase().starts_with("x-cordon-") => {
+            Some((name, value))
+                if name.to_ascii_lowercase().starts_with("x-cordon-")
+                    || name.eq_ignore_ascii_case("authorization") =>
+            {
                 marked.push_str(&format!(" {}={value}", name.to_ascii_lowercase()));
             }
             Some(_) => {}

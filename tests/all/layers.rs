@@ -39,6 +39,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "files",
             "text",
             "random",
+            "credentials",
         ],
     ),
 ];

@@ -54,6 +54,11 @@
 //! timeout_secs = 120                  # a whole pull or push (default 120)
 //! allow_settings_override = false     # [policy] settings may replace a whole policy's own
 //!
+//! [credentials.github]                # a credential no command holds (credentials.rs)
+//! hosts = ["api.github.com:443"]
+//! from_env = "GITHUB_TOKEN"           # or from_file, or from_command
+//! env = "GITHUB_TOKEN"                # where a proxied run finds its placeholder
+//!
 //! [serve]                             # `cordon serve`: bounds, socket access (serve.rs)
 //! max_session_runs = 16
 //! ```
@@ -63,6 +68,7 @@
 //! read only when named explicitly (never picked up from the working
 //! directory, which a command could write to).
 
+pub mod credentials;
 mod serve;
 
 use std::path::{Path, PathBuf};
@@ -178,6 +184,8 @@ pub struct ConfigFile {
     pub audit_signing_key: Option<PathBuf>,
     /// How policy components are pulled from OCI registries.
     pub registry: Option<RegistryFile>,
+    /// Credentials a command never holds, by name.
+    pub credentials: Option<std::collections::BTreeMap<String, credentials::CredentialFile>>,
 }
 
 /// `[registry]` as written.
@@ -311,6 +319,9 @@ pub struct Config {
     pub registry: crate::registry::RegistryOptions,
     /// The file of `registry.public_key`: protected in every run.
     pub public_key_path: Option<PathBuf>,
+    /// `[credentials.NAME]`, their values read; their files are hidden
+    /// from every run.
+    pub credentials: credentials::Credentials,
 }
 
 impl Config {
@@ -372,6 +383,14 @@ impl Config {
         .map_err(invalid)?;
         let (registry, public_key_path) =
             registry(file.registry.unwrap_or_default()).map_err(invalid)?;
+        let credentials =
+            credentials::read(file.credentials.unwrap_or_default(), max_network.as_ref()).map_err(
+                |(key, message)| ConfigError::InvalidKey {
+                    path: path.to_path_buf(),
+                    key,
+                    message,
+                },
+            )?;
         if runner.is_some() && backend != BackendChoice::Auto {
             return Err(invalid((
                 "backend",
@@ -411,6 +430,7 @@ impl Config {
             audit,
             registry,
             public_key_path,
+            credentials,
         })
     }
 
@@ -429,6 +449,9 @@ impl Config {
             Some(_) => builder.audit(self.audit.clone().expect("parsed with audit_log")),
             None => builder,
         };
+        let builder = (self.credentials.files.iter())
+            .fold(builder, |builder, file| builder.hide_from_runs(file));
+        let builder = builder.credentials(self.credentials.list.clone());
         builder.policy_threads(
             self.serve
                 .policy_threads

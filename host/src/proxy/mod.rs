@@ -103,6 +103,9 @@ pub struct Gate {
     /// a request its connection allowed is sent as it is (a component
     /// whose world has no `request`).
     pub decide_request: Option<DecideRequest>,
+    /// The run's credentials: the placeholders it holds, replaced (or a
+    /// credential attached) only on requests to a bound endpoint.
+    pub credentials: Option<Arc<crate::credentials::RunCredentials>>,
     /// How the endpoints the grant marks `inspect` are inspected; none:
     /// every tunnel is carried untouched.
     pub inspection: Option<Inspection>,
@@ -1001,6 +1004,7 @@ mod tests {
             ceiling,
             decide: Arc::new(|_: &str, _: u16| Ok(())),
             decide_request: None,
+            credentials: None,
             inspection: None,
         }
     }

@@ -20,6 +20,7 @@ use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use crate::model::{DecidedRequest, HeaderEdit, HttpRequest, RequestVerdict, shown_header_value};
 
 use super::{Gate, Recorded, note};
+use crate::credentials::RunCredentials;
 use crate::text::reason as bounded_text;
 
 /// The most edits of one request the facts list.
@@ -47,23 +48,32 @@ pub(super) struct Target<'a> {
     pub port: u16,
 }
 
-/// Ask the component about `request` (when its world decides requests) and
-/// record the decision: the request to send, edits applied, or the reason
-/// it is refused (recorded among the refusals too).
+/// Ask the component about `request` (when its world decides requests),
+/// put the run's credentials in it (where it carries a placeholder or the
+/// verdict attaches one), and record the decision: the request to send, or
+/// the reason it is refused (recorded among the refusals too). A request
+/// neither asked about nor carrying a placeholder goes as it is, unrecorded.
 pub(super) async fn decide<B>(
     request: Request<B>,
     target: &Target<'_>,
     (gate, record): (&Gate, &Mutex<Recorded>),
 ) -> Result<Request<B>, String> {
-    let Some(decide) = gate.decide_request.clone() else {
+    let held = gate.credentials.as_deref();
+    let carries = held.is_some_and(|held| carries_placeholder(&request, held));
+    if gate.decide_request.is_none() && !carries {
         return Ok(request);
-    };
+    }
     let shown = shown(&request, target);
     let method = shown.method.clone();
-    let (asked, ask) = (shown.clone(), decide);
-    let verdict = tokio::task::spawn_blocking(move || ask(&asked))
-        .await
-        .unwrap_or_else(|_| RequestVerdict::Deny("the request decision failed".into()));
+    let verdict = match gate.decide_request.clone() {
+        None => RequestVerdict::Allow,
+        Some(ask) => {
+            let asked = shown.clone();
+            tokio::task::spawn_blocking(move || ask(&asked))
+                .await
+                .unwrap_or_else(|_| RequestVerdict::Deny("the request decision failed".into()))
+        }
+    };
     let mut decided = DecidedRequest {
         method: shown.method,
         scheme: shown.scheme,
@@ -81,9 +91,13 @@ pub(super) async fn decide<B>(
             // What the component named is its text: bounded like its reasons.
             let listed = edits.iter().take(MAX_LISTED_EDITS);
             decided.edits = listed.map(|edit| bounded_text(&edit.to_string())).collect();
-            edited(request, &edits).map_err(|reason| bounded_text(&reason))
+            edited(request, &edits, (held, target)).map_err(|reason| bounded_text(&reason))
         }
     };
+    let outcome = outcome.and_then(|request| match held {
+        Some(held) => with_credentials(request, held, target, &mut decided.edits),
+        None => Ok(request),
+    });
     if let Err(reason) = &outcome {
         decided.allowed = false;
         decided.reason = Some(reason.clone());
@@ -95,6 +109,73 @@ pub(super) async fn decide<B>(
         .unwrap_or_else(|p| p.into_inner())
         .decided(decided);
     outcome
+}
+
+/// Whether `request`'s target or a header carries one of the run's
+/// placeholders.
+fn carries_placeholder<B>(request: &Request<B>, held: &RunCredentials) -> bool {
+    let uri = request.uri().to_string();
+    let mut texts = std::iter::once(uri.as_str()).chain(
+        request
+            .headers()
+            .values()
+            .filter_map(|value| value.to_str().ok()),
+    );
+    texts.any(|text| held.named_in(text).next().is_some())
+}
+
+/// `request` with every placeholder it carries (in its target or a
+/// header) replaced by its credential's value — each credential bound to
+/// the target, else the request is refused naming it. Each replaced
+/// credential is listed in `edits` by name.
+fn with_credentials<B>(
+    mut request: Request<B>,
+    held: &RunCredentials,
+    target: &Target<'_>,
+    edits: &mut Vec<String>,
+) -> Result<Request<B>, String> {
+    let at = (target.host, target.port);
+    let refused = |name: String| {
+        format!(
+            "it carries the placeholder of the credential {name}, which the operator did not \
+             bind to {}:{}",
+            target.host, target.port
+        )
+    };
+    let mut used: Vec<String> = vec![];
+    let uri = request.uri().to_string();
+    if held.named_in(&uri).next().is_some() {
+        used.extend(
+            held.named_in(&uri)
+                .map(|(credential, _)| credential.name.clone()),
+        );
+        let replaced = held.substituted(&uri, at).map_err(refused)?;
+        *request.uri_mut() = replaced
+            .parse()
+            .map_err(|_| "the credential's value does not fit in a URL".to_owned())?;
+    }
+    for value in request.headers_mut().values_mut() {
+        let Ok(text) = value.to_str() else { continue };
+        if held.named_in(text).next().is_none() {
+            continue;
+        }
+        used.extend(
+            held.named_in(text)
+                .map(|(credential, _)| credential.name.clone()),
+        );
+        let replaced = held.substituted(text, at).map_err(refused)?;
+        let mut filled = HeaderValue::from_str(&replaced)
+            .map_err(|_| "the credential's value does not fit in a header".to_owned())?;
+        filled.set_sensitive(true);
+        *value = filled;
+    }
+    for name in used {
+        let listed = format!("credential {name}");
+        if !edits.contains(&listed) {
+            edits.push(listed);
+        }
+    }
+    Ok(request)
 }
 
 /// What the component is shown of `request`.
@@ -126,8 +207,13 @@ fn shown_headers(headers: &HeaderMap) -> Vec<(String, String)> {
 }
 
 /// `request` with `edits` applied in order, or why the host will not send
-/// it so.
-fn edited<B>(mut request: Request<B>, edits: &[HeaderEdit]) -> Result<Request<B>, String> {
+/// it so. A credential is attached only when the run holds it and it is
+/// bound to the target.
+fn edited<B>(
+    mut request: Request<B>,
+    edits: &[HeaderEdit],
+    (held, target): (Option<&RunCredentials>, &Target<'_>),
+) -> Result<Request<B>, String> {
     let headers = request.headers_mut();
     for edit in edits {
         match edit {
@@ -141,10 +227,21 @@ fn edited<B>(mut request: Request<B>, edits: &[HeaderEdit]) -> Result<Request<B>
                 headers.remove(editable(name)?);
             }
             HeaderEdit::AttachCredential(name) => {
-                return Err(format!(
-                    "the policy attached the credential {name:?}, which the operator \
-                     did not bind to this host"
-                ));
+                let credential = held.and_then(|held| held.named(name));
+                let Some(credential) = credential.filter(|c| c.bound_to(target.host, target.port))
+                else {
+                    return Err(format!(
+                        "the policy attached the credential {name:?}, which the operator \
+                         did not declare or bind to {}:{}",
+                        target.host, target.port
+                    ));
+                };
+                let header = HeaderName::from_bytes(credential.header.as_bytes())
+                    .map_err(|_| format!("the credential {name}'s header is not a header name"))?;
+                let mut value = HeaderValue::from_str(&credential.attached())
+                    .map_err(|_| format!("the credential {name} does not fit in a header"))?;
+                value.set_sensitive(true);
+                headers.insert(header, value);
             }
         }
     }
@@ -201,6 +298,76 @@ mod tests {
         assert!(shown.headers.contains(&("x-trace".into(), "1".into())));
     }
 
+    fn held() -> RunCredentials {
+        let credential = |name: &str, host: &str| {
+            std::sync::Arc::new(crate::credentials::Credential {
+                name: name.into(),
+                value: crate::credentials::Secret::new(format!("{name}-value")),
+                hosts: vec![crate::model::Endpoint::at(host, 8080)],
+                env: Some(name.to_ascii_uppercase()),
+                source_var: None,
+                header: "x-api-key".into(),
+                format: "key={}".into(),
+            })
+        };
+        RunCredentials::issue(&[
+            credential("api", "api.test"),
+            credential("other", "other.test"),
+        ])
+    }
+
+    #[test]
+    fn a_placeholder_becomes_the_value_only_for_a_bound_target_and_an_attached_one_likewise() {
+        let held = held();
+        let placeholder = |name: &str| {
+            let env = held.env();
+            env.into_iter().find(|(var, _)| var == name).unwrap().1
+        };
+        let api = Target {
+            scheme: "http",
+            host: "api.test",
+            port: 8080,
+        };
+        let carrying = Request::builder()
+            .uri(format!("http://api.test:8080/x?key={}", placeholder("API")))
+            .header("Authorization", format!("Bearer {}", placeholder("API")))
+            .body(())
+            .unwrap();
+        assert!(carries_placeholder(&carrying, &held));
+        let mut edits = vec![];
+        let sent = with_credentials(carrying, &held, &api, &mut edits).unwrap();
+        assert_eq!(sent.headers()["authorization"], "Bearer api-value");
+        assert!(sent.headers()["authorization"].is_sensitive());
+        assert_eq!(sent.uri().query(), Some("key=api-value"));
+        assert_eq!(edits, ["credential api"]);
+        // Another credential's placeholder to this target: refused.
+        let elsewhere = Request::builder()
+            .uri("http://api.test:8080/")
+            .header("x-token", placeholder("OTHER"))
+            .body(())
+            .unwrap();
+        let err = with_credentials(elsewhere, &held, &api, &mut vec![]).unwrap_err();
+        assert!(
+            err.contains("credential other, which the operator did not bind to api.test:8080"),
+            "{err}"
+        );
+        // Attached by the policy: only where bound.
+        let attach = [HeaderEdit::AttachCredential("api".into())];
+        let plain = || Request::builder().uri("/").body(()).unwrap();
+        let sent = edited(plain(), &attach, (Some(&held), &api)).unwrap();
+        assert_eq!(sent.headers()["x-api-key"], "key=api-value");
+        let other = Target {
+            host: "other.test",
+            ..api
+        };
+        let err = edited(plain(), &attach, (Some(&held), &other)).unwrap_err();
+        assert!(
+            err.contains("did not declare or bind to other.test:8080"),
+            "{err}"
+        );
+        assert!(edited(plain(), &attach, (None, &api)).is_err());
+    }
+
     #[test]
     fn edits_apply_in_order_and_one_the_host_will_not_make_refuses_the_request() {
         let edits = [
@@ -208,7 +375,12 @@ mod tests {
             HeaderEdit::Remove("cookie".into()),
             HeaderEdit::Set("X-Trace".into(), "2".into()),
         ];
-        let sent = edited(request(), &edits).unwrap();
+        let target = Target {
+            scheme: "http",
+            host: "api.test",
+            port: 8080,
+        };
+        let sent = edited(request(), &edits, (None, &target)).unwrap();
         assert_eq!(sent.headers()["x-added"], "yes");
         assert_eq!(sent.headers()["x-trace"], "2");
         assert!(!sent.headers().contains_key("cookie"));
@@ -229,9 +401,12 @@ mod tests {
                 HeaderEdit::Set("bad name".into(), "v".into()),
                 "not a header name",
             ),
-            (HeaderEdit::AttachCredential("gh".into()), "did not bind"),
+            (
+                HeaderEdit::AttachCredential("gh".into()),
+                "did not declare or bind",
+            ),
         ] {
-            let err = edited(request(), std::slice::from_ref(&edit)).unwrap_err();
+            let err = edited(request(), std::slice::from_ref(&edit), (None, &target)).unwrap_err();
             assert!(err.contains(why), "{edit:?}: {err}");
         }
         assert_eq!(

@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::admission::Permit;
 use crate::audit::{AuditLog, Origin, Record, RecordedEnd, Stamp};
+use crate::credentials::RunCredentials;
 use crate::error::RunError;
 use crate::model::{
     Decision, Deployment, ExecRequest, ExecResult, ExecSpec, GrantFacts, LaunchFacts, Network,
@@ -99,6 +100,8 @@ pub(crate) struct RunContext {
     /// Whom the run's processes are, when not the host's own user (a root
     /// server's socket client).
     pub identity: Option<Arc<process::identity::Identity>>,
+    /// Credentials a proxied run gets placeholders for.
+    pub credentials: Arc<[Arc<crate::credentials::Credential>]>,
 }
 
 impl RunContext {
@@ -169,6 +172,9 @@ struct Prepared {
     placeholders: Vec<std::path::PathBuf>,
     /// Where the run's allow-list proxy listens, when it has one.
     proxy: Option<ProxyAt>,
+    /// The run's credentials, whose placeholders its environment holds
+    /// (a proxied run only).
+    credentials: Option<Arc<RunCredentials>>,
     report: StatusReport,
     supervision: Supervision,
     /// The run's limits (the deployment's, tightened by the request).
@@ -781,33 +787,7 @@ fn prepare(cx: &RunContext, mut request: ExecRequest, verify: bool) -> Result<Pr
         true => rlimit_vars(&run_limits),
         false => vec![],
     };
-    // The command's environment; a runner that takes it over its own
-    // channel is itself spawned without it.
-    // A closed network withholds the variables that point at host sockets
-    // (an explicit entry of the request's still wins).
-    let closed = spec.policy.mode.is_confined() && spec.policy.network != Network::Full;
-    let exposed: Vec<std::path::PathBuf> =
-        spec.policy.sockets.iter().map(|s| expand_home(s)).collect();
-    let mut env = process::env::child_env(
-        std::env::vars_os(),
-        &cx.env,
-        &spec.env,
-        closed.then_some(exposed.as_slice()),
-    );
-    // An allow-list run's clients go to the proxy, whatever the host said.
-    // An inspected run's TLS clients trust its bundle, whatever the host said.
-    if let Some(at) = &accepted.proxy {
-        let mut vars = crate::proxy::client_env(at.client_port());
-        vars.extend(
-            at.bundle()
-                .map(crate::proxy::bundle_env)
-                .unwrap_or_default(),
-        );
-        for (name, value) in vars {
-            env.retain(|(have, _)| *have != *name);
-            env.push((name.into(), value.into()));
-        }
-    }
+    let (mut env, credentials) = command_env(cx, &spec, accepted.proxy.as_ref());
     // A run as another user (a root server's client) names that user, and
     // its runner takes the identity on before it confines.
     let inherits = accepted.handover == crate::sandbox::EnvHandover::Inherit;
@@ -847,6 +827,7 @@ fn prepare(cx: &RunContext, mut request: ExecRequest, verify: bool) -> Result<Pr
         grant: accepted.grant,
         placeholders: accepted.placeholders,
         proxy: accepted.proxy,
+        credentials,
         report: accepted.report,
         supervision: accepted.supervision,
         run_limits,
@@ -1047,6 +1028,51 @@ fn rlimit_vars(limits: &RunLimits) -> Vec<(OsString, OsString)> {
     vars
 }
 
+/// The command's environment (a runner that takes it over its own channel
+/// is itself spawned without it), and the run's credentials when its
+/// network goes through the proxy at `proxy`.
+fn command_env(
+    cx: &RunContext,
+    spec: &ExecSpec,
+    proxy: Option<&ProxyAt>,
+) -> (Vec<(OsString, OsString)>, Option<Arc<RunCredentials>>) {
+    // A closed network withholds the variables that point at host sockets
+    // (an explicit entry of the request's still wins).
+    let closed = spec.policy.mode.is_confined() && spec.policy.network != Network::Full;
+    let exposed: Vec<std::path::PathBuf> =
+        spec.policy.sockets.iter().map(|s| expand_home(s)).collect();
+    let mut env = process::env::child_env(
+        std::env::vars_os(),
+        &cx.env,
+        &spec.env,
+        closed.then_some(exposed.as_slice()),
+    );
+    // The variables credentials' values come from never reach a command.
+    let sources: Vec<&str> = (cx.credentials.iter())
+        .filter_map(|credential| credential.source_var.as_deref())
+        .collect();
+    env.retain(|(name, _)| !sources.iter().any(|source| name == source));
+    // An allow-list run's clients go to the proxy, whatever the host said.
+    // An inspected run's TLS clients trust its bundle, whatever the host said.
+    // Its credentials are placeholders the proxy alone can fill in.
+    let credentials = (proxy.is_some() && !cx.credentials.is_empty())
+        .then(|| Arc::new(RunCredentials::issue(&cx.credentials)));
+    if let Some(at) = proxy {
+        let mut vars = crate::proxy::client_env(at.client_port());
+        vars.extend(
+            at.bundle()
+                .map(crate::proxy::bundle_env)
+                .unwrap_or_default(),
+        );
+        vars.extend(credentials.iter().flat_map(|held| held.env()));
+        for (name, value) in vars {
+            env.retain(|(have, _)| *have != *name);
+            env.push((name.into(), value.into()));
+        }
+    }
+    (env, credentials)
+}
+
 /// Start the run's allow-list proxy, when its wrap goes through one: each
 /// connection is decided by the policy that planned the run, for its spec
 /// (a failed call refuses that connection).
@@ -1077,6 +1103,7 @@ fn start_proxy(cx: &RunContext, prepared: &Prepared) -> Result<Option<Proxy>, Ru
         ceiling: cx.deployment.max_network.clone(),
         decide,
         decide_request,
+        credentials: prepared.credentials.clone(),
         inspection: at.inspection().cloned(),
     };
     Proxy::start(at, gate)

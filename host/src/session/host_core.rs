@@ -44,6 +44,8 @@ pub(crate) struct HostCore {
     pub(crate) ahead: Arc<crate::run::ahead::Ahead>,
     /// Whether each session keeps a spare runner for its next run.
     pub(crate) spare_runners: bool,
+    /// Credentials each proxied run gets placeholders for.
+    pub(crate) credentials: Arc<[Arc<crate::credentials::Credential>]>,
 }
 
 impl HostCore {
@@ -74,6 +76,7 @@ impl HostCore {
             ahead: self.ahead.clone(),
             spare: None,
             identity: None,
+            credentials: self.credentials.clone(),
         }
     }
 }

@@ -254,6 +254,29 @@ impl Network {
         }
     }
 
+    /// Mark for inspection what the operator's list `inspected` names: an
+    /// endpoint of this allow-list one of them covers is marked, and one of
+    /// them that an endpoint here covers more widely (`api.github.com:443`
+    /// under `*.github.com`) is added, marked — the grant allows nothing
+    /// more, and the rest of the wider endpoint stays a tunnel.
+    pub fn inspect_where(&mut self, inspected: &[Endpoint]) {
+        let Network::Allow(mine) = self else {
+            return;
+        };
+        for endpoint in mine.iter_mut() {
+            endpoint.inspect |= inspected.iter().any(|o| o.covers(endpoint));
+        }
+        let narrower: Vec<Endpoint> = (inspected.iter())
+            .filter(|o| mine.iter().any(|e| e.covers(o)))
+            .filter(|o| !mine.iter().any(|e| e.inspect && e.covers(o)))
+            .map(|o| Endpoint {
+                inspect: true,
+                ..o.clone()
+            })
+            .collect();
+        mine.extend(narrower);
+    }
+
     /// [`Network::allows`], with the reason a refused connection is given.
     pub fn decide(&self, host: &str, port: u16) -> Result<(), String> {
         match self.allows(host, port) {
@@ -790,6 +813,11 @@ pub struct Deployment {
     /// invariant**; e.g. a serve client's `[serve.uid.N] deny_read`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deny_read: Vec<PathBuf>,
+    /// Endpoints whose HTTPS the proxy inspects wherever a run's grant
+    /// allows them (the operator's `inspect`, and every credential's
+    /// hosts): see [`Network::inspect_where`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inspect: Vec<Endpoint>,
     /// The operator's settings for the policy component, as JSON text
     /// (`{}` when none): validated by the component at load.
     #[serde(default = "no_settings")]
@@ -816,6 +844,7 @@ impl Deployment {
             liftable: vec![],
             protected: vec![],
             deny_read: vec![],
+            inspect: vec![],
             settings: no_settings(),
         }
     }
@@ -1223,6 +1252,48 @@ pub struct ExecResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_operators_inspect_list_marks_what_a_grant_allows_and_adds_nothing_wider() {
+        let ep = |s: &str| s.parse::<Endpoint>().unwrap();
+        let mut grant = Network::Allow(vec![
+            ep("*.github.com:443"),
+            ep("registry.npmjs.org:443"),
+            ep("example.com:443"),
+        ]);
+        let before = grant.clone();
+        grant.inspect_where(&[
+            ep("api.github.com:443"),
+            ep("*.npmjs.org:443"),
+            ep("other.test:443"),
+        ]);
+        let Network::Allow(marked) = &grant else {
+            unreachable!()
+        };
+        let shown: Vec<(String, bool)> = marked
+            .iter()
+            .map(|e| (format!("{}:{}", e.host, e.port.unwrap()), e.inspect))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("*.github.com:443".to_owned(), false),
+                ("registry.npmjs.org:443".to_owned(), true),
+                ("example.com:443".to_owned(), false),
+                ("api.github.com:443".to_owned(), true),
+            ]
+        );
+        assert!(
+            grant.within(&before) && before.within(&grant),
+            "allows the same"
+        );
+        assert!(grant.inspects("api.github.com", 443));
+        assert!(!grant.inspects("gist.github.com", 443));
+        assert!(!grant.inspects("other.test", 443));
+        let mut twice = grant.clone();
+        twice.inspect_where(&[ep("api.github.com:443")]);
+        assert_eq!(twice, grant, "marking again adds nothing");
+    }
 
     #[test]
     fn networks_order_by_what_they_allow() {

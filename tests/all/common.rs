@@ -85,6 +85,23 @@ pub fn run_json(dir: &Path, args: &[&str], command: &str) -> (i32, Value) {
     (output.status.code().unwrap_or(-1), parse(&output))
 }
 
+/// `cordon run --json ARGS -- COMMAND` in `dir` with one more variable in
+/// cordon's own environment (`SSL_CERT_FILE`, a credential's source): its
+/// output and its parsed JSON, which must say the command succeeded.
+pub fn run_ok_with(dir: &Path, var: (&str, &str), args: &[&str], command: &str) -> (Output, Value) {
+    let output = cordon()
+        .current_dir(dir)
+        .env(var.0, var.1)
+        .args(["run", "--json"])
+        .args(args)
+        .args(["--", command])
+        .output()
+        .expect("spawn cordon");
+    let result = parse(&output);
+    assert_eq!(output.status.code(), Some(0), "{args:?}: {result}");
+    (output, result)
+}
+
 /// Parse cordon's JSON stdout, with its stderr in the panic if it is not JSON.
 pub fn parse(output: &Output) -> Value {
     serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {

@@ -51,6 +51,16 @@ impl TestRoots {
     /// An HTTPS server on the loopback presenting the leaf, answering every
     /// request `200 <name>`; the request lines and `Host` headers it saw.
     pub(crate) fn serve(&self, name: &'static str) -> (u16, Arc<Mutex<Vec<String>>>) {
+        self.serve_with(move |_| Some(format!("{name}\n").into_bytes()))
+    }
+
+    /// An HTTPS server on the loopback presenting the leaf, answering each
+    /// request for a path with what `answer` gives for it (`200`), or `404`
+    /// for none; the request lines and `Host` headers it saw.
+    pub(crate) fn serve_with(
+        &self,
+        answer: impl Fn(&str) -> Option<Vec<u8>> + Send + 'static,
+    ) -> (u16, Arc<Mutex<Vec<String>>>) {
         let config = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
@@ -71,13 +81,18 @@ impl TestRoots {
                 let Some(head) = common::request_head(&mut BufReader::new(&mut tls)) else {
                     continue;
                 };
+                let path = head.split_whitespace().nth(1).unwrap_or("/").to_owned();
                 record.lock().unwrap().push(head);
-                let body = format!("{name}\n");
-                let reply = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                let (status, body) = match answer(&path) {
+                    Some(body) => ("200 OK", body),
+                    None => ("404 Not Found", b"not found\n".to_vec()),
+                };
+                let head = format!(
+                    "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                     body.len()
                 );
-                let _ = tls.write_all(reply.as_bytes());
+                let _ = tls.write_all(head.as_bytes());
+                let _ = tls.write_all(&body);
                 tls.conn.send_close_notify();
                 let _ = tls.flush();
             }

@@ -74,20 +74,12 @@ impl Ruled<'_> {
         line: &str,
     ) -> (std::process::Output, Value) {
         let policy = common::component("rules-policy.wasm");
-        let output = common::cordon()
-            .current_dir(dir)
-            .env(self.env.0, self.env.1)
-            .args(["run", "--json", "--config", self.config.to_str().unwrap()])
-            .args(["--policy", policy.to_str().unwrap()])
-            .args(["--settings", self.rules.to_str().unwrap()])
-            .args(["--grant", self.grant])
-            .args(backend)
-            .args(["--", line])
-            .output()
-            .unwrap();
-        let result = parse(&output);
-        assert_eq!(output.status.code(), Some(0), "{backend:?}: {result}");
-        (output, result)
+        let mut args = vec!["--config", self.config.to_str().unwrap()];
+        args.extend(["--policy", policy.to_str().unwrap()]);
+        args.extend(["--settings", self.rules.to_str().unwrap()]);
+        args.extend(["--grant", self.grant]);
+        args.extend(backend);
+        common::run_ok_with(dir, self.env, &args, line)
     }
 }
 
@@ -392,5 +384,98 @@ fn a_credential_reaches_its_bound_host_while_the_command_holds_only_a_placeholde
                 "{backend:?}: {secret} in {everything}"
             );
         }
+    }
+}
+
+/// A bare repository with one commit, served by git's dumb HTTP protocol
+/// (its files as they are, after `update-server-info`).
+fn served_repository(dir: &std::path::Path) -> std::path::PathBuf {
+    let git = |args: &[&str], at: &std::path::Path| {
+        let status = std::process::Command::new("git")
+            .args(["-c", "user.name=e2e", "-c", "user.email=e2e@cordon.test"])
+            .args([
+                "-c",
+                "init.defaultBranch=main",
+                "-c",
+                "protocol.file.allow=always",
+            ])
+            .args(args)
+            .current_dir(at)
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    git(&["init", "-q"], &work);
+    std::fs::write(work.join("README"), "cloned through cordon\n").unwrap();
+    git(&["add", "README"], &work);
+    git(&["commit", "-q", "-m", "first"], &work);
+    git(&["clone", "-q", "--bare", "work", "repo.git"], dir);
+    let bare = dir.join("repo.git");
+    git(&["update-server-info"], &bare);
+    bare
+}
+
+#[test]
+fn git_clones_over_https_through_the_proxy_inspected_and_tunnelled() {
+    for (backend, _) in confined_backends("git_clones_over_https_through_the_proxy") {
+        let ws = workspace();
+        let served = tempfile::tempdir().unwrap();
+        let bare = served_repository(served.path());
+        let roots = TestRoots::new();
+        let files = |bare: std::path::PathBuf| {
+            move |path: &str| {
+                let path = path.split('?').next().unwrap_or(path);
+                let relative = path.strip_prefix("/repo.git/")?;
+                std::fs::read(bare.join(relative)).ok()
+            }
+        };
+        let (inspected, inspected_seen) = roots.serve_with(files(bare.clone()));
+        let (tunnelled, tunnelled_seen) = roots.serve_with(files(bare));
+        let public = ws.path().join("public-roots.pem");
+        std::fs::write(&public, &roots.pem).unwrap();
+        // The operator inspects one of the two (`inspect`), whatever the
+        // grant says; the grant names both.
+        let config = ws.path().join("cordon.toml");
+        std::fs::write(
+            &config,
+            format!("max_network = [\"127.0.0.1\"]\ninspect = [\"127.0.0.1:{inspected}\"]\n"),
+        )
+        .unwrap();
+        let grant = json!({
+            "mode": "workspace-write",
+            "workspaceRoot": ws.path(),
+            "network": {"allow": [
+                {"host": "127.0.0.1", "port": inspected},
+                {"host": "127.0.0.1", "port": tunnelled},
+            ]},
+        })
+        .to_string();
+        let line = format!(
+            "git clone -q https://127.0.0.1:{inspected}/repo.git in && \
+             git clone -q https://127.0.0.1:{tunnelled}/repo.git through && cat in/README through/README"
+        );
+        let mut args = vec!["--config", config.to_str().unwrap(), "--grant", &grant];
+        args.extend(backend);
+        let public = public.to_str().unwrap();
+        let (_, result) = common::run_ok_with(ws.path(), ("SSL_CERT_FILE", public), &args, &line);
+        assert_eq!(
+            result["stdout"]["text"], "cloned through cordon\ncloned through cordon\n",
+            "{backend:?}: {result}"
+        );
+        // Both servers were asked for the repository's files: the inspected
+        // one by the proxy's own TLS, request by request.
+        for seen in [&inspected_seen, &tunnelled_seen] {
+            let seen = seen.lock().unwrap();
+            assert!(
+                seen.iter()
+                    .any(|head| head.starts_with("GET /repo.git/HEAD ")),
+                "{backend:?}: {seen:?}"
+            );
+        }
+        let allow = &result["grant"]["network"]["allow"];
+        assert_eq!(allow[0]["inspect"], true, "{backend:?}: {result}");
+        assert_eq!(allow[1].get("inspect"), None, "{backend:?}: {result}");
     }
 }

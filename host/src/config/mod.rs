@@ -54,6 +54,8 @@
 //! timeout_secs = 120                  # a whole pull or push (default 120)
 //! allow_settings_override = false     # [policy] settings may replace a whole policy's own
 //!
+//! inspect = ["api.github.com:443"]   # HTTPS the proxy reads (and decides request by request)
+//!
 //! [credentials.github]                # a credential no command holds (credentials.rs)
 //! hosts = ["api.github.com:443"]
 //! from_env = "GITHUB_TOKEN"           # or from_file, or from_command
@@ -186,6 +188,9 @@ pub struct ConfigFile {
     pub registry: Option<RegistryFile>,
     /// Credentials a command never holds, by name.
     pub credentials: Option<std::collections::BTreeMap<String, credentials::CredentialFile>>,
+    /// Endpoints whose HTTPS the proxy inspects wherever a grant allows
+    /// them (`"api.github.com:443"`).
+    pub inspect: Option<Vec<String>>,
 }
 
 /// `[registry]` as written.
@@ -322,6 +327,8 @@ pub struct Config {
     /// `[credentials.NAME]`, their values read; their files are hidden
     /// from every run.
     pub credentials: credentials::Credentials,
+    /// `inspect`, with every credential's hosts.
+    pub inspect: Vec<Endpoint>,
 }
 
 impl Config {
@@ -391,6 +398,8 @@ impl Config {
                     message,
                 },
             )?;
+        let inspect =
+            inspected(file.inspect, max_network.as_ref(), &credentials).map_err(invalid)?;
         if runner.is_some() && backend != BackendChoice::Auto {
             return Err(invalid((
                 "backend",
@@ -431,6 +440,7 @@ impl Config {
             registry,
             public_key_path,
             credentials,
+            inspect,
         })
     }
 
@@ -488,6 +498,7 @@ impl Config {
             .protected
             .extend(self.policy_files.iter().cloned());
         deployment.protected.extend(self.audit_log.clone());
+        deployment.inspect = self.inspect.clone();
         deployment
     }
 }
@@ -736,6 +747,34 @@ fn networks(
     Ok((max_network, default_network))
 }
 
+/// `inspect`: endpoints within `max_network` (one outside it could never
+/// be reached), and the hosts of every credential, which the proxy can
+/// only send where it reads the requests.
+fn inspected(
+    inspect: Option<Vec<String>>,
+    max_network: Option<&Network>,
+    credentials: &credentials::Credentials,
+) -> Result<Vec<Endpoint>, Invalid> {
+    let ceiling = max_network.cloned().unwrap_or(Network::None);
+    let mut endpoints = vec![];
+    for text in inspect.unwrap_or_default() {
+        let endpoint: Endpoint = text.parse().map_err(|err| ("inspect", err))?;
+        if !Network::Allow(vec![endpoint.clone()]).within(&ceiling) {
+            return Err((
+                "inspect",
+                format!("{text} is not within max_network ({ceiling})"),
+            ));
+        }
+        endpoints.push(endpoint);
+    }
+    let bound = credentials
+        .list
+        .iter()
+        .flat_map(|c| c.hosts.iter().cloned());
+    endpoints.extend(bound);
+    Ok(endpoints)
+}
+
 /// `exposable_sockets`: absolute paths (or `~/…`).
 fn exposable(sockets: Option<Vec<PathBuf>>) -> Result<Vec<PathBuf>, Invalid> {
     let sockets = sockets.unwrap_or_default();
@@ -949,6 +988,28 @@ mod tests {
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::parse(text, Path::new("cordon.toml"))
+    }
+
+    #[test]
+    fn inspect_names_endpoints_within_max_network_and_takes_in_the_credentials_hosts() {
+        let config = parse(
+            "max_network = [\"*.github.com:443\", \"127.0.0.1\"]\ninspect = [\"api.github.com:443\"]\n\
+             [credentials.local]\nhosts = [\"127.0.0.1:8080\"]\nfrom_command = [\"printf\", \"x\"]\n",
+        )
+        .unwrap();
+        let inspected: Vec<String> = (config.deployment(Path::new("/ws")).inspect.iter())
+            .map(|e| format!("{}:{}", e.host, e.port.unwrap()))
+            .collect();
+        assert_eq!(inspected, ["api.github.com:443", "127.0.0.1:8080"]);
+        let err = parse("max_network = [\"github.com:443\"]\ninspect = [\"evil.test:443\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("inspect") && err.contains("not within max_network"),
+            "{err}"
+        );
+        let err = parse("credentials = 1\n").unwrap_err().to_string();
+        assert!(err.contains("credentials"), "{err}");
     }
 
     #[test]

@@ -850,6 +850,7 @@ fn spec_checked(
     let handed = checks::handed_policy(request, &cx.deployment);
     checks::spec_keeps_handed_policy(spec, handed, cx.policy.info().default_mode)?;
     spec.policy.network.keep_inspection_marks(&handed.network);
+    spec.policy.network.inspect_where(&cx.deployment.inspect);
     checks::policy_within(&spec.policy, &cx.deployment)?;
     if let Some(who) = &cx.identity {
         checks::reachable_by(spec, who)?;

@@ -12,7 +12,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::{self, confined_backends, parse, workspace};
+use crate::common::{self, confined_backends, workspace};
 use crate::inspection::TestRoots;
 use crate::network::recording_http_server;
 

@@ -202,6 +202,7 @@ fn main() {
             assert_eq!(answer.expect("connect"), Ok(()));
         }
     };
+    let request_decision = request_decision(&policy_deployment);
     let native_dir = dir.to_string_lossy().into_owned();
     let native = move || native_round_trip(&native_dir);
     let strict = std::path::Path::new(env!("OUT_DIR")).join("strict-policy.wasm");
@@ -225,6 +226,11 @@ fn main() {
         (
             "one connection decision through the component (`connect`, bash-sandbox, the run's instance)",
             Box::new(connect_decision),
+            rounds,
+        ),
+        (
+            "one HTTP request decision through the component (`request`, rules-policy's example rules, the run's instance)",
+            Box::new(request_decision),
             rounds,
         ),
         (
@@ -865,6 +871,53 @@ fn assert_no_copies_of_itself() {
     println!("no copy of the bench ran beside it, nor was one started");
 }
 
+/// One HTTP request decision through the component (what the proxy asks
+/// for every request it can read): rules-policy with its example rule
+/// file's `[[requests]]`, on the run's kept instance, for a `GET` no rule
+/// refuses.
+fn request_decision(deployment: &Deployment) -> impl FnMut() + 'static {
+    let engine = cordon::policy::PolicyEngine::new().expect("engine");
+    let bytes = std::fs::read(std::path::Path::new(env!("OUT_DIR")).join("rules-policy.wasm"))
+        .expect("rules-policy.wasm is built");
+    let policy = cordon::policy::Policy::load(&engine, &bytes, cordon::policy::Limits::default())
+        .expect("loads");
+    let toml: toml::Value =
+        toml::from_str(include_str!("../../components/rules-policy/rules.toml")).expect("rules");
+    let settings = serde_json::to_string(&toml).expect("settings");
+    let mut deployment = deployment.clone();
+    deployment.settings = settings.clone();
+    let spec = match policy.resolve(&ExecRequest::new("git status"), &deployment) {
+        Ok(cordon::model::Decision::Allow(spec)) => spec,
+        other => panic!("resolve: {other:?}"),
+    };
+    let connector = policy.connector(&spec, &settings);
+    let request = cordon::model::HttpRequest {
+        method: "GET".into(),
+        scheme: "https".into(),
+        host: "registry.npmjs.org".into(),
+        port: 443,
+        path: "/left-pad".into(),
+        query: None,
+        headers: vec![
+            ("host".into(), "registry.npmjs.org".into()),
+            (
+                "user-agent".into(),
+                "npm/10.8.2 node/v22.11.0 linux x64".into(),
+            ),
+            (
+                "accept".into(),
+                "application/vnd.npm.install-v1+json".into(),
+            ),
+            ("authorization".into(), cordon::model::WITHHELD.into()),
+        ],
+    };
+    move || {
+        let _engine = &engine;
+        let verdict = connector.request(&request).expect("request");
+        assert_eq!(verdict, cordon::model::RequestVerdict::Allow);
+    }
+}
+
 /// resolve, plan (confined) and settle of `true` through `policy`.
 /// The policy round trip in a tight loop (nothing between the calls), and
 /// each call apart: `resolve`, `plan` with the real ladder's `confine`
@@ -926,6 +979,7 @@ fn tight_policy_loop(
     let settle = time(&mut || {
         policy.settle(&spec, &facts, &outcome).expect("settle");
     });
+    let request = time(&mut request_decision(deployment));
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     println!("| policy, tight loop ({rounds} rounds, medians) | µs |");
     println!("|---|---|");
@@ -948,6 +1002,10 @@ fn tight_policy_loop(
     );
     println!("| `plan`, the fake confine | {:.1} |", us(plan_fake));
     println!("| `settle` | {:.1} |", us(settle));
+    println!(
+        "| `request`, one HTTP request on the run's kept instance (rules-policy, its example rules) | {:.1} |",
+        us(request)
+    );
 }
 
 fn policy_round_trip(

@@ -100,21 +100,36 @@ mod requesting {
 
 use requesting::exports::cordon::sandbox0_3_0::requests::{Edit, Guest, HttpRequest, Verdict};
 
+thread_local! {
+    /// The settings this instance last read, and the rules read from them.
+    static READ: std::cell::RefCell<Option<(String, RuleSet)>> = const { std::cell::RefCell::new(None) };
+}
+
 impl Guest for RulesPolicy {
     /// The operator's request rules' answer (`[[requests]]`).
     fn request(_spec: cordon_policy::ExecSpec, settings: String, request: HttpRequest) -> Verdict {
-        // Checked at load; a host that skipped that gets the reason.
-        let rules = match RuleSet::from_json(&settings) {
-            Ok(rules) => rules,
-            Err(reason) => return Verdict::Deny(reason),
-        };
         let asked = Request {
             method: &request.method,
             host: &request.host,
             port: request.port,
             path: &request.path,
         };
-        match rules.decide_request(&asked) {
+        let decided = READ.with_borrow_mut(|read| {
+            // The host keeps one instance for a run's requests: the rules
+            // are read once per instance, not once per request.
+            if read.as_ref().is_none_or(|(text, _)| *text != settings) {
+                // Checked at load; a host that skipped that gets the reason.
+                let rules = RuleSet::from_json(&settings)?;
+                *read = Some((settings, rules));
+            }
+            let (_, rules) = read.as_ref().expect("read above");
+            Ok::<_, String>(rules.decide_request(&asked))
+        });
+        let decided = match decided {
+            Ok(decided) => decided,
+            Err(reason) => return Verdict::Deny(reason),
+        };
+        match decided {
             RequestVerdict::Deny(reason) => Verdict::Deny(reason),
             RequestVerdict::Allow(edits) if edits.is_empty() => Verdict::Allow,
             RequestVerdict::Allow(edits) => Verdict::Edit(

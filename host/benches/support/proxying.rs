@@ -131,6 +131,7 @@ pub fn downloads(cordon: &str, rounds: usize) {
     let cacert = format!("--cacert {}", roots.display());
     let big = format!("https://127.0.0.1:{port}/big");
     let small = format!("https://127.0.0.1:{port}/small[1-{SMALL}]");
+    let one = format!("https://127.0.0.1:{port}/small1");
     let curl = |url: &str, cacert: &str| match url.ends_with("/big") {
         true => format!("curl -sf {cacert} -o /dev/null '{url}'"),
         false => format!("curl -sf {cacert} '{url}'"),
@@ -141,32 +142,71 @@ pub fn downloads(cordon: &str, rounds: usize) {
         argv.extend(["--grant".to_owned(), grant(inspect), "--".to_owned(), line]);
         argv
     };
+    // rules-policy (world 0.3.0) deciding every inspected request.
+    let rules = dir.path().join("rules.toml");
+    std::fs::write(
+        &rules,
+        "default = \"allow\"\nopaque = \"allow\"\n[[requests]]\n\
+         request = \"GET 127.0.0.1/*\"\ndecision = \"allow\"\n",
+    )
+    .unwrap();
+    let decided = |line: String| -> Vec<String> {
+        let mut argv = through(true, line);
+        let settings = rules.to_string_lossy().into_owned();
+        let policy = ["--policy", "builtin:rules-policy", "--settings"].map(String::from);
+        argv.splice(2..2, policy.into_iter().chain([settings]));
+        argv
+    };
     let direct = |line: String| vec!["bash".to_owned(), "-c".to_owned(), line];
-    let cases: Vec<(&str, Vec<String>)> = vec![
-        ("256 MiB directly", direct(curl(&big, &cacert))),
-        ("256 MiB, tunnelled", through(false, curl(&big, &cacert))),
-        ("256 MiB, inspected", through(true, curl(&big, ""))),
-        ("200 small requests directly", direct(curl(&small, &cacert))),
+    // (name, argv, the case it is compared with)
+    let cases: Vec<(&str, Vec<String>, usize)> = vec![
+        ("256 MiB directly", direct(curl(&big, &cacert)), 0),
+        ("256 MiB, tunnelled", through(false, curl(&big, &cacert)), 0),
+        ("256 MiB, inspected", through(true, curl(&big, "")), 0),
+        (
+            "200 small requests directly",
+            direct(curl(&small, &cacert)),
+            3,
+        ),
         (
             "200 small requests, tunnelled",
             through(false, curl(&small, &cacert)),
+            3,
         ),
         (
             "200 small requests, inspected",
             through(true, curl(&small, "")),
+            3,
+        ),
+        (
+            "200 small requests, inspected, each decided by rules-policy's `request`",
+            decided(curl(&small, "")),
+            3,
+        ),
+        // The same runs with one request: what a run costs whatever its
+        // requests (rules-policy's load and resolve among it).
+        (
+            "1 small request, inspected",
+            through(true, curl(&one, "")),
+            7,
+        ),
+        (
+            "1 small request, inspected, decided by rules-policy's `request`",
+            decided(curl(&one, "")),
+            7,
         ),
     ];
     let mut samples = vec![vec![]; cases.len()];
     for _ in 0..rounds {
-        for (case, (_, argv)) in cases.iter().enumerate() {
+        for (case, (_, argv, _)) in cases.iter().enumerate() {
             samples[case].push(timed(argv, &roots));
         }
     }
     let medians: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
     println!("\n| through the proxy ({rounds} rounds) | median | vs directly |");
     println!("|---|---|---|");
-    for (case, (name, _)) in cases.iter().enumerate() {
-        let base = medians[(case / 3) * 3];
+    for (case, (name, _, base)) in cases.iter().enumerate() {
+        let base = medians[*base];
         println!(
             "| {name} | {:.1} ms | {:.2}× |",
             medians[case] * 1000.0,
@@ -174,9 +214,13 @@ pub fn downloads(cordon: &str, rounds: usize) {
         );
     }
     let per_request = (medians[5] - medians[4]) / SMALL as f64 * 1e6;
+    // The 199 requests more, with a decision each against without.
+    let per_decision =
+        ((medians[6] - medians[8]) - (medians[5] - medians[7])) / (SMALL - 1) as f64 * 1e6;
     println!(
         "\nInspection and a decision per request cost {per_request:.0} µs a request over the \
-         tunnelled run (200 requests on one connection); 256 MiB: {:.0} MB/s directly, {:.0} \
+         tunnelled run (200 requests on one connection), rules-policy's `request` \
+         {per_decision:.0} µs more; 256 MiB: {:.0} MB/s directly, {:.0} \
          tunnelled, {:.0} inspected.",
         BIG as f64 / medians[0] / 1e6,
         BIG as f64 / medians[1] / 1e6,

@@ -479,3 +479,62 @@ fn git_clones_over_https_through_the_proxy_inspected_and_tunnelled() {
         assert_eq!(allow[1].get("inspect"), None, "{backend:?}: {result}");
     }
 }
+
+#[test]
+fn http2_requests_inside_an_inspected_connection_are_decided_one_by_one() {
+    for (backend, _) in confined_backends("http2_requests_inside_an_inspected_connection") {
+        let ws = workspace();
+        let roots = TestRoots::new();
+        let (tls, seen) = roots.serve("inspected");
+        let public = ws.path().join("public-roots.pem");
+        std::fs::write(&public, &roots.pem).unwrap();
+        let rules = ws.path().join("rules.toml");
+        std::fs::write(&rules, RULES).unwrap();
+        let config = ws.path().join("cordon.toml");
+        std::fs::write(
+            &config,
+            format!("max_network = [\"127.0.0.1\"]\ninspect = [\"127.0.0.1:{tls}\"]\n"),
+        )
+        .unwrap();
+        let grant = json!({
+            "mode": "read-only",
+            "workspaceRoot": ws.path(),
+            "network": {"allow": [{"host": "127.0.0.1", "port": tls}]},
+        })
+        .to_string();
+        // Two GETs on one HTTP/2 connection, then a POST on another.
+        let url = |path: &str| format!("https://127.0.0.1:{tls}/{path}");
+        let line = format!(
+            "curl -s --http2 -o /dev/null -o /dev/null -w '%{{http_version}} %{{http_code}}\\n' {} {} && \
+             curl -s --http2 -w ' %{{http_version}} %{{http_code}}\\n' -d x {}",
+            url("h2get"),
+            url("h2again"),
+            url("h2post")
+        );
+        let run = Ruled {
+            env: ("SSL_CERT_FILE", public.to_str().unwrap()),
+            config: &config,
+            rules: &rules,
+            grant: &grant,
+        };
+        let (_, result) = run.run(ws.path(), backend, &line);
+        let out = result["stdout"]["text"].as_str().unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[..2], ["2 200", "2 200"], "{backend:?}: {result}");
+        assert!(
+            lines[2].contains("no posting from this sandbox") && lines[3] == " 2 403",
+            "{backend:?}: {result}"
+        );
+        assert_eq!(
+            *seen.lock().unwrap(),
+            ["h2get", "h2again"].map(|path| format!(
+                "GET /{path} HTTP/1.1 Host=127.0.0.1:{tls} x-cordon-edit=by-policy"
+            )),
+            "{backend:?}: each HTTP/2 request reached the upstream on its own, edited"
+        );
+        let methods: Vec<&str> = (result["grant"]["requests"].as_array().unwrap().iter())
+            .map(|r| r["method"].as_str().unwrap())
+            .collect();
+        assert_eq!(methods, ["GET", "GET", "POST"], "{backend:?}: {result}");
+    }
+}

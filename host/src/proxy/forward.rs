@@ -32,7 +32,7 @@ use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::inspect::Trust;
@@ -40,6 +40,10 @@ use super::requests;
 use super::{
     Gate, HEAD_TIMEOUT, MAX_HEAD, Recorded, Refusal, admit, connect_upstream, host_port, note,
 };
+
+/// The most HTTP/2 streams one client connection carries at once (each
+/// request waits for the connection's one upstream in turn).
+const MAX_STREAMS: u32 = 32;
 
 /// A response body: the upstream's, or the proxy's own refusal.
 type Body = BoxBody<Bytes, hyper::Error>;
@@ -94,10 +98,21 @@ pub(super) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
             Ok::<_, hyper::Error>(answer)
         }
     });
-    hyper::server::conn::http1::Builder::new()
+    // HTTP/1.1, or HTTP/2 when the client opens with its preface (ALPN `h2`
+    // inside an inspected connection, or prior knowledge in plain HTTP):
+    // every request, every stream, goes through `one`.
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(HEAD_TIMEOUT)
-        .max_buf_size(MAX_HEAD)
+        .max_buf_size(MAX_HEAD);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(MAX_HEAD as u32)
+        .max_concurrent_streams(MAX_STREAMS);
+    builder
         .serve_connection(TokioIo::new(Prefixed::new(head, client)), service)
         .await
         .map_err(io::Error::other)
@@ -143,12 +158,13 @@ async fn one(
     };
     let request = match requests::decide(request, &target, (gate, record)).await {
         Ok(request) => request,
-        Err(why) => {
+        Err((why, request)) => {
             let (method, path) = (request_line.0, request_line.1);
             let reason = format!(
                 "{method} {}://{host}:{port}{path} refused: {why}",
                 target.scheme
             );
+            drain(request).await;
             return refusal(StatusCode::FORBIDDEN, &reason);
         }
     };
@@ -353,6 +369,21 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
         headers.remove(header::CONTENT_LENGTH);
     }
 }
+
+/// Read a refused request's body off the client, up to [`DRAIN_BYTES`]
+/// within [`DRAIN_TIME`], so the refusal reaches a client still sending it
+/// (an HTTP/2 client told to stop a stream mid-body may take that for an
+/// error and never read the answer); past either bound it is dropped.
+async fn drain(request: Request<Incoming>) {
+    let body = http_body_util::Limited::new(request.into_body(), DRAIN_BYTES);
+    let _ = tokio::time::timeout(DRAIN_TIME, body.collect()).await;
+}
+
+/// The most of a refused request's body the proxy reads off the client.
+const DRAIN_BYTES: usize = 1 << 20;
+
+/// How long the proxy reads a refused request's body.
+const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The proxy's own answer: `status` with a one-line reason.
 fn refusal(status: StatusCode, reason: &str) -> Response<Body> {

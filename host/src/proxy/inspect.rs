@@ -25,9 +25,13 @@ use rcgen::{
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio_rustls::rustls::{self, ClientConfig, RootCertStore, ServerConfig};
 
-/// The protocols spoken on either side of an inspected connection: the
-/// proxy forwards HTTP/1.1 request by request.
-const ALPN: &[&[u8]] = &[b"http/1.1"];
+/// What the proxy offers the command's client of an inspected connection:
+/// HTTP/2 or HTTP/1.1, each request decided on its own either way.
+const CLIENT_ALPN: &[&[u8]] = &[b"h2", b"http/1.1"];
+
+/// What the proxy asks of the upstream: HTTP/1.1, whatever the client spoke
+/// (each request is sent on its own, in origin form).
+const UPSTREAM_ALPN: &[&[u8]] = &[b"http/1.1"];
 
 /// One run's certificate authority, its key in memory only.
 pub struct Authority {
@@ -123,7 +127,7 @@ impl Authority {
             .with_safe_default_protocol_versions()?
             .with_no_client_auth()
             .with_single_cert(chain, key)?;
-        config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
+        config.alpn_protocols = CLIENT_ALPN.iter().map(|p| p.to_vec()).collect();
         Ok(config)
     }
 }
@@ -155,7 +159,7 @@ impl Trust {
             .map_err(|err| err.to_string())?
             .with_root_certificates(roots)
             .with_no_client_auth();
-        config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
+        config.alpn_protocols = UPSTREAM_ALPN.iter().map(|p| p.to_vec()).collect();
         Ok(Trust(Arc::new(config)))
     }
 

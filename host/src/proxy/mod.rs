@@ -1358,6 +1358,44 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn http2_with_prior_knowledge_is_decided_stream_by_stream() {
+        use http_body_util::{BodyExt, Empty};
+        let (allowed, seen) = recording_server().await;
+        let (other, other_seen) = recording_server().await;
+        let (proxy, path) = allowing_only(allowed);
+        let client = UnixStream::connect(&path).await.unwrap();
+        let (mut sender, connection) = hyper::client::conn::http2::handshake(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(client),
+        )
+        .await
+        .unwrap();
+        tokio::spawn(connection);
+        let mut ask = async |port: u16, path: &str| {
+            let request = hyper::Request::get(format!("http://127.0.0.1:{port}{path}"))
+                .body(Empty::<bytes::Bytes>::new())
+                .unwrap();
+            let answer = sender.send_request(request).await.unwrap();
+            let status = answer.status().as_u16();
+            let body = answer.into_body().collect().await.unwrap().to_bytes();
+            (status, String::from_utf8_lossy(&body).into_owned())
+        };
+        assert_eq!(ask(allowed, "/a").await.0, 200);
+        let (status, body) = ask(other, "/b").await;
+        assert_eq!(status, 403);
+        assert!(body.contains("not this one"), "{body}");
+        assert_eq!(ask(allowed, "/c").await.0, 200);
+        let seen: Vec<String> = seen.lock().unwrap().concat();
+        assert_eq!(
+            seen,
+            ["/a", "/c"].map(|p| format!("GET {p} HTTP/1.1 Host=127.0.0.1:{allowed}")),
+            "each stream sent on its own, in HTTP/1.1, to its decided target"
+        );
+        assert!(other_seen.lock().unwrap().is_empty());
+        assert_eq!(proxy.refused().len(), 1);
+    }
+
+    #[tokio::test]
     async fn a_request_decision_allows_denies_or_edits_and_every_one_is_recorded() {
         let (port, seen) = recording_server().await;
         // The component: no POST; a GET goes with a header added.

@@ -51,13 +51,14 @@ pub(super) struct Target<'a> {
 /// Ask the component about `request` (when its world decides requests),
 /// put the run's credentials in it (where it carries a placeholder or the
 /// verdict attaches one), and record the decision: the request to send, or
-/// the reason it is refused (recorded among the refusals too). A request
+/// the reason it is refused (recorded among the refusals too) with the
+/// request, whose body the caller may still read off the client. A request
 /// neither asked about nor carrying a placeholder goes as it is, unrecorded.
 pub(super) async fn decide<B>(
-    request: Request<B>,
+    mut request: Request<B>,
     target: &Target<'_>,
     (gate, record): (&Gate, &Mutex<Recorded>),
-) -> Result<Request<B>, String> {
+) -> Result<Request<B>, (String, Request<B>)> {
     let held = gate.credentials.as_deref();
     let carries = held.is_some_and(|held| carries_placeholder(&request, held));
     if gate.decide_request.is_none() && !carries {
@@ -85,18 +86,18 @@ pub(super) async fn decide<B>(
         edits: vec![],
     };
     let outcome = match verdict {
-        RequestVerdict::Allow => Ok(request),
+        RequestVerdict::Allow => Ok(()),
         RequestVerdict::Deny(reason) => Err(reason),
         RequestVerdict::Edit(edits) => {
             // What the component named is its text: bounded like its reasons.
             let listed = edits.iter().take(MAX_LISTED_EDITS);
             decided.edits = listed.map(|edit| bounded_text(&edit.to_string())).collect();
-            edited(request, &edits, (held, target)).map_err(|reason| bounded_text(&reason))
+            edited(&mut request, &edits, (held, target)).map_err(|reason| bounded_text(&reason))
         }
     };
-    let outcome = outcome.and_then(|request| match held {
-        Some(held) => with_credentials(request, held, target, &mut decided.edits),
-        None => Ok(request),
+    let outcome = outcome.and_then(|()| match held {
+        Some(held) => with_credentials(&mut request, held, target, &mut decided.edits),
+        None => Ok(()),
     });
     if let Err(reason) = &outcome {
         decided.allowed = false;
@@ -108,7 +109,10 @@ pub(super) async fn decide<B>(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .decided(decided);
-    outcome
+    match outcome {
+        Ok(()) => Ok(request),
+        Err(reason) => Err((reason, request)),
+    }
 }
 
 /// Whether `request`'s target or a header carries one of the run's
@@ -124,16 +128,16 @@ fn carries_placeholder<B>(request: &Request<B>, held: &RunCredentials) -> bool {
     texts.any(|text| held.named_in(text).next().is_some())
 }
 
-/// `request` with every placeholder it carries (in its target or a
-/// header) replaced by its credential's value — each credential bound to
+/// Replace in `request` every placeholder it carries (in its target or a
+/// header) by its credential's value — each credential bound to
 /// the target, else the request is refused naming it. Each replaced
 /// credential is listed in `edits` by name.
 fn with_credentials<B>(
-    mut request: Request<B>,
+    request: &mut Request<B>,
     held: &RunCredentials,
     target: &Target<'_>,
     edits: &mut Vec<String>,
-) -> Result<Request<B>, String> {
+) -> Result<(), String> {
     let at = (target.host, target.port);
     let refused = |name: String| {
         format!(
@@ -175,7 +179,7 @@ fn with_credentials<B>(
             edits.push(listed);
         }
     }
-    Ok(request)
+    Ok(())
 }
 
 /// What the component is shown of `request`.
@@ -206,14 +210,14 @@ fn shown_headers(headers: &HeaderMap) -> Vec<(String, String)> {
         .collect()
 }
 
-/// `request` with `edits` applied in order, or why the host will not send
+/// Apply `edits` to `request` in order, or say why the host will not send
 /// it so. A credential is attached only when the run holds it and it is
 /// bound to the target.
 fn edited<B>(
-    mut request: Request<B>,
+    request: &mut Request<B>,
     edits: &[HeaderEdit],
     (held, target): (Option<&RunCredentials>, &Target<'_>),
-) -> Result<Request<B>, String> {
+) -> Result<(), String> {
     let headers = request.headers_mut();
     for edit in edits {
         match edit {
@@ -245,7 +249,7 @@ fn edited<B>(
             }
         }
     }
-    Ok(request)
+    Ok(())
 }
 
 /// `name` as a header an edit may set or remove.
@@ -335,7 +339,8 @@ mod tests {
             .unwrap();
         assert!(carries_placeholder(&carrying, &held));
         let mut edits = vec![];
-        let sent = with_credentials(carrying, &held, &api, &mut edits).unwrap();
+        let mut sent = carrying;
+        with_credentials(&mut sent, &held, &api, &mut edits).unwrap();
         assert_eq!(sent.headers()["authorization"], "Bearer api-value");
         assert!(sent.headers()["authorization"].is_sensitive());
         assert_eq!(sent.uri().query(), Some("key=api-value"));
@@ -346,7 +351,7 @@ mod tests {
             .header("x-token", placeholder("OTHER"))
             .body(())
             .unwrap();
-        let err = with_credentials(elsewhere, &held, &api, &mut vec![]).unwrap_err();
+        let err = with_credentials(&mut { elsewhere }, &held, &api, &mut vec![]).unwrap_err();
         assert!(
             err.contains("credential other, which the operator did not bind to api.test:8080"),
             "{err}"
@@ -354,18 +359,19 @@ mod tests {
         // Attached by the policy: only where bound.
         let attach = [HeaderEdit::AttachCredential("api".into())];
         let plain = || Request::builder().uri("/").body(()).unwrap();
-        let sent = edited(plain(), &attach, (Some(&held), &api)).unwrap();
+        let mut sent = plain();
+        edited(&mut sent, &attach, (Some(&held), &api)).unwrap();
         assert_eq!(sent.headers()["x-api-key"], "key=api-value");
         let other = Target {
             host: "other.test",
             ..api
         };
-        let err = edited(plain(), &attach, (Some(&held), &other)).unwrap_err();
+        let err = edited(&mut plain(), &attach, (Some(&held), &other)).unwrap_err();
         assert!(
             err.contains("did not declare or bind to other.test:8080"),
             "{err}"
         );
-        assert!(edited(plain(), &attach, (None, &api)).is_err());
+        assert!(edited(&mut plain(), &attach, (None, &api)).is_err());
     }
 
     #[test]
@@ -380,7 +386,8 @@ mod tests {
             host: "api.test",
             port: 8080,
         };
-        let sent = edited(request(), &edits, (None, &target)).unwrap();
+        let mut sent = request();
+        edited(&mut sent, &edits, (None, &target)).unwrap();
         assert_eq!(sent.headers()["x-added"], "yes");
         assert_eq!(sent.headers()["x-trace"], "2");
         assert!(!sent.headers().contains_key("cookie"));
@@ -406,7 +413,8 @@ mod tests {
                 "did not declare or bind",
             ),
         ] {
-            let err = edited(request(), std::slice::from_ref(&edit), (None, &target)).unwrap_err();
+            let edits = std::slice::from_ref(&edit);
+            let err = edited(&mut request(), edits, (None, &target)).unwrap_err();
             assert!(err.contains(why), "{edit:?}: {err}");
         }
         assert_eq!(

@@ -135,17 +135,24 @@ impl RunCredentials {
     }
 
     /// `text` with every placeholder whose credential is bound to
-    /// `host:port` replaced by its value; the name of a credential whose
+    /// `host:port` replaced by its value, and the names of the credentials
+    /// it carried (none: `text` as it is); the name of a credential whose
     /// placeholder it carries and which is not bound there, as an error.
-    pub fn substituted(&self, text: &str, (host, port): (&str, u16)) -> Result<String, String> {
+    pub fn substituted<'a>(
+        &'a self,
+        text: &'a str,
+        (host, port): (&str, u16),
+    ) -> Result<(String, Vec<&'a str>), String> {
         let mut out = text.to_owned();
+        let mut names = vec![];
         for (credential, placeholder) in self.named_in(text) {
             if !credential.bound_to(host, port) {
                 return Err(credential.name.clone());
             }
             out = out.replace(placeholder, credential.value.expose());
+            names.push(credential.name.as_str());
         }
-        Ok(out)
+        Ok((out, names))
     }
 }
 
@@ -183,7 +190,7 @@ mod tests {
         let header = format!("token {placeholder}");
         assert_eq!(
             run.substituted(&header, ("API.github.com", 443)).unwrap(),
-            "token gh-s3cret"
+            ("token gh-s3cret".to_owned(), vec!["gh"])
         );
         assert_eq!(
             run.substituted(&header, ("evil.test", 443)),
@@ -195,7 +202,7 @@ mod tests {
         );
         assert_eq!(
             run.substituted("nothing", ("evil.test", 443)).unwrap(),
-            "nothing"
+            ("nothing".to_owned(), vec![])
         );
         assert_eq!(run.named("npm").unwrap().attached(), "Bearer npm-s3cret");
         let other = RunCredentials::issue(&[credential("gh", "api.github.com", Some("T"))]);

@@ -65,25 +65,21 @@ pub(super) async fn decide<B>(
         return Ok(request);
     }
     let shown = shown(&request, target);
-    let method = shown.method.clone();
-    let verdict = match gate.decide_request.clone() {
-        None => RequestVerdict::Allow,
-        Some(ask) => {
-            let asked = shown.clone();
-            tokio::task::spawn_blocking(move || ask(&asked))
-                .await
-                .unwrap_or_else(|_| RequestVerdict::Deny("the request decision failed".into()))
-        }
-    };
     let mut decided = DecidedRequest {
-        method: shown.method,
-        scheme: shown.scheme,
-        host: shown.host,
+        method: shown.method.clone(),
+        scheme: shown.scheme.clone(),
+        host: shown.host.clone(),
         port: shown.port,
-        path: shown.path,
+        path: shown.path.clone(),
         allowed: true,
         reason: None,
         edits: vec![],
+    };
+    let verdict = match gate.decide_request.clone() {
+        None => RequestVerdict::Allow,
+        Some(ask) => tokio::task::spawn_blocking(move || ask(&shown))
+            .await
+            .unwrap_or_else(|_| RequestVerdict::Deny("the request decision failed".into())),
     };
     let outcome = match verdict {
         RequestVerdict::Allow => Ok(()),
@@ -102,7 +98,7 @@ pub(super) async fn decide<B>(
     if let Err(reason) = &outcome {
         decided.allowed = false;
         decided.reason = Some(reason.clone());
-        let said = format!("{method} {}: {reason}", decided.path);
+        let said = format!("{} {}: {reason}", decided.method, decided.path);
         note(record, target.host, target.port, &said);
     }
     record
@@ -146,38 +142,30 @@ fn with_credentials<B>(
             target.host, target.port
         )
     };
-    let mut used: Vec<String> = vec![];
-    let uri = request.uri().to_string();
-    if held.named_in(&uri).next().is_some() {
-        used.extend(
-            held.named_in(&uri)
-                .map(|(credential, _)| credential.name.clone()),
-        );
-        let replaced = held.substituted(&uri, at).map_err(refused)?;
-        *request.uri_mut() = replaced
+    // `text` filled in, when it carries a placeholder; each credential used
+    // is listed once.
+    let mut fill = |text: &str| -> Result<Option<String>, String> {
+        let (filled, names) = held.substituted(text, at).map_err(refused)?;
+        for name in &names {
+            let listed = format!("credential {name}");
+            if !edits.contains(&listed) {
+                edits.push(listed);
+            }
+        }
+        Ok((!names.is_empty()).then_some(filled))
+    };
+    if let Some(filled) = fill(&request.uri().to_string())? {
+        *request.uri_mut() = filled
             .parse()
             .map_err(|_| "the credential's value does not fit in a URL".to_owned())?;
     }
     for value in request.headers_mut().values_mut() {
         let Ok(text) = value.to_str() else { continue };
-        if held.named_in(text).next().is_none() {
-            continue;
-        }
-        used.extend(
-            held.named_in(text)
-                .map(|(credential, _)| credential.name.clone()),
-        );
-        let replaced = held.substituted(text, at).map_err(refused)?;
-        let mut filled = HeaderValue::from_str(&replaced)
+        let Some(filled) = fill(text)? else { continue };
+        let mut filled = HeaderValue::from_str(&filled)
             .map_err(|_| "the credential's value does not fit in a header".to_owned())?;
         filled.set_sensitive(true);
         *value = filled;
-    }
-    for name in used {
-        let listed = format!("credential {name}");
-        if !edits.contains(&listed) {
-            edits.push(listed);
-        }
     }
     Ok(())
 }

@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=aarch64-apple-darwin
-if ! rustup target list --installed | grep -qx "$target"; then
+if ! grep -qx "$target" <<<"$(rustup target list --installed)"; then
     if [ "${CI:-}" = true ]; then
         echo "check-macos: the $target target is not installed (scripts/setup.sh adds it)" >&2
         exit 1

@@ -46,14 +46,14 @@ done
 zig_version=0.15.2
 zigbuild_version=0.24.1
 tools=$root/target/tools
-if ! [ -x "$tools/zig/bin/python" ] || ! "$tools/zig/bin/python" -m ziglang version 2>/dev/null | grep -qxF "$zig_version"; then
+if ! [ -x "$tools/zig/bin/python" ] || ! grep -qxF "$zig_version" <<<"$("$tools/zig/bin/python" -m ziglang version 2>/dev/null)"; then
     python3 -m venv "$tools/zig"
     "$tools/zig/bin/pip" install --quiet --disable-pip-version-check "ziglang==$zig_version"
 fi
 # cargo-zigbuild runs `zig`: the one the ziglang package ships.
 zig_bin=$("$tools/zig/bin/python" -c 'import ziglang, os; print(os.path.dirname(ziglang.__file__))')
 export PATH="$zig_bin:$tools/cargo-zigbuild/bin:$PATH"
-if ! cargo-zigbuild --version 2>/dev/null | grep -qF "$zigbuild_version"; then
+if ! grep -qF "$zigbuild_version" <<<"$(cargo-zigbuild --version 2>/dev/null)"; then
     cargo install --quiet --locked "cargo-zigbuild@$zigbuild_version" --root "$tools/cargo-zigbuild"
 fi
 rustup target add "${targets[@]}" >/dev/null
@@ -129,8 +129,10 @@ smoke() {
         fi
         runner=("qemu-$arch")
     fi
-    "${runner[@]}" "$binary" --version | grep -q "^cordon $version"
-    "${runner[@]}" "$binary" policy export | grep -q "^builtin:rules-policy"
+    # Each output is read whole before grep looks: `cmd | grep -q` under
+    # pipefail fails with SIGPIPE (141) when grep stops reading first.
+    grep -q "^cordon $version" <<<"$("${runner[@]}" "$binary" --version)"
+    grep -q "^builtin:rules-policy" <<<"$("${runner[@]}" "$binary" policy export)"
     local ws
     ws=$(mktemp -d -p /var/tmp)
     local out

@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 pinned=$(sed -n 's/^channel *= *"\(.*\)"/\1/p' rust-toolchain.toml)
 host_triple=$(rustc +stable -vV 2>/dev/null | sed -n 's/^host: //p' || true)
 
-if ! rustup toolchain list | grep -q "^${pinned}"; then
+if ! grep -q "^${pinned}" <<<"$(rustup toolchain list)"; then
     stable_version=$(rustc +stable --version 2>/dev/null | awk '{print $2}' || true)
     toolchains="${RUSTUP_HOME:-$HOME/.rustup}/toolchains"
     if [ "$stable_version" = "$pinned" ] && [ -n "$host_triple" ]; then
@@ -124,9 +124,9 @@ agents=target/agents
 codex_version=0.171.0
 claude_version=2.1.197
 if ! [ -x "$agents/node_modules/.bin/codex" ] ||
-    ! "$agents/node_modules/.bin/codex" --version 2>/dev/null | grep -qF "$codex_version" ||
+    ! grep -qF "$codex_version" <<<"$("$agents/node_modules/.bin/codex" --version 2>/dev/null)" ||
     ! [ -x "$agents/node_modules/.bin/claude" ] ||
-    ! "$agents/node_modules/.bin/claude" --version 2>/dev/null | grep -qF "$claude_version"; then
+    ! grep -qF "$claude_version" <<<"$("$agents/node_modules/.bin/claude" --version 2>/dev/null)"; then
     mkdir -p "$agents"
     [ -f "$agents/package.json" ] || echo '{"private": true}' >"$agents/package.json"
     if ! (cd "$agents" && npm install --silent --no-audit --no-fund --save-exact \

@@ -49,9 +49,9 @@ pub mod text;
 pub use error::{Details, ErrorCode, RunError, sandbox_unavailable_message};
 pub use host::{BuildError, Host, HostBuilder, PolicySource};
 pub use model::{
-    Ceiling, Denial, Deployment, Enforcement, Evidence, ExecRequest, ExecResult, LimitEnforcer,
-    LimitFacts, LimitKind, RunLimits, SandboxFacts, SandboxMode, SandboxPolicy, StdinStream,
-    StreamOutput, TerminalSize,
+    ApprovedRequest, AskedRequest, Ceiling, Denial, Deployment, Enforcement, Evidence, ExecRequest,
+    ExecResult, LimitEnforcer, LimitFacts, LimitKind, RequestApprover, RunLimits, SandboxFacts,
+    SandboxMode, SandboxPolicy, StdinStream, StreamOutput, TerminalSize,
 };
 pub use run::{ProcessLimits, RunOptions, Verdict};
 pub use session::{Load, Session, SessionLimits};

@@ -445,6 +445,14 @@ pub struct GrantFacts {
     pub requests_unlisted: u64,
 }
 
+impl GrantFacts {
+    /// The requests the component asked a person about that the run went
+    /// without (no approval came with it), in order.
+    pub fn awaiting_approval(&self) -> impl Iterator<Item = &DecidedRequest> {
+        self.requests.iter().filter(|r| r.asked && !r.allowed)
+    }
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
@@ -499,6 +507,15 @@ pub enum RequestVerdict {
     Deny(String),
     /// Send it with these edits, in order.
     Edit(Vec<HeaderEdit>),
+    /// Send it with these edits only if a person approved it for this run
+    /// ([`ExecRequest::approved_requests`]); refuse it otherwise, for the
+    /// component's reason.
+    Ask {
+        /// The component's reason, shown to whoever approves.
+        reason: String,
+        /// The edits made once it is approved, in order.
+        edits: Vec<HeaderEdit>,
+    },
 }
 
 /// A change the host makes to an allowed request.
@@ -541,6 +558,11 @@ pub struct DecidedRequest {
     pub path: String,
     /// Whether it was sent.
     pub allowed: bool,
+    /// The component asked for a person's approval: `allowed` says
+    /// whether the run had it. Approve a refused one by re-sending the run
+    /// with [`DecidedRequest::approval`] among its `approvedRequests`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub asked: bool,
     /// Why it was refused (the component's reason, or why the host
     /// refused an edit or the call failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -549,6 +571,127 @@ pub struct DecidedRequest {
     /// `removed cookie`, `attached credential github`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub edits: Vec<String>,
+}
+
+impl DecidedRequest {
+    /// The approval that lets this request through when its run is sent
+    /// again: its method, host, port and path.
+    pub fn approval(&self) -> ApprovedRequest {
+        ApprovedRequest {
+            method: self.method.clone(),
+            host: self.host.clone(),
+            port: self.port,
+            path: self.path.clone(),
+        }
+    }
+}
+
+/// One HTTP request a person approved for a run, written
+/// `METHOD host:port/path` (`POST api.github.com:443/repos/o/r/pulls`): a
+/// request the component *asks* about goes through when its method, host,
+/// port and path are exactly these (the query is not compared). It widens
+/// nothing: the grant, the operator's ceiling and `connect` still decide
+/// the connection first.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ApprovedRequest {
+    /// The method, upper case.
+    pub method: String,
+    /// The host, lower case.
+    pub host: String,
+    /// The port.
+    pub port: u16,
+    /// The path from `/`, without the query.
+    pub path: String,
+}
+
+/// The longest approved request line.
+const MAX_APPROVED_REQUEST: usize = 4096;
+
+impl ApprovedRequest {
+    /// Whether `request` is this one.
+    pub fn approves(&self, request: &HttpRequest) -> bool {
+        self.method.eq_ignore_ascii_case(&request.method)
+            && self.host.eq_ignore_ascii_case(&request.host)
+            && self.port == request.port
+            && self.path == request.path
+    }
+}
+
+impl fmt::Display for ApprovedRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let host = match self.host.contains(':') {
+            true => format!("[{}]", self.host),
+            false => self.host.clone(),
+        };
+        write!(f, "{} {host}:{}{}", self.method, self.port, self.path)
+    }
+}
+
+impl std::str::FromStr for ApprovedRequest {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let shape = || {
+            format!(
+                "{:?} is not an approved request: METHOD host:port/path \
+                 (e.g. \"POST api.github.com:443/repos/o/r/pulls\")",
+                crate::text::reason(text)
+            )
+        };
+        if text.len() > MAX_APPROVED_REQUEST {
+            return Err(shape());
+        }
+        let (method, target) = text.split_once(' ').ok_or_else(shape)?;
+        if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
+            return Err(shape());
+        }
+        let slash = target.find('/').ok_or_else(shape)?;
+        let (authority, path) = target.split_at(slash);
+        let (host, port) = authority.rsplit_once(':').ok_or_else(shape)?;
+        let host = match host.strip_prefix('[') {
+            Some(v6) => v6.strip_suffix(']').ok_or_else(shape)?,
+            None if host.contains(':') => return Err(shape()),
+            None => host,
+        };
+        let port: u16 = port.parse().map_err(|_| shape())?;
+        let path_ok = path.bytes().all(|b| b.is_ascii_graphic()) && !path.contains(['?', '#']);
+        if host.is_empty() || port == 0 || !path_ok {
+            return Err(shape());
+        }
+        Ok(ApprovedRequest {
+            method: method.to_ascii_uppercase(),
+            host: host.to_ascii_lowercase(),
+            port,
+            path: path.to_owned(),
+        })
+    }
+}
+
+impl Serialize for ApprovedRequest {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ApprovedRequest {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl schemars::JsonSchema for ApprovedRequest {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ApprovedRequest".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "An HTTP request a person approved: METHOD host:port/path",
+            "maxLength": MAX_APPROVED_REQUEST,
+        })
+    }
 }
 
 /// A connection of an allow-list run that its policy refused.
@@ -605,6 +748,18 @@ pub struct ExecRequest {
     /// it against every ceiling.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub approved: bool,
+    /// HTTP requests a person approved for this run: a request the policy
+    /// component *asks* about is sent only when it is one of these (see
+    /// [`ApprovedRequest`]); the run's facts list each asked request with
+    /// the approval that would let it through.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub approved_requests: Vec<ApprovedRequest>,
+    /// Who to ask, while the run lasts, about a request the policy asks a
+    /// person about that is not among `approved_requests`; none: it is
+    /// refused. Host-only, never serialized.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub request_approver: Option<RequestApprover>,
     /// Bytes for the command's stdin; `/dev/null` when absent. They stay
     /// in the host: the policy component never sees them.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -775,6 +930,63 @@ impl PartialEq for StdinStream {
 }
 
 impl Eq for StdinStream {}
+
+/// A request the policy component asks a person about while its run
+/// lasts: what [`RequestApprover`] puts to them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AskedRequest {
+    /// The request: its method, host, port and path.
+    pub request: ApprovedRequest,
+    /// The component's reason (bounded, inert text).
+    pub reason: String,
+}
+
+/// Who a run asks, while it lasts, about a request the policy component
+/// asks a person about and the run did not come approved for
+/// ([`ExecRequest::approved_requests`]): true sends it. The request waits
+/// for the answer (the approver bounds how long); each request is put to
+/// it once per run, and its answer stands for the run's later identical
+/// requests. Host-only, never serialized: `cordon mcp` asks through the
+/// client's elicitation.
+#[derive(Clone)]
+#[allow(clippy::type_complexity)]
+pub struct RequestApprover(
+    Arc<
+        dyn Fn(AskedRequest) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>>
+            + Send
+            + Sync,
+    >,
+);
+
+impl RequestApprover {
+    /// An approver answering with `ask`.
+    pub fn new<F, Fut>(ask: F) -> Self
+    where
+        F: Fn(AskedRequest) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = bool> + Send + 'static,
+    {
+        RequestApprover(Arc::new(move |asked| Box::pin(ask(asked))))
+    }
+
+    /// Whether the person approved `asked`.
+    pub async fn approves(&self, asked: AskedRequest) -> bool {
+        (self.0)(asked).await
+    }
+}
+
+impl std::fmt::Debug for RequestApprover {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RequestApprover")
+    }
+}
+
+impl PartialEq for RequestApprover {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for RequestApprover {}
 
 /// What the operator configured: the defaults and the ceiling of a host.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -23,7 +23,7 @@ fn the_official_mcp_sdk_drives_cordon_mcp() {
         eprintln!("SKIPPED {test}: the MCP Python SDK is not installed (pip install mcp)");
         return;
     }
-    common::python_suite(test, "tests/mcp", "test_cordon_mcp", 24);
+    common::python_suite(test, "tests/mcp", "test_cordon_mcp", 25);
 }
 
 /// Where scripts/setup.sh installs the agent programs from npm

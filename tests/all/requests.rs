@@ -387,6 +387,152 @@ fn a_credential_reaches_its_bound_host_while_the_command_holds_only_a_placeholde
     }
 }
 
+/// The secret the operator's `gh` credential holds.
+const GH_SECRET: &str = "s3cret-for-pull-requests";
+
+/// The command: two pull requests opened by POST (no body), each answer's
+/// status and body on a line.
+const PULLS: &str = r#"
+import sys, urllib.request, urllib.error
+port = int(sys.argv[1])
+for repo in ("approved", "other"):
+    url = "http://127.0.0.1:%d/repos/%s/pulls?draft=1" % (port, repo)
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data=b""), timeout=10) as answer:
+            print(answer.status, answer.read().decode().strip())
+    except urllib.error.HTTPError as refused:
+        print(refused.code, refused.read().decode().strip())
+"#;
+
+#[test]
+fn an_asked_request_is_refused_until_a_person_approves_it_then_goes_with_its_credential() {
+    for (backend, _) in confined_backends("an_asked_request_is_refused_until") {
+        let ws = workspace();
+        let (server, seen) = recording_http_server();
+        let config = ws.path().join("cordon.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "max_network = [\"127.0.0.1\"]\n[credentials.gh]\nhosts = [\"127.0.0.1:{server}\"]\n\
+                 from_env = \"CORDON_E2E_GH_SECRET\"\n"
+            ),
+        )
+        .unwrap();
+        let rules = ws.path().join("rules.toml");
+        std::fs::write(
+            &rules,
+            "default = \"allow\"\nopaque = \"allow\"\n[[requests]]\n\
+             request = \"POST 127.0.0.1/repos/*/pulls\"\ndecision = \"ask\"\n\
+             reason = \"opening a pull request\"\ncredential = \"gh\"\n",
+        )
+        .unwrap();
+        std::fs::write(ws.path().join("pulls.py"), PULLS).unwrap();
+        let grant = json!({
+            "mode": "read-only",
+            "workspaceRoot": ws.path(),
+            "network": {"allow": [{"host": "127.0.0.1", "port": server}]},
+        })
+        .to_string();
+        let run = Ruled {
+            env: ("CORDON_E2E_GH_SECRET", GH_SECRET),
+            config: &config,
+            rules: &rules,
+            grant: &grant,
+        };
+        let line = format!("python3 pulls.py {server}");
+        let approval = |repo: &str| format!("POST 127.0.0.1:{server}/repos/{repo}/pulls");
+        // Nobody approved: both wait, and neither reaches the server.
+        let (_, unapproved) = run.run(ws.path(), backend, &line);
+        let out = unapproved["stdout"]["text"].as_str().unwrap().to_owned();
+        for (line, repo) in out.lines().zip(["approved", "other"]) {
+            assert!(line.starts_with("403 "), "{backend:?}: {out}");
+            assert!(
+                line.contains("opening a pull request"),
+                "{backend:?}: {line}"
+            );
+            let waits = format!("{} is sent only in a run approved for it", approval(repo));
+            assert!(line.contains(&waits), "{backend:?}: {line}");
+        }
+        assert!(seen.lock().unwrap().is_empty(), "{backend:?}");
+        let requests = &unapproved["grant"]["requests"];
+        assert_eq!(requests[0]["asked"], true, "{unapproved}");
+        assert_eq!(requests[0]["allowed"], false, "{unapproved}");
+        // One approved: it goes, with the credential the rule attaches; the
+        // other still waits.
+        let approved = approval("approved");
+        let mut backend_and_approval = backend.to_vec();
+        backend_and_approval.extend(["--approve-request", &approved]);
+        let (_, result) = run.run(ws.path(), &backend_and_approval, &line);
+        let out = result["stdout"]["text"].as_str().unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "200 ok", "{backend:?}: {result}");
+        assert!(lines[1].starts_with("403 "), "{backend:?}: {out}");
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [format!(
+                "POST /repos/approved/pulls?draft=1 HTTP/1.1 Host=127.0.0.1:{server} \
+                 authorization=Bearer {GH_SECRET}"
+            )],
+            "{backend:?}"
+        );
+        let requests = &result["grant"]["requests"];
+        assert_eq!(
+            (&requests[0]["asked"], &requests[0]["allowed"]),
+            (&json!(true), &json!(true)),
+            "{result}"
+        );
+        assert_eq!(requests[0]["edits"], json!(["attached credential gh"]));
+        assert_eq!(requests[1]["allowed"], false, "{result}");
+        assert!(!result.to_string().contains(GH_SECRET), "{result}");
+    }
+}
+
+#[test]
+fn the_cli_says_which_request_waited_and_how_to_approve_it() {
+    let Some((backend, _)) = confined_backends("the_cli_says_which_request_waited")
+        .into_iter()
+        .next()
+    else {
+        return;
+    };
+    let ws = workspace();
+    let (server, seen) = recording_http_server();
+    let rules = ws.path().join("rules.toml");
+    std::fs::write(
+        &rules,
+        "default = \"allow\"\nopaque = \"allow\"\nrequest_default = \"ask\"\n",
+    )
+    .unwrap();
+    std::fs::write(ws.path().join("pulls.py"), PULLS).unwrap();
+    let config = ws.path().join("cordon.toml");
+    std::fs::write(&config, "max_network = [\"127.0.0.1\"]\n").unwrap();
+    let grant = json!({
+        "mode": "read-only",
+        "workspaceRoot": ws.path(),
+        "network": {"allow": [{"host": "127.0.0.1", "port": server}]},
+    })
+    .to_string();
+    let policy = common::component("rules-policy.wasm");
+    let output = common::cordon()
+        .current_dir(ws.path())
+        .args(["run", "--config", config.to_str().unwrap()])
+        .args(["--policy", policy.to_str().unwrap()])
+        .args(["--settings", rules.to_str().unwrap(), "--grant", &grant])
+        .args(backend)
+        .args(["--", &format!("python3 pulls.py {server}")])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    for repo in ["approved", "other"] {
+        let hint = format!(
+            "cordon: to approve, run again with: --approve-request 'POST 127.0.0.1:{server}/repos/{repo}/pulls'\n"
+        );
+        assert!(stderr.contains(&hint), "{backend:?}: {stderr}");
+    }
+    assert!(seen.lock().unwrap().is_empty());
+}
+
 /// A bare repository with one commit, served by git's dumb HTTP protocol
 /// (its files as they are, after `update-server-info`).
 fn served_repository(dir: &std::path::Path) -> std::path::PathBuf {

@@ -408,6 +408,87 @@ class CordonMcp(unittest.TestCase):
         self.assertEqual(len(asked), 4, "only a client with elicitation is asked")
 
 
+    def test_an_asked_http_request_waits_for_the_persons_answer_while_the_command_runs(self):
+        if not CONFINED:
+            print("SKIPPED asked request: no sandbox confines runs here", file=sys.stderr)
+            return
+        import http.server
+        import threading
+
+        arrived = []
+
+        class Recording(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                arrived.append(self.path)
+                self.send_response(200)
+                self.send_header("Content-Length", "3")
+                self.end_headers()
+                self.wfile.write(b"ok\n")
+
+            def log_message(self, *args):
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recording)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.shutdown)
+        port = server.server_address[1]
+        ws = scratch("asked-request")
+        config = ws / "net.toml"
+        config.write_text(
+            f'max_network = ["127.0.0.1"]\ndefault_network = ["127.0.0.1:{port}"]\n'
+        )
+        rules = ws / "rules.toml"
+        rules.write_text(
+            'default = "allow"\nopaque = "allow"\n[[requests]]\n'
+            'request = "POST 127.0.0.1/pulls"\ndecision = "ask"\n'
+            'reason = "opening a pull request"\n'
+        )
+        args = [
+            "--policy", os.environ["CORDON_RULES_POLICY"],
+            "--settings", str(rules),
+            "--config", str(config),
+        ]
+        # The same request twice in one run: the person is asked once.
+        line = (
+            "python3 -c \"import urllib.request, urllib.error\n"
+            "for _ in range(2):\n"
+            f"  r = urllib.request.Request('http://127.0.0.1:{port}/pulls', data=b'')\n"
+            "  try: print('status', urllib.request.urlopen(r, timeout=30).status)\n"
+            "  except urllib.error.HTTPError as e: print('status', e.code)\""
+        )
+
+        async def body(session):
+            return await session.call_tool("shell", {"command": line, "workdir": str(ws)})
+
+        asked = []
+        accepted = asyncio.run(
+            session_with(args, body, answering(asked, "accept", {"approve": True}))
+        )
+        self.assertIn("status 200\nstatus 200", text(accepted))
+        self.assertEqual(arrived, ["/pulls", "/pulls"])
+        self.assertEqual(len(asked), 1, asked)
+        self.assertTrue(
+            asked[0].startswith(
+                "The policy asks first, before a running command sends this HTTP request "
+                f"(one line): POST 127.0.0.1:{port}/pulls\n\nThe policy's reason: opening a "
+                "pull request"
+            ),
+            asked[0],
+        )
+        facts = accepted.structured_content["grant"]["requests"]
+        self.assertEqual([(r["asked"], r["allowed"]) for r in facts], [(True, True)] * 2)
+
+        declined = asyncio.run(session_with(args, body, answering(asked, "decline")))
+        self.assertIn("status 403\nstatus 403", text(declined))
+        self.assertIn("no person approved it (opening a pull request)", text(declined))
+        self.assertEqual(len(asked), 2, "asked once per run")
+        self.assertEqual(arrived, ["/pulls", "/pulls"], "a declined request arrived")
+
+        unasked = asyncio.run(session_with(args, body))
+        self.assertIn("status 403", text(unasked))
+        self.assertIn("waits for a person's approval", text(unasked))
+        self.assertEqual(arrived, ["/pulls", "/pulls"], "an unasked request arrived")
+
 def scratch(name):
     path = pathlib.Path(os.environ["CORDON_TEST_DIR"]) / name
     path.mkdir()

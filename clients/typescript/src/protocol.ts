@@ -30,6 +30,11 @@ export type Access = {
 };
 
 /**
+ * An HTTP request a person approved: METHOD host:port/path
+ */
+export type ApprovedRequest = string;
+
+/**
  * `attach`: the token `detach` gave.
  */
 export type AttachParams = {
@@ -87,6 +92,12 @@ export type DecidedRequest = {
    * Whether it was sent.
    */
   allowed: boolean;
+  /**
+   * The component asked for a person's approval: `allowed` says
+   * whether the run had it. Approve a refused one by re-sending the run
+   * with [`DecidedRequest::approval`] among its `approvedRequests`.
+   */
+  asked?: boolean;
   /**
    * The edits the host made before sending it (`set x-trace`,
    * `removed cookie`, `attached credential github`).
@@ -623,6 +634,13 @@ export type RunParams = {
    * `policy` is the grant it proposed.
    */
   approved?: boolean;
+  /**
+   * HTTP requests a person approved for this run
+   * (`METHOD host:port/path`): a request the policy asks about is sent
+   * only when it is one of these; the last run's facts
+   * (`grant.requests`, `asked`) name the ones it waited for.
+   */
+  approvedRequests?: ApprovedRequest[];
   /**
    * With `tty`: the terminal's columns (default 80, at most 1000).
    */

@@ -98,7 +98,9 @@ mod requesting {
     });
 }
 
-use requesting::exports::cordon::sandbox0_3_0::requests::{Edit, Guest, HttpRequest, Verdict};
+use requesting::exports::cordon::sandbox0_3_0::requests::{
+    Asked, Edit, Guest, HttpRequest, Verdict,
+};
 
 thread_local! {
     /// The settings this instance last read, and the rules read from them.
@@ -129,19 +131,24 @@ impl Guest for RulesPolicy {
             Ok(decided) => decided,
             Err(reason) => return Verdict::Deny(reason),
         };
+        let wit_edits = |edits: Vec<RuleEdit>| {
+            edits
+                .into_iter()
+                .map(|edit| match edit {
+                    RuleEdit::Set(name, value) => Edit::SetHeader((name, value)),
+                    RuleEdit::Remove(name) => Edit::RemoveHeader(name),
+                    RuleEdit::Credential(name) => Edit::AttachCredential(name),
+                })
+                .collect()
+        };
         match decided {
             RequestVerdict::Deny(reason) => Verdict::Deny(reason),
             RequestVerdict::Allow(edits) if edits.is_empty() => Verdict::Allow,
-            RequestVerdict::Allow(edits) => Verdict::Edit(
-                edits
-                    .into_iter()
-                    .map(|edit| match edit {
-                        RuleEdit::Set(name, value) => Edit::SetHeader((name, value)),
-                        RuleEdit::Remove(name) => Edit::RemoveHeader(name),
-                        RuleEdit::Credential(name) => Edit::AttachCredential(name),
-                    })
-                    .collect(),
-            ),
+            RequestVerdict::Allow(edits) => Verdict::Edit(wit_edits(edits)),
+            RequestVerdict::Ask(reason, edits) => Verdict::Ask(Asked {
+                reason,
+                edits: wit_edits(edits),
+            }),
         }
     }
 }

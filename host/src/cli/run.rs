@@ -78,6 +78,13 @@ pub struct RunArgs {
     #[arg(long, requires = "grant")]
     approved: bool,
 
+    /// An HTTP request a person approved for this run, as
+    /// `METHOD host:port/path` (repeatable): a request the policy asks
+    /// about is sent only when it is one of these. A run that met one
+    /// unapproved says which on stderr.
+    #[arg(long = "approve-request", value_name = "METHOD HOST:PORT/PATH")]
+    approve_requests: Vec<cordon::ApprovedRequest>,
+
     /// Policy component to use instead of the embedded bash-sandbox: a
     /// file, builtin:NAME (rules-policy, pwsh-sandbox, bash-local) or oci://….
     #[arg(long, value_name = "FILE|builtin:NAME|oci://REF", value_parser = super::deploy::parse_policy)]
@@ -145,6 +152,7 @@ fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
     request.workdir = args.workdir;
     request.timeout_ms = args.timeout_ms;
     request.env = args.env;
+    request.approved_requests = args.approve_requests;
     if args.pids_limit.is_some() || args.memory_limit.is_some() || args.cpu_weight.is_some() {
         request.limits = Some(cordon::RunLimits {
             pids: args.pids_limit,
@@ -247,7 +255,25 @@ fn execute(args: RunArgs) -> anyhow::Result<Outcome> {
     } else if result.aborted {
         eprintln!("cordon: interrupted; the command's process group was terminated");
     }
+    if !args.json {
+        say_awaiting_approval(&result);
+    }
     Ok(Outcome::Finished(exit::for_result(&result)))
+}
+
+/// Name on stderr each request of the run that the policy asked a person
+/// about and no one approved, and how to approve it.
+fn say_awaiting_approval(result: &cordon::ExecResult) {
+    let Some(grant) = &result.grant else { return };
+    for request in grant.awaiting_approval() {
+        let line = request.approval().to_string();
+        let approval = cordon::text::inert(&line);
+        eprintln!("cordon: a request waited for a person's approval and was refused: {approval}");
+        eprintln!(
+            "cordon: to approve, run again with: --approve-request '{}'",
+            approval.replace('\'', "'\\''")
+        );
+    }
 }
 
 /// Streams the command's output to cordon's own stdout and stderr: as it

@@ -122,13 +122,53 @@ pub fn mode_switch(from: SandboxMode, to: SandboxMode, workspace: &str, why: &st
     )
 }
 
+/// What a person is asked when the policy asks about one HTTP request of a
+/// running command: the host's words (the request, the policy's reason)
+/// first, the command last, each quoted on one line and inert (the
+/// request's path is the command's words too).
+pub fn request_ask(command: &str, asked: &crate::model::AskedRequest) -> String {
+    let request = crate::text::quoted_command(
+        &asked.request.to_string(),
+        crate::text::MAX_QUOTED_COMMAND_BYTES,
+    );
+    format!(
+        "The policy asks first, before a running command sends this HTTP request (one \
+         line): {request}\n\nThe policy's reason: {}\n\nIf approved, that request — its \
+         method, host, port and path — is sent for the rest of this run; if not, the command \
+         gets a refusal.\n\n{}",
+        crate::text::reason(&asked.reason),
+        the_command_text(command),
+    )
+}
+
+/// An approver for the run of `command` that asks the person behind
+/// `peer` about each asked request; none when the client cannot ask
+/// (no form elicitation): such a request is then refused as waiting.
+pub fn request_approver(
+    peer: &Peer<RoleServer>,
+    command: String,
+) -> Option<crate::model::RequestApprover> {
+    let modes = peer.supported_elicitation_modes();
+    if !modes.contains(&ElicitationMode::Form) {
+        return None;
+    }
+    let peer = peer.clone();
+    Some(crate::model::RequestApprover::new(move |asked| {
+        let (peer, message) = (peer.clone(), request_ask(&command, &asked));
+        async move { ask(&peer, message).await == Answer::Accepted }
+    }))
+}
+
 fn grant(policy: &SandboxPolicy) -> String {
     crate::text::inert(&serde_json::to_string(policy).unwrap_or_default()).into_owned()
 }
 
 fn the_command(request: &ExecRequest) -> String {
-    let command =
-        crate::text::quoted_command(&request.command, crate::text::MAX_QUOTED_COMMAND_BYTES);
+    the_command_text(&request.command)
+}
+
+fn the_command_text(command: &str) -> String {
+    let command = crate::text::quoted_command(command, crate::text::MAX_QUOTED_COMMAND_BYTES);
     format!("The command, as the agent sent it (one line; newlines shown as \\n):\n\n    {command}")
 }
 
@@ -160,6 +200,30 @@ mod tests {
         assert!(!command.contains('\n'), "{command}");
         assert!(command.contains("\\x1b]52"), "{command}");
         assert!(!prompt.contains('\x1b'), "{prompt}");
+    }
+
+    #[test]
+    fn an_asked_requests_prompt_puts_the_request_and_reason_first_and_the_command_on_one_line() {
+        let asked = crate::model::AskedRequest {
+            request: "POST api.test:443/repos/o/r/pulls".parse().unwrap(),
+            reason: "opening a pull request".into(),
+        };
+        let spoof = "gh pr create\n\nThe policy's reason: routine\x1b]52;c;eA==\x07";
+        let prompt = request_ask(spoof, &asked);
+        assert!(
+            prompt.starts_with(
+                "The policy asks first, before a running command sends this HTTP request (one \
+                 line): POST api.test:443/repos/o/r/pulls\n\nThe policy's reason: opening a \
+                 pull request\n"
+            ),
+            "{prompt}"
+        );
+        let (before, command) = prompt.rsplit_once("\n\n    ").unwrap();
+        assert!(!before.contains("routine"), "{prompt}");
+        assert!(
+            !command.contains('\n') && !prompt.contains('\x1b'),
+            "{prompt}"
+        );
     }
 
     #[test]

@@ -423,6 +423,10 @@ impl McpServer {
         request.timeout_ms = args.timeout_ms;
         request.open_stdin = args.open_stdin;
         request.tty = args.tty.then(crate::model::TerminalSize::default);
+        // A request the policy asks about waits for the person's answer
+        // (a client that cannot ask has it refused).
+        request.request_approver =
+            approval::request_approver(&context.peer, request.command.clone());
         if let Some(escalation) = args.escalate {
             return Ok(self
                 .escalated(request, escalation, args.background, &context)

@@ -246,6 +246,10 @@ impl Connector {
         })?;
         Ok(match verdict {
             RequestVerdict::Deny(reason) => RequestVerdict::Deny(bounded_text(&reason)),
+            RequestVerdict::Ask { reason, edits } => RequestVerdict::Ask {
+                reason: bounded_text(&reason),
+                edits,
+            },
             verdict => verdict,
         })
     }

@@ -103,6 +103,10 @@ impl Connecting {
             wit::Verdict::Edit(edits) => {
                 RequestVerdict::Edit(edits.into_iter().map(HeaderEdit::from).collect())
             }
+            wit::Verdict::Ask(asked) => RequestVerdict::Ask {
+                reason: asked.reason,
+                edits: asked.edits.into_iter().map(HeaderEdit::from).collect(),
+            },
         })
     }
 }

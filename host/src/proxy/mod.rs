@@ -66,6 +66,9 @@ pub struct Recorded {
     pub requests: Vec<DecidedRequest>,
     /// How many more were decided.
     pub requests_unlisted: u64,
+    /// What the run's approver answered for each request put to it (each
+    /// is put once per run).
+    answered: std::collections::HashMap<crate::model::ApprovedRequest, bool>,
 }
 
 impl Recorded {
@@ -103,6 +106,12 @@ pub struct Gate {
     /// a request its connection allowed is sent as it is (a component
     /// whose world has no `request`).
     pub decide_request: Option<DecideRequest>,
+    /// The requests a person approved for the run: one the component asks
+    /// about is sent only when it is among them.
+    pub approved_requests: Vec<crate::model::ApprovedRequest>,
+    /// Who to ask, while the run lasts, about an asked request that is not
+    /// among `approved_requests`; none: it is refused.
+    pub approver: Option<crate::model::RequestApprover>,
     /// The run's credentials: the placeholders it holds, replaced (or a
     /// credential attached) only on requests to a bound endpoint.
     pub credentials: Option<Arc<crate::credentials::RunCredentials>>,
@@ -1004,6 +1013,8 @@ mod tests {
             ceiling,
             decide: Arc::new(|_: &str, _: u16| Ok(())),
             decide_request: None,
+            approved_requests: vec![],
+            approver: None,
             credentials: None,
             inspection: None,
         }
@@ -1125,6 +1136,8 @@ mod tests {
         let gate = Gate {
             decide,
             decide_request: None,
+            approved_requests: vec![],
+            approver: None,
             ..yes(Network::Full, Network::Full)
         };
         let proxy = Proxy::start(&at, gate).unwrap();
@@ -1155,6 +1168,15 @@ mod tests {
     /// A proxy on a fresh socket (its path) deciding connections and
     /// requests so, within a ceiling of the loopback.
     fn started(decide: Decide, decide_request: Option<DecideRequest>) -> (Proxy, PathBuf) {
+        started_approving(decide, decide_request, vec![])
+    }
+
+    /// [`started`], with these requests approved by a person.
+    fn started_approving(
+        decide: Decide,
+        decide_request: Option<DecideRequest>,
+        approved_requests: Vec<crate::model::ApprovedRequest>,
+    ) -> (Proxy, PathBuf) {
         let at = ProxyAt::fresh_socket().unwrap();
         let Place::Socket(path) = at.place().clone() else {
             unreachable!()
@@ -1162,6 +1184,7 @@ mod tests {
         let gate = Gate {
             decide,
             decide_request,
+            approved_requests,
             ..yes(
                 Network::Full,
                 Network::Allow(vec![endpoint("127.0.0.1", None)]),
@@ -1459,5 +1482,92 @@ mod tests {
                 .reason
                 .contains("POST /b: no posting here")
         );
+    }
+
+    #[tokio::test]
+    async fn an_asked_request_goes_only_when_a_person_approved_it_and_both_are_recorded() {
+        let (port, seen) = recording_server().await;
+        // The component: a POST waits for a person, and is marked when sent.
+        let decide: DecideRequest =
+            Arc::new(|request: &HttpRequest| match request.method.as_str() {
+                "POST" => RequestVerdict::Ask {
+                    reason: "a person decides posts".into(),
+                    edits: vec![crate::model::HeaderEdit::Set(
+                        "x-added".into(),
+                        "approved".into(),
+                    )],
+                },
+                _ => RequestVerdict::Allow,
+            });
+        let approved = format!("POST 127.0.0.1:{port}/ok").parse().unwrap();
+        let (proxy, path) = started_approving(
+            Arc::new(|_: &str, _: u16| Ok(())),
+            Some(decide),
+            vec![approved],
+        );
+        let mut client = UnixStream::connect(&path).await.unwrap();
+        let head = |path: &str| {
+            format!("POST http://127.0.0.1:{port}{path}?q=1 HTTP/1.1\r\ncontent-length: 0\r\n\r\n")
+        };
+        let answer = exchange(&mut client, &head("/ok")).await;
+        assert_eq!(answer.0, "HTTP/1.1 200 OK");
+        let answer = exchange(&mut client, &head("/other")).await;
+        assert_eq!(answer.0, "HTTP/1.1 403 Forbidden");
+        assert!(answer.1.contains("a person decides posts"), "{answer:?}");
+        let approval = format!("POST 127.0.0.1:{port}/other");
+        assert!(
+            answer
+                .1
+                .contains(&format!("{approval} is sent only in a run approved for it")),
+            "{answer:?}"
+        );
+        let seen = seen.lock().unwrap().concat();
+        assert_eq!(seen.len(), 1, "the unapproved POST never arrives: {seen:?}");
+        assert!(seen[0].starts_with("POST /ok?q=1 ") && seen[0].contains("X-Added=approved"));
+        let recorded = proxy.recorded();
+        let decided: Vec<_> = (recorded.requests.iter())
+            .map(|r| {
+                (
+                    r.path.as_str(),
+                    r.asked,
+                    r.allowed,
+                    r.approval().to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            decided,
+            [
+                ("/ok", true, true, format!("POST 127.0.0.1:{port}/ok")),
+                ("/other", true, false, approval),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_approved_request_reads_back_as_written_and_refuses_what_is_not_one() {
+        for line in [
+            "POST api.github.com:443/repos/o/r/pulls",
+            "GET [::1]:8080/",
+            "DELETE h.test:1/a%20b",
+        ] {
+            let approved: crate::model::ApprovedRequest = line.parse().unwrap();
+            assert_eq!(approved.to_string(), line);
+        }
+        let lower: crate::model::ApprovedRequest = "post API.test:80/x".parse().unwrap();
+        assert_eq!(lower.to_string(), "POST api.test:80/x");
+        for bad in [
+            "POST api.test/x",
+            "POST api.test:80",
+            "POST api.test:0/x",
+            "PO5T api.test:80/x",
+            "POST api.test:80/x?q=1",
+            "POST ::1:80/x",
+            "POST api.test:80/a b",
+            " api.test:80/x",
+        ] {
+            let error = bad.parse::<crate::model::ApprovedRequest>().unwrap_err();
+            assert!(error.contains("METHOD host:port/path"), "{bad}: {error}");
+        }
     }
 }

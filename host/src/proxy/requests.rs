@@ -72,23 +72,40 @@ pub(super) async fn decide<B>(
         port: shown.port,
         path: shown.path.clone(),
         allowed: true,
+        asked: false,
         reason: None,
         edits: vec![],
     };
+    let approval = decided.approval();
+    let approved = gate.approved_requests.contains(&approval);
     let verdict = match gate.decide_request.clone() {
         None => RequestVerdict::Allow,
         Some(ask) => tokio::task::spawn_blocking(move || ask(&shown))
             .await
             .unwrap_or_else(|_| RequestVerdict::Deny("the request decision failed".into())),
     };
+    let mut edit = |edits: Vec<HeaderEdit>, decided: &mut DecidedRequest| {
+        // What the component named is its text: bounded like its reasons.
+        let listed = edits.iter().take(MAX_LISTED_EDITS);
+        decided.edits = listed.map(|edit| bounded_text(&edit.to_string())).collect();
+        edited(&mut request, &edits, (held, target)).map_err(|reason| bounded_text(&reason))
+    };
     let outcome = match verdict {
         RequestVerdict::Allow => Ok(()),
         RequestVerdict::Deny(reason) => Err(reason),
-        RequestVerdict::Edit(edits) => {
-            // What the component named is its text: bounded like its reasons.
-            let listed = edits.iter().take(MAX_LISTED_EDITS);
-            decided.edits = listed.map(|edit| bounded_text(&edit.to_string())).collect();
-            edited(&mut request, &edits, (held, target)).map_err(|reason| bounded_text(&reason))
+        RequestVerdict::Edit(edits) => edit(edits, &mut decided),
+        RequestVerdict::Ask { reason, edits } => {
+            decided.asked = true;
+            let reason = bounded_text(&reason);
+            let answer = match approved {
+                true => Some(true),
+                false => approves(gate, record, approval, &reason).await,
+            };
+            match answer {
+                Some(true) => edit(edits, &mut decided),
+                Some(false) => Err(format!("no person approved it ({reason})")),
+                None => Err(awaits_approval(&reason, &decided)),
+            }
         }
     };
     let outcome = outcome.and_then(|()| match held {
@@ -109,6 +126,42 @@ pub(super) async fn decide<B>(
         Ok(()) => Ok(request),
         Err(reason) => Err((reason, request)),
     }
+}
+
+/// Whether the run's approver approves `request` (none: the run has no
+/// one to ask), asked once per run: a request it answered before gets that
+/// answer again.
+async fn approves(
+    gate: &Gate,
+    record: &Mutex<Recorded>,
+    request: crate::model::ApprovedRequest,
+    reason: &str,
+) -> Option<bool> {
+    let approver = gate.approver.as_ref()?;
+    let before = lock(record).answered.get(&request).copied();
+    if let Some(answer) = before {
+        return Some(answer);
+    }
+    let asked = crate::model::AskedRequest {
+        request: request.clone(),
+        reason: reason.to_owned(),
+    };
+    let answer = approver.approves(asked).await;
+    lock(record).answered.insert(request, answer);
+    Some(answer)
+}
+
+fn lock(record: &Mutex<Recorded>) -> std::sync::MutexGuard<'_, Recorded> {
+    record.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Why an asked request is refused when the run has no one to ask: the
+/// component's reason and the approval that would send it.
+fn awaits_approval(reason: &str, decided: &DecidedRequest) -> String {
+    format!(
+        "it waits for a person's approval ({reason}): {} is sent only in a run approved for it",
+        decided.approval()
+    )
 }
 
 /// Whether `request`'s target or a header carries one of the run's

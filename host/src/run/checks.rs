@@ -103,8 +103,17 @@ pub(super) fn request_size(request: &ExecRequest) -> Result<(), RunError> {
             request.env.len()
         )));
     }
+    if request.approved_requests.len() > MAX_APPROVED_REQUESTS {
+        return Err(RunError::InvalidRequest(format!(
+            "approvedRequests has {} entries; the limit is {MAX_APPROVED_REQUESTS}",
+            request.approved_requests.len()
+        )));
+    }
     Ok(())
 }
+
+/// The most requests one run may come with approved.
+const MAX_APPROVED_REQUESTS: usize = 64;
 
 /// A run's limits: the deployment's, tightened by the request's (**host
 /// invariant**: a request may ask for less, never more, and never for
@@ -822,6 +831,12 @@ mod tests {
                 .to_string()
                 .contains("env has")
         );
+        let mut approving = ExecRequest::new("x");
+        let approved: crate::model::ApprovedRequest = "GET a.test:80/".parse().unwrap();
+        approving.approved_requests = vec![approved; MAX_APPROVED_REQUESTS + 1];
+        let err = request_size(&approving).unwrap_err();
+        assert!(matches!(err, RunError::InvalidRequest(_)), "{err}");
+        assert!(err.to_string().contains("approvedRequests has"), "{err}");
         assert!(request_size(&ExecRequest::new("true")).is_ok());
     }
 

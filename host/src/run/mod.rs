@@ -183,6 +183,10 @@ struct Prepared {
     launcher_limits: bool,
     /// Whether the request came approved.
     approved: bool,
+    /// The HTTP requests a person approved for the run.
+    approved_requests: Vec<crate::model::ApprovedRequest>,
+    /// Who the run asks about the asked requests not among them.
+    request_approver: Option<crate::model::RequestApprover>,
     /// When the request was taken (its records' start).
     started: SystemTime,
 }
@@ -757,6 +761,8 @@ fn prepare(cx: &RunContext, mut request: ExecRequest, verify: bool) -> Result<Pr
     let ceiling = cx.deployment.max_mode;
     checks::request_within_ceiling(&request, ceiling)?;
     checks::request_size(&request)?;
+    let approved_requests = std::mem::take(&mut request.approved_requests);
+    let request_approver = request.request_approver.take();
     let run_limits = checks::limits(request.limits.as_ref(), &cx.deployment.limits)?;
     // `plan` runs on the instance that resolved (one instance less a run).
     let (decision, preparation) = cx.policy.begin(&request, &cx.deployment)?;
@@ -833,6 +839,8 @@ fn prepare(cx: &RunContext, mut request: ExecRequest, verify: bool) -> Result<Pr
         run_limits,
         launcher_limits,
         approved,
+        approved_requests,
+        request_approver,
         started,
     })
 }
@@ -1104,6 +1112,8 @@ fn start_proxy(cx: &RunContext, prepared: &Prepared) -> Result<Option<Proxy>, Ru
         ceiling: cx.deployment.max_network.clone(),
         decide,
         decide_request,
+        approved_requests: prepared.approved_requests.clone(),
+        approver: prepared.request_approver.clone(),
         credentials: prepared.credentials.clone(),
         inspection: at.inspection().cloned(),
     };

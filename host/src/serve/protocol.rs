@@ -397,6 +397,12 @@ pub struct RunParams {
     /// `policy` is the grant it proposed.
     #[serde(default)]
     pub approved: bool,
+    /// HTTP requests a person approved for this run
+    /// (`METHOD host:port/path`): a request the policy asks about is sent
+    /// only when it is one of these; the last run's facts
+    /// (`grant.requests`, `asked`) name the ones it waited for.
+    #[serde(default)]
+    pub approved_requests: Vec<crate::model::ApprovedRequest>,
     /// Tighter resource limits than the host's (`pids`, `memoryBytes`,
     /// `cpuWeight`; never more than the host's).
     #[serde(default)]
@@ -435,6 +441,8 @@ impl RunParams {
             env: self.env.into_iter().collect(),
             policy: self.policy,
             approved: self.approved,
+            approved_requests: self.approved_requests,
+            request_approver: None,
             stdin: self.stdin.map(String::into_bytes),
             stdin_stream: None,
             open_stdin: self.open_stdin,
@@ -719,6 +727,25 @@ mod tests {
         let stray = ask(json!({"command": "sh", "rows": 40})).unwrap_err();
         assert_eq!(stray.code, code::INVALID_PARAMS);
         assert!(stray.message.contains("tty: true"), "{}", stray.message);
+    }
+
+    #[test]
+    fn approved_requests_are_read_as_request_lines_and_a_bad_one_is_a_bad_param() {
+        let line = "POST api.test:443/repos/o/r/pulls";
+        let read = params::<RunParams>(Some(json!({"command": "gh", "approvedRequests": [line]})));
+        let request = read.unwrap().into_request().unwrap();
+        let approved: Vec<String> = (request.approved_requests.iter())
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(approved, [line]);
+        let bad = json!({"command": "gh", "approvedRequests": ["POST api.test/x"]});
+        let error = params::<RunParams>(Some(bad)).unwrap_err();
+        assert_eq!(error.code, code::INVALID_PARAMS);
+        assert!(
+            error.message.contains("METHOD host:port/path"),
+            "{}",
+            error.message
+        );
     }
 
     #[test]

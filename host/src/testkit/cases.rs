@@ -22,7 +22,8 @@
 //! A case may also ask about one connection of the run (`connect = { host,
 //! port }`, expecting `expect.connect`) and one HTTP request of it
 //! (`httpRequest = { method, host, port, path, query, headers }`, expecting
-//! `expect.request`: `"allow"`, `{ denied = REASON }` or `{ edits = […] }`).
+//! `expect.request`: `"allow"`, `{ denied = REASON }`, `{ edits = […] }` or
+//! `{ asked = REASON, edits = […] }`).
 //!
 //! Keys are camelCase, as in the JSON protocol. `expect` may hold `spec`,
 //! `launch` (see [`super::PlannedLaunch`]), `facts` (`{mode, denied,
@@ -204,8 +205,9 @@ struct Expect {
     /// `"allow"`, or `{ refused = "reason" }`.
     #[serde(default)]
     connect: Option<Value>,
-    /// `"allow"`, `{ denied = "reason" }`, or `{ edits = [{ set = [NAME,
-    /// VALUE] }, { remove = NAME }, { attachCredential = NAME }] }`.
+    /// `"allow"`, `{ denied = "reason" }`, `{ edits = [{ set = [NAME,
+    /// VALUE] }, { remove = NAME }, { attachCredential = NAME }] }`, or
+    /// `{ asked = "reason", edits = […] }` (waits for a person).
     #[serde(default)]
     request: Option<Value>,
     #[serde(default)]
@@ -462,6 +464,7 @@ fn run_stages(kit: &Kit, case: &Case) -> Result<Stages, RunError> {
             RequestVerdict::Allow => json!("allow"),
             RequestVerdict::Deny(reason) => json!({ "denied": reason }),
             RequestVerdict::Edit(edits) => json!({ "edits": edits }),
+            RequestVerdict::Ask { reason, edits } => json!({ "asked": reason, "edits": edits }),
         });
     }
     // An expected error may come from plan (no usable sandbox) too.

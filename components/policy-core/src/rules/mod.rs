@@ -293,13 +293,6 @@ impl RuleSet {
             rule.check()
                 .map_err(|err| format!("requests[{at}]: {err}"))?;
         }
-        if rules.request_default == Decision::Ask {
-            return Err(
-                "requestDefault: a request cannot wait for a person's approval; \
-                        say allow or deny"
-                    .into(),
-            );
-        }
         Ok(rules)
     }
 

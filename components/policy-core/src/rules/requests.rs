@@ -7,9 +7,11 @@
 //! `api.github.com:443`), and a path whose `*` segment is any one segment
 //! and whose final `*` is anything below (`/repos/*/pulls`, `/*`). The
 //! query is not matched. Every rule a request matches counts: any *deny*
-//! refuses it with that rule's reason; otherwise the *allow* rules' edits
-//! (headers set or removed, a credential attached) are made, in rule order;
-//! a request no rule matches gets the operator's `requestDefault`.
+//! refuses it with that rule's reason; otherwise any *ask* makes it wait
+//! for a person's approval (sent, once approved, like an allowed one);
+//! the matching rules' edits (headers set or removed, a credential
+//! attached) are made, in rule order. A request no rule matches gets the
+//! operator's `requestDefault` (`allow`, `deny` or `ask`).
 //!
 //! ```toml
 //! request_default = "deny"
@@ -19,7 +21,8 @@
 //! match = ["GET registry.npmjs.org/left-pad"]
 //! [[requests]]
 //! request = "POST api.github.com/repos/*/pulls"
-//! decision = "allow"
+//! decision = "ask"
+//! reason = "opening a pull request"
 //! credential = "github"
 //! ```
 
@@ -126,10 +129,11 @@ pub struct Request<'a> {
 pub struct RequestRule {
     /// The requests it names: `METHOD host/path`.
     pub request: RequestPattern,
-    /// `allow` or `deny` (a request cannot wait for a person: `ask` is
-    /// refused when the rules are read).
+    /// `allow`, `deny`, or `ask`: sent only once a person approved it
+    /// (the run's facts name each such request; how a person approves is
+    /// the embedding's).
     pub decision: Decision,
-    /// Why, for a denial.
+    /// Why, for a denial or an ask (shown to whoever approves).
     #[serde(default)]
     pub reason: Option<String>,
     /// Headers to set on an allowed request (name to value).
@@ -167,6 +171,9 @@ pub enum RequestVerdict {
     Allow(Vec<Edit>),
     /// Refuse it, for this reason.
     Deny(String),
+    /// Send it, with these edits, only once a person approved it; the
+    /// reason is shown to them.
+    Ask(String, Vec<Edit>),
 }
 
 impl RequestRule {
@@ -179,12 +186,13 @@ impl RequestRule {
             .chain(self.credential.clone().map(Edit::Credential))
     }
 
-    /// What is wrong with it, if anything.
+    /// What is wrong with it, if anything: a denying rule's edits would
+    /// never be made.
     pub(super) fn check(&self) -> Result<(), String> {
-        if self.decision == Decision::Ask {
+        if self.decision == Decision::Deny && self.edits().next().is_some() {
             return Err(format!(
-                "{}: a request cannot wait for a person's approval; say allow or deny \
-                 (a command's rule may ask for the grant instead)",
+                "{}: a deny rule sends nothing, so its headers and credential would never be \
+                 used; move them to the allow or ask rule for these requests",
                 self.request.text
             ));
         }
@@ -193,26 +201,42 @@ impl RequestRule {
 }
 
 /// The decision for `request` under `rules`, with `default` for a request
-/// no rule names.
+/// no rule names: any matching *deny* refuses it; otherwise any matching
+/// *ask* makes it wait for a person; either way every matching rule's edits
+/// are made (once sent), in rule order.
 pub fn decide(rules: &[RequestRule], default: Decision, request: &Request<'_>) -> RequestVerdict {
     let matching: Vec<&RequestRule> = rules
         .iter()
         .filter(|r| r.request.matches(request))
         .collect();
-    if let Some(denying) = matching.iter().find(|r| r.decision != Decision::Allow) {
-        let reason = denying
-            .reason
+    let said = |rule: &RequestRule, does: &str| {
+        rule.reason
             .clone()
-            .unwrap_or_else(|| format!("the rule {:?} refuses this request", denying.request.text));
-        return RequestVerdict::Deny(reason);
+            .unwrap_or_else(|| format!("the rule {:?} {does} this request", rule.request.text))
+    };
+    if let Some(denying) = matching.iter().find(|r| r.decision == Decision::Deny) {
+        return RequestVerdict::Deny(said(denying, "refuses"));
     }
-    if matching.is_empty() && default != Decision::Allow {
-        return RequestVerdict::Deny(format!(
-            "no request rule allows {} {}{}",
-            request.method, request.host, request.path
-        ));
+    let named = || format!("{} {}{}", request.method, request.host, request.path);
+    let asked = match matching.iter().find(|r| r.decision == Decision::Ask) {
+        Some(asking) => Some(said(asking, "asks a person about")),
+        None if !matching.is_empty() => None,
+        None => match default {
+            Decision::Allow => None,
+            Decision::Deny => {
+                return RequestVerdict::Deny(format!("no request rule allows {}", named()));
+            }
+            Decision::Ask => Some(format!(
+                "no request rule names {}: the operator's default asks a person",
+                named()
+            )),
+        },
+    };
+    let edits = matching.iter().flat_map(|r| r.edits()).collect();
+    match asked {
+        Some(reason) => RequestVerdict::Ask(reason, edits),
+        None => RequestVerdict::Allow(edits),
     }
-    RequestVerdict::Allow(matching.iter().flat_map(|r| r.edits()).collect())
 }
 
 /// Run every rule's examples: the failures, each naming its rule.
@@ -369,7 +393,43 @@ mod tests {
     }
 
     #[test]
-    fn examples_are_checked_and_ask_is_refused() {
+    fn an_ask_waits_for_a_person_with_the_edits_a_deny_still_wins_and_a_default_may_ask() {
+        let mut pulls = rule("POST api.github.com/repos/*/pulls", Decision::Ask);
+        pulls.reason = Some("opening a pull request".into());
+        let mut token = rule("* api.github.com/*", Decision::Allow);
+        token.credential = Some("github".into());
+        let mut locked = rule("POST api.github.com/repos/locked/pulls", Decision::Deny);
+        locked.reason = Some("that repository is frozen".into());
+        let rules = [pulls, token, locked];
+        let post = |path| request("POST", "api.github.com", path);
+        assert_eq!(
+            decide(&rules, Decision::Deny, &post("/repos/cordon/pulls")),
+            RequestVerdict::Ask(
+                "opening a pull request".into(),
+                vec![Edit::Credential("github".into())]
+            )
+        );
+        assert_eq!(
+            decide(&rules, Decision::Deny, &post("/repos/locked/pulls")),
+            RequestVerdict::Deny("that repository is frozen".into())
+        );
+        assert_eq!(
+            decide(&rules, Decision::Deny, &post("/repos/cordon/issues")),
+            RequestVerdict::Allow(vec![Edit::Credential("github".into())])
+        );
+        let asked = decide(&rules, Decision::Ask, &request("GET", "other.test", "/x"));
+        assert_eq!(
+            asked,
+            RequestVerdict::Ask(
+                "no request rule names GET other.test/x: the operator's default asks a person"
+                    .into(),
+                vec![]
+            )
+        );
+    }
+
+    #[test]
+    fn examples_are_checked_and_a_deny_with_edits_is_refused() {
         let mut npm = rule("GET registry.npmjs.org/*", Decision::Allow);
         npm.matches = vec!["GET registry.npmjs.org/left-pad".into()];
         npm.not_matches = vec!["POST registry.npmjs.org/x".into(), "GET npmjs.org/x".into()];
@@ -382,7 +442,10 @@ mod tests {
                 "requests[0] (GET registry.npmjs.org/*): \"GET registry.npmjs.org/y\" matches but should not"
             ]
         );
-        let err = rule("POST x.test/", Decision::Ask).check().unwrap_err();
-        assert!(err.contains("cannot wait for a person"), "{err}");
+        assert!(rule("POST x.test/", Decision::Ask).check().is_ok());
+        let mut denying = rule("POST x.test/", Decision::Deny);
+        denying.credential = Some("x".into());
+        let err = denying.check().unwrap_err();
+        assert!(err.contains("would never be used"), "{err}");
     }
 }

@@ -607,16 +607,6 @@ pub struct ApprovedRequest {
 /// The longest approved request line.
 const MAX_APPROVED_REQUEST: usize = 4096;
 
-impl ApprovedRequest {
-    /// Whether `request` is this one.
-    pub fn approves(&self, request: &HttpRequest) -> bool {
-        self.method.eq_ignore_ascii_case(&request.method)
-            && self.host.eq_ignore_ascii_case(&request.host)
-            && self.port == request.port
-            && self.path == request.path
-    }
-}
-
 impl fmt::Display for ApprovedRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let host = match self.host.contains(':') {
@@ -968,8 +958,8 @@ impl RequestApprover {
         RequestApprover(Arc::new(move |asked| Box::pin(ask(asked))))
     }
 
-    /// Whether the person approved `asked`.
-    pub async fn approves(&self, asked: AskedRequest) -> bool {
+    /// Put `asked` to the person: whether they approved it.
+    pub async fn ask(&self, asked: AskedRequest) -> bool {
         (self.0)(asked).await
     }
 }

@@ -83,6 +83,12 @@ impl Ruled<'_> {
     }
 }
 
+/// A read-only grant of the workspace `ws` whose network is `allow`, as
+/// `--grant` takes it.
+fn read_only_reaching(ws: &std::path::Path, allow: Value) -> String {
+    json!({"mode": "read-only", "workspaceRoot": ws, "network": {"allow": allow}}).to_string()
+}
+
 fn decided(result: &Value) -> Vec<(String, String, bool, Value)> {
     let requests = result["grant"]["requests"]
         .as_array()
@@ -130,15 +136,13 @@ fn a_get_is_allowed_with_the_rules_header_and_a_post_refused_with_its_reason_pla
             ),
         )
         .unwrap();
-        let grant = json!({
-            "mode": "read-only",
-            "workspaceRoot": ws.path(),
-            "network": {"allow": [
+        let grant = read_only_reaching(
+            ws.path(),
+            json!([
                 {"host": "127.0.0.1", "port": plain},
                 {"host": "127.0.0.1", "port": tls, "inspect": true},
-            ]},
-        })
-        .to_string();
+            ]),
+        );
         let line = format!("python3 client.py {plain} {tls}");
         let run = Ruled {
             env: ("SSL_CERT_FILE", public.to_str().unwrap()),
@@ -305,15 +309,13 @@ fn a_credential_reaches_its_bound_host_while_the_command_holds_only_a_placeholde
         )
         .unwrap();
         std::fs::write(ws.path().join("holder.py"), HOLDER).unwrap();
-        let grant = json!({
-            "mode": "read-only",
-            "workspaceRoot": ws.path(),
-            "network": {"allow": [
+        let grant = read_only_reaching(
+            ws.path(),
+            json!([
                 {"host": "127.0.0.1", "port": bound},
                 {"host": "127.0.0.1", "port": other},
-            ]},
-        })
-        .to_string();
+            ]),
+        );
         let reversed = |s: &str| s.chars().rev().collect::<String>();
         let line = format!(
             "python3 holder.py {bound} {other} {} {} {}",
@@ -427,12 +429,7 @@ fn an_asked_request_is_refused_until_a_person_approves_it_then_goes_with_its_cre
         )
         .unwrap();
         std::fs::write(ws.path().join("pulls.py"), PULLS).unwrap();
-        let grant = json!({
-            "mode": "read-only",
-            "workspaceRoot": ws.path(),
-            "network": {"allow": [{"host": "127.0.0.1", "port": server}]},
-        })
-        .to_string();
+        let grant = read_only_reaching(ws.path(), json!([{"host": "127.0.0.1", "port": server}]));
         let run = Ruled {
             env: ("CORDON_E2E_GH_SECRET", GH_SECRET),
             config: &config,
@@ -506,12 +503,7 @@ fn the_cli_says_which_request_waited_and_how_to_approve_it() {
     std::fs::write(ws.path().join("pulls.py"), PULLS).unwrap();
     let config = ws.path().join("cordon.toml");
     std::fs::write(&config, "max_network = [\"127.0.0.1\"]\n").unwrap();
-    let grant = json!({
-        "mode": "read-only",
-        "workspaceRoot": ws.path(),
-        "network": {"allow": [{"host": "127.0.0.1", "port": server}]},
-    })
-    .to_string();
+    let grant = read_only_reaching(ws.path(), json!([{"host": "127.0.0.1", "port": server}]));
     let policy = common::component("rules-policy.wasm");
     let output = common::cordon()
         .current_dir(ws.path())
@@ -642,12 +634,7 @@ fn http2_requests_inside_an_inspected_connection_are_decided_one_by_one() {
             format!("max_network = [\"127.0.0.1\"]\ninspect = [\"127.0.0.1:{tls}\"]\n"),
         )
         .unwrap();
-        let grant = json!({
-            "mode": "read-only",
-            "workspaceRoot": ws.path(),
-            "network": {"allow": [{"host": "127.0.0.1", "port": tls}]},
-        })
-        .to_string();
+        let grant = read_only_reaching(ws.path(), json!([{"host": "127.0.0.1", "port": tls}]));
         // Two GETs on one HTTP/2 connection, then a POST on another.
         let url = |path: &str| format!("https://127.0.0.1:{tls}/{path}");
         let line = format!(

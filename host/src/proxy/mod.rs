@@ -515,10 +515,7 @@ impl Proxy {
 
     /// Everything recorded so far: refusals and decided requests.
     pub fn recorded(&self) -> Recorded {
-        self.recorded
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        locked(&self.recorded).clone()
     }
 }
 
@@ -674,16 +671,18 @@ async fn admit(
 }
 
 /// Record a refused connection for the run's facts.
+/// The run's record, held (a panicked holder left it whole: every change
+/// to it is one push or insert).
+fn locked(record: &Mutex<Recorded>) -> std::sync::MutexGuard<'_, Recorded> {
+    record.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn note(record: &Mutex<Recorded>, host: &str, port: u16, reason: &str) {
-    record
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .refused
-        .push(Refused {
-            host: host.to_owned(),
-            port,
-            reason: reason.to_owned(),
-        });
+    locked(record).refused.push(Refused {
+        host: host.to_owned(),
+        port,
+        reason: reason.to_owned(),
+    });
 }
 
 async fn allowed(

@@ -19,7 +19,7 @@ use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::model::{DecidedRequest, HeaderEdit, HttpRequest, RequestVerdict, shown_header_value};
 
-use super::{Gate, Recorded, note};
+use super::{Gate, Recorded, locked, note};
 use crate::credentials::RunCredentials;
 use crate::text::reason as bounded_text;
 
@@ -76,8 +76,6 @@ pub(super) async fn decide<B>(
         reason: None,
         edits: vec![],
     };
-    let approval = decided.approval();
-    let approved = gate.approved_requests.contains(&approval);
     let verdict = match gate.decide_request.clone() {
         None => RequestVerdict::Allow,
         Some(ask) => tokio::task::spawn_blocking(move || ask(&shown))
@@ -96,10 +94,10 @@ pub(super) async fn decide<B>(
         RequestVerdict::Edit(edits) => edit(edits, &mut decided),
         RequestVerdict::Ask { reason, edits } => {
             decided.asked = true;
-            let reason = bounded_text(&reason);
-            let answer = match approved {
+            let approval = decided.approval();
+            let answer = match gate.approved_requests.contains(&approval) {
                 true => Some(true),
-                false => approves(gate, record, approval, &reason).await,
+                false => answer_of_approver(gate, record, approval, &reason).await,
             };
             match answer {
                 Some(true) => edit(edits, &mut decided),
@@ -118,10 +116,7 @@ pub(super) async fn decide<B>(
         let said = format!("{} {}: {reason}", decided.method, decided.path);
         note(record, target.host, target.port, &said);
     }
-    record
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .decided(decided);
+    locked(record).decided(decided);
     match outcome {
         Ok(()) => Ok(request),
         Err(reason) => Err((reason, request)),
@@ -131,14 +126,14 @@ pub(super) async fn decide<B>(
 /// Whether the run's approver approves `request` (none: the run has no
 /// one to ask), asked once per run: a request it answered before gets that
 /// answer again.
-async fn approves(
+async fn answer_of_approver(
     gate: &Gate,
     record: &Mutex<Recorded>,
     request: crate::model::ApprovedRequest,
     reason: &str,
 ) -> Option<bool> {
     let approver = gate.approver.as_ref()?;
-    let before = lock(record).answered.get(&request).copied();
+    let before = locked(record).answered.get(&request).copied();
     if let Some(answer) = before {
         return Some(answer);
     }
@@ -146,13 +141,9 @@ async fn approves(
         request: request.clone(),
         reason: reason.to_owned(),
     };
-    let answer = approver.approves(asked).await;
-    lock(record).answered.insert(request, answer);
+    let answer = approver.ask(asked).await;
+    locked(record).answered.insert(request, answer);
     Some(answer)
-}
-
-fn lock(record: &Mutex<Recorded>) -> std::sync::MutexGuard<'_, Recorded> {
-    record.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Why an asked request is refused when the run has no one to ask: the

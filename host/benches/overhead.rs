@@ -9,7 +9,8 @@
 //!
 //! `CORDON_BENCH_BEFORE=/path/to/older/cordon` adds that binary's CLI run
 //! and served mode to the same interleaved rounds, so a change is measured
-//! before and after side by side in one run. `CORDON_BENCH_ONLY=policy`
+//! before and after side by side in one run (`CORDON_BENCH_BEFORE_NAME`
+//! names its rows: the musl release build, say). `CORDON_BENCH_ONLY=policy`
 //! measures the policy calls alone in a tight loop. `CORDON_BENCH_RULES_BEFORE=
 //! /path/to/older/rules-policy.wasm` adds that component's round trip beside
 //! this one's, interleaved. `CORDON_BENCH_ONLY=serving`
@@ -30,6 +31,18 @@ mod scale;
 mod serving;
 
 const FLOOD_BYTES: u64 = 100 << 20;
+
+/// What the rows of `CORDON_BENCH_BEFORE`'s binary are called:
+/// `CORDON_BENCH_BEFORE_NAME` (say, "the musl release build"), else
+/// "**before**".
+pub fn before_name() -> String {
+    std::env::var("CORDON_BENCH_BEFORE_NAME").unwrap_or_else(|_| "**before**".into())
+}
+
+/// A row's name made at run time, for the run's whole length.
+fn leak(name: String) -> &'static str {
+    Box::leak(name.into_boxed_str())
+}
 
 /// One benchmark case: its name, one sample of it, and how many samples.
 type Case<'a> = (&'a str, Box<dyn FnMut() + 'a>, usize);
@@ -354,7 +367,10 @@ fn main() {
         ));
         if let Some(before) = before_bin.clone() {
             cases.push((
-                "`cordon __landlock --ro / --rw /dev/null -- bash -c true`, **before**",
+                leak(format!(
+                    "`cordon __landlock --ro / --rw /dev/null -- bash -c true`, {}",
+                    before_name()
+                )),
                 Box::new(move || launcher_true(&before, &[])),
                 rounds,
             ));
@@ -489,7 +505,7 @@ fn main() {
         let files_ws = files_ws.to_string_lossy().into_owned();
         let mut writers = vec![(cordon_bin.to_owned(), "landlock", "")];
         if let Some(before) = before_bin.clone() {
-            writers.push((before, "landlock", ", **before**"));
+            writers.push((before, "landlock", leak(format!(", {}", before_name()))));
         }
         writers.push((cordon_bin.to_owned(), "namespaces", ""));
         for (bin, backend, tag) in writers {
@@ -625,7 +641,10 @@ fn main() {
         if let Some(before) = before_bin.clone() {
             let warm = cache_parent.join("warm-before");
             cases.push((
-                "`cordon run -- true` (CLI, cold process, the default ladder), **before**",
+                leak(format!(
+                    "`cordon run -- true` (CLI, cold process, the default ladder), {}",
+                    before_name()
+                )),
                 Box::new(move || cli_true(&before, None, &warm)),
                 rounds,
             ));

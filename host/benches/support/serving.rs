@@ -61,8 +61,9 @@ pub fn throughput(cordon: &str, before: Option<&str>, dir: &Path, bare: &[String
         ),
     ];
     if let Some(before) = before {
+        let name = format!("`cordon serve` (stdio), {}", super::before_name());
         stdio.push((
-            "`cordon serve` **before** (stdio)",
+            Box::leak(name.into_boxed_str()),
             Served::start(before, dir, None),
         ));
     }

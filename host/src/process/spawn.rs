@@ -8,34 +8,40 @@
 //! policy call writes takes a copy-on-write fault (measured: one `resolve`
 //! went from 27 µs to 326 µs when a forked spawn ran in between).
 //!
-//! On Linux (glibc ≥ 2.34) a child is therefore started with
+//! On Linux with glibc (≥ 2.34) a child is therefore started with
 //! `posix_spawn`, which uses `CLONE_VM|CLONE_VFORK` and never copies the
 //! address space: `POSIX_SPAWN_SETSID` gives the session, file actions
 //! place stdio and the status fd and `closefrom` everything above them, and
 //! every signal disposition is reset to its default (the host ignores
 //! `SIGPIPE`; a command must not inherit that, nor glibc's own internal
-//! signals, which its `posix_spawn` would otherwise leave ignored). Elsewhere the std `fork`
-//! path with a `pre_exec` hook does the same.
+//! signals, which its `posix_spawn` would otherwise leave ignored). On
+//! Linux without glibc (musl: the static release build) the same child is
+//! made with the kernel's clone directly (`raw.rs`): musl's `posix_spawn`
+//! has no `closefrom`, and the std `fork` path would copy the host and
+//! mark every fd up to the open-file limit close-on-exec one system call
+//! at a time. Elsewhere (macOS) the std `fork` path with a `pre_exec` hook
+//! does the same.
 //!
 //! A child that must start inside a cgroup v2 directory is spawned with
 //! `POSIX_SPAWN_SETCGROUP` where glibc has it (2.39+, found at run time);
-//! on an older glibc it is made with a fork-style `clone3(CLONE_INTO_CGROUP)`
-//! that runs only raw system calls before `execve` — the one case that
-//! copies the host, the price of a child that is inside from its first
-//! instruction (`into_cgroup`). On cgroup v1 the calling thread moves into
-//! the run's cgroups around an ordinary `posix_spawn` instead.
+//! with an older glibc, or musl, it is made with a fork-style
+//! `clone3(CLONE_INTO_CGROUP)` that runs only raw system calls before
+//! `execve` (`raw.rs`) — the one case that copies the host, the price of a
+//! child that is inside from its first instruction. On cgroup v1 the
+//! calling thread moves into the run's cgroups around an ordinary spawn
+//! instead.
 //!
 //! The host learns of the exit through a pidfd (Linux ≥ 5.3) registered
 //! with the tokio reactor, or a blocking `waitpid` thread where there is
 //! none; either way one [`ExitWatch`] reaps the child exactly once, so no
 //! zombie outlives a dropped run.
 
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cfg(target_os = "linux")]
 use std::ffi::CString;
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cfg(target_os = "linux")]
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -44,6 +50,9 @@ use std::process::ExitStatus;
 use nix::libc;
 use nix::unistd::Pid;
 use tokio::sync::watch;
+
+#[cfg(target_os = "linux")]
+mod raw;
 
 /// Where a child's stdin comes from.
 pub(super) enum Stdin {
@@ -105,11 +114,8 @@ pub(super) struct Spec<'a> {
     /// Start the child inside this cgroup v2 directory (an open fd of it),
     /// from its first instruction.
     #[cfg_attr(
-        not(all(target_os = "linux", target_env = "gnu")),
-        allow(
-            dead_code,
-            reason = "only the glibc spawner starts a child in a cgroup"
-        )
+        not(target_os = "linux"),
+        allow(dead_code, reason = "only Linux starts a child in a cgroup")
     )]
     pub cgroup: Option<RawFd>,
 }
@@ -183,7 +189,7 @@ fn above_child_slots(fd: OwnedFd) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cfg(target_os = "linux")]
 fn c_string(bytes: &[u8], what: &str) -> io::Result<CString> {
     CString::new(bytes).map_err(|_| {
         io::Error::new(
@@ -384,8 +390,8 @@ pub(super) fn start(spec: &Spec<'_>) -> io::Result<Started> {
     })
 }
 
-/// What `execve` gets, as C strings owned here (the glibc spawner's).
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+/// What `execve` gets, as C strings owned here.
+#[cfg(target_os = "linux")]
 struct Exec {
     path: CString,
     workdir: CString,
@@ -393,7 +399,7 @@ struct Exec {
     envp: Vec<CString>,
 }
 
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cfg(target_os = "linux")]
 impl Exec {
     fn new(program: &Path, spec: &Spec<'_>) -> io::Result<Exec> {
         Ok(Exec {
@@ -428,7 +434,7 @@ impl Exec {
     }
 }
 
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cfg(target_os = "linux")]
 fn null_ended(strings: &[CString]) -> Vec<*const libc::c_char> {
     let mut pointers: Vec<_> = strings.iter().map(|s| s.as_ptr()).collect();
     pointers.push(std::ptr::null());
@@ -526,7 +532,7 @@ mod platform {
             && into_cgroup::setcgroup().is_none()
         {
             // No posix_spawn way into a cgroup here (glibc < 2.39): fork.
-            return into_cgroup::start(program, spec, fds, cgroup);
+            return super::raw::into_cgroup(program, spec, fds, cgroup);
         }
         let exec = Exec::new(program, spec)?;
         let (path, workdir) = (&exec.path, &exec.workdir);
@@ -597,24 +603,18 @@ mod platform {
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 mod into_cgroup {
-    //! Starting a child inside a cgroup v2 directory (`CLONE_INTO_CGROUP`).
+    //! Starting a child inside a cgroup v2 directory with glibc.
     //!
     //! glibc ≥ 2.39 can `posix_spawn` into a cgroup
     //! (`posix_spawnattr_setcgroup_np`), looked up at run time so the
     //! binary still loads on an older glibc. Without it the child is made
-    //! with `clone3(CLONE_INTO_CGROUP)` in fork style (a copy-on-write
-    //! copy of the host that runs only raw system calls before `execve`):
-    //! slower than a vfork, but inside the cgroup before its first
-    //! instruction, which joining after the spawn cannot promise.
+    //! by [`super::raw::into_cgroup`].
 
     use super::*;
     use std::sync::OnceLock;
 
     /// glibc's flag for `posix_spawnattr_setcgroup_np` (`spawn.h`).
     pub(super) const POSIX_SPAWN_SETCGROUP: libc::c_short = 0x100;
-
-    /// `clone3`'s flag: start the child in the cgroup `args.cgroup` names.
-    const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
     /// `posix_spawnattr_setcgroup_np`.
     pub(super) type SetCgroup =
@@ -634,173 +634,28 @@ mod into_cgroup {
         // SAFETY: the symbol is glibc's function of exactly this type.
         address.map(|address| unsafe { std::mem::transmute::<usize, SetCgroup>(address) })
     }
+}
 
-    /// `struct clone_args` (linux/sched.h), up to `cgroup`.
-    #[repr(C)]
-    #[derive(Default)]
-    struct CloneArgs {
-        flags: u64,
-        pidfd: u64,
-        child_tid: u64,
-        parent_tid: u64,
-        exit_signal: u64,
-        stack: u64,
-        stack_size: u64,
-        tls: u64,
-        set_tid: u64,
-        set_tid_size: u64,
-        cgroup: u64,
-    }
+#[cfg(all(target_os = "linux", not(target_env = "gnu")))]
+mod platform {
+    //! Linux without glibc (musl: the static release build), whose
+    //! `posix_spawn` has no `closefrom` and no cgroup: the kernel's clone
+    //! directly ([`super::raw`]).
 
-    /// Restores the calling thread's signal mask on drop.
-    struct MaskGuard(libc::sigset_t);
+    use super::*;
 
-    impl Drop for MaskGuard {
-        fn drop(&mut self) {
-            // SAFETY: restores a mask saved by `block_all`.
-            unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
-        }
-    }
-
-    /// Block every signal on this thread (so no host handler runs in the
-    /// child before it resets them); the guard restores the mask.
-    fn block_all() -> MaskGuard {
-        // SAFETY: sigset operations on values we own.
-        unsafe {
-            let mut all: libc::sigset_t = std::mem::zeroed();
-            libc::sigfillset(&mut all);
-            let mut old: libc::sigset_t = std::mem::zeroed();
-            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-            MaskGuard(old)
-        }
-    }
-
-    pub(super) fn start(
-        program: &Path,
-        spec: &Spec<'_>,
-        fds: &ChildFds,
-        cgroup: RawFd,
-    ) -> io::Result<Pid> {
-        // Everything the child touches is made here: it may not allocate.
-        let exec = Exec::new(program, spec)?;
-        let (path, workdir) = (&exec.path, &exec.workdir);
-        let argv_ptrs = exec.argv();
-        let envp_ptrs = exec.envp();
-        let slots = fds.slots();
-        let first_closed = fds.first_closed() as libc::c_uint;
-        // The child reports a failure before exec as its errno here; the
-        // pipe closes on exec, so EOF means the program started.
-        let (report_read, report_write) = pipe()?;
-        // Above the slots, so no dup2 in the child lands on it.
-        let report_write = above_child_slots(report_write)?;
-        let report = report_write.as_raw_fd();
-        let args = CloneArgs {
-            flags: CLONE_INTO_CGROUP,
-            exit_signal: libc::SIGCHLD as u64,
-            cgroup: cgroup as u64,
-            ..CloneArgs::default()
-        };
-        let mask = block_all();
-        // SAFETY: clone3 with fork semantics (no CLONE_VM): the child has
-        // its own copy of memory and runs only `child` below.
-        let pid = unsafe {
-            libc::syscall(
-                libc::SYS_clone3,
-                &args as *const CloneArgs,
-                size_of::<CloneArgs>(),
-            )
-        };
-        if pid == 0 {
-            // SAFETY: in the child; see `child`.
-            unsafe {
-                child(
-                    path,
-                    &argv_ptrs,
-                    &envp_ptrs,
-                    workdir,
-                    &slots,
-                    first_closed,
-                    report,
-                )
-            }
-        }
-        drop(mask);
-        if pid < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        drop(report_write);
-        let mut errno = [0u8; 4];
-        let mut file = std::fs::File::from(report_read);
-        match std::io::Read::read(&mut file, &mut errno) {
-            Ok(4) => {
-                // The child failed and exited: reap it, and say why.
-                let _ = wait_blocking(Pid::from_raw(pid as i32));
-                Err(io::Error::from_raw_os_error(i32::from_ne_bytes(errno)))
-            }
-            _ => Ok(Pid::from_raw(pid as i32)),
-        }
-    }
-
-    /// The child's side: only raw system calls on what the parent
-    /// prepared, then `execve`; on any failure the errno goes to `report`
-    /// and the child exits 127.
-    ///
-    /// # Safety
-    ///
-    /// Only in the child of a fork-style `clone3`, with every signal
-    /// blocked; the pointers come from the parent's live values.
-    unsafe fn child(
-        path: &CString,
-        argv: &[*const libc::c_char],
-        envp: &[*const libc::c_char],
-        workdir: &CString,
-        slots: &[(RawFd, RawFd)],
-        first_closed: libc::c_uint,
-        report: RawFd,
-    ) -> ! {
-        // SAFETY: async-signal-safe calls only, on values prepared before
-        // the clone; this never returns.
-        unsafe {
-            let fail = |report: RawFd| -> ! {
-                let errno = *libc::__errno_location();
-                libc::write(report, errno.to_ne_bytes().as_ptr().cast(), 4);
-                libc::_exit(127)
-            };
-            for &(source, slot) in slots {
-                if libc::dup2(source, slot) < 0 {
-                    fail(report);
-                }
-            }
-            // Everything above the slots closes at exec (the report pipe
-            // too, which is how the parent learns the exec happened).
-            if libc::syscall(
-                libc::SYS_close_range,
-                first_closed,
-                libc::c_uint::MAX,
-                libc::CLOSE_RANGE_CLOEXEC,
-            ) < 0
-            {
-                fail(report);
-            }
-            if libc::chdir(workdir.as_ptr()) < 0 || libc::setsid() < 0 {
-                fail(report);
-            }
-            for signal in 1..libc::SIGRTMAX() {
-                libc::signal(signal, libc::SIG_DFL);
-            }
-            let mut none: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut none);
-            libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-            libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr());
-            fail(report)
+    pub(super) fn start(program: &Path, spec: &Spec<'_>, fds: &ChildFds) -> io::Result<Pid> {
+        match spec.cgroup {
+            Some(cgroup) => super::raw::into_cgroup(program, spec, fds, cgroup),
+            None => super::raw::vfork(program, spec, fds),
         }
     }
 }
 
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+#[cfg(not(target_os = "linux"))]
 mod platform {
     //! `fork` + `exec` through std, with a `pre_exec` hook for the session
-    //! and the fds (platforms without glibc's `posix_spawn` extensions).
+    //! and the fds (macOS: no `posix_spawn` with `closefrom`).
 
     use super::*;
     use std::os::unix::process::CommandExt;

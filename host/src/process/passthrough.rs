@@ -150,9 +150,17 @@ fn gather(pipe: BorrowedFd<'_>) {
     // SAFETY: FIONREAD writes one int, into `queued`, which we own.
     #[allow(unsafe_code, reason = "FIONREAD has no safe wrapper in nix")]
     let asked = unsafe { nix::libc::ioctl(pipe.as_raw_fd(), nix::libc::FIONREAD, &mut queued) };
-    if asked == 0 && (queued as usize) < GATHERED {
+    if asked == 0 && waits_for_more(queued as usize) {
         std::thread::sleep(GATHER);
     }
+}
+
+/// Whether a readable pipe with `queued` bytes is worth waiting on: some,
+/// but fewer than [`GATHERED`]. None queued in a readable pipe is its end
+/// (every writer gone), which no wait can add to: the run's last read
+/// must not wait (it did, on every `cordon run`).
+fn waits_for_more(queued: usize) -> bool {
+    queued > 0 && queued < GATHERED
 }
 
 /// Whether `pipe` has bytes (or its end) within one slice.
@@ -191,4 +199,20 @@ fn splice(pipe: BorrowedFd<'_>, target: BorrowedFd<'_>) -> Result<usize, Errno> 
 #[cfg(not(target_os = "linux"))]
 fn splice(_pipe: BorrowedFd<'_>, _target: BorrowedFd<'_>) -> Result<usize, Errno> {
     Err(Errno::ENOSYS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_pipe_with_a_little_queued_is_waited_on_never_its_end() {
+        assert!(
+            !waits_for_more(0),
+            "a readable pipe with nothing queued has ended"
+        );
+        assert!(waits_for_more(1));
+        assert!(waits_for_more(GATHERED - 1));
+        assert!(!waits_for_more(GATHERED));
+    }
 }

@@ -646,6 +646,19 @@ impl HostBuilder {
                 .name("cordon-probe".into())
                 .spawn(move || probing.verify());
         }
+        // The one run's runner first: its thread confines the grant while
+        // this one finds the cgroups, and its sandbox is built while the
+        // component loads, on the other CPU.
+        let (cgroups_found, cgroups_for_ahead) = std::sync::mpsc::sync_channel(1);
+        let ahead = match (&self.expecting, self.one_run) {
+            (Some(request), true) => crate::run::ahead::Ahead::start(
+                confiner.clone(),
+                cgroups_for_ahead,
+                deployment.clone(),
+                request.clone(),
+            ),
+            _ => Default::default(),
+        };
         // Before the component loads: on v1 the first runs' cgroups are
         // staged by a background thread meanwhile.
         let cgroups = match &self.cgroups {
@@ -654,16 +667,7 @@ impl HostBuilder {
             CgroupChoice::Parent(parent) => Cgroups::detect(Some(parent), self.one_run),
         }
         .map(Arc::new);
-        // Its sandbox is built meanwhile, on the other CPU.
-        let ahead = match (&self.expecting, self.one_run) {
-            (Some(request), true) => crate::run::ahead::Ahead::start(
-                confiner.clone(),
-                cgroups.as_ref().ok().cloned(),
-                deployment.clone(),
-                request.clone(),
-            ),
-            _ => Default::default(),
-        };
+        let _ = cgroups_found.send(cgroups.as_ref().ok().cloned());
         let mut engine = PolicyEngine::new()?;
         if let Some(cache) = self.cache {
             engine = engine.with_cache(cache);

@@ -44,13 +44,17 @@ pub(crate) struct Ahead {
 impl Ahead {
     /// Start the runner for `request` (see [`start`]) on a thread inside
     /// the current tokio runtime, which watches its exit; none outside one.
+    /// The host's cgroups come later, over `cgroups`, once the host has
+    /// found them: the thread confines the grant meanwhile (none: no
+    /// cgroups, and no runner).
     pub(crate) fn start(
         confiner: Arc<dyn Confine>,
-        cgroups: Option<Arc<Cgroups>>,
+        cgroups: std::sync::mpsc::Receiver<Option<Arc<Cgroups>>>,
         deployment: Deployment,
         request: ExecRequest,
     ) -> Ahead {
-        Ahead::on_thread(move || start(&confiner, cgroups.as_deref(), &deployment, &request))
+        let cgroups = move || cgroups.recv().ok().flatten();
+        Ahead::on_thread(move || start(&confiner, cgroups, &deployment, &request))
     }
 
     /// The runner `start` starts on a thread of its own inside the current
@@ -155,7 +159,7 @@ impl Spare {
         let (confiner, cgroups) = (cx.confiner.clone(), cx.cgroups.clone());
         let (spec, limits) = (prepared.spec.clone(), prepared.run_limits);
         *slot = Some(Ahead::on_thread(move || {
-            start_runner(&confiner, cgroups.as_deref()?, &spec, &limits)
+            start_runner(&confiner, || cgroups, &spec, &limits)
         }));
     }
 }
@@ -180,11 +184,10 @@ fn spares(cx: &super::RunContext, prepared: &Prepared) -> bool {
 /// another runner than cordon's own).
 fn start(
     confiner: &Arc<dyn Confine>,
-    cgroups: Option<&Cgroups>,
+    cgroups: impl FnOnce() -> Option<Arc<Cgroups>>,
     deployment: &Deployment,
     request: &ExecRequest,
 ) -> Option<Waiting> {
-    let cgroups = cgroups?;
     if request.stdin.is_some() || request.stdin_stream.is_some() || request.tty.is_some() {
         return None;
     }
@@ -207,11 +210,13 @@ fn start(
 }
 
 /// Start cordon's namespace runner waiting for a command run under
-/// `spec`'s grant, in a cgroup with `limits`; none when that grant is not
-/// confined by it, or has placeholders or a proxy.
+/// `spec`'s grant, in a cgroup of `cgroups` (asked for once the grant is
+/// confined: the host may still be finding them) with `limits`; none when
+/// that grant is not confined by it, or has placeholders or a proxy, or
+/// there are no cgroups.
 fn start_runner(
     confiner: &Arc<dyn Confine>,
-    cgroups: &Cgroups,
+    cgroups: impl FnOnce() -> Option<Arc<Cgroups>>,
     spec: &ExecSpec,
     limits: &RunLimits,
 ) -> Option<Waiting> {
@@ -239,7 +244,7 @@ fn start_runner(
         init_env: None,
         supervisor: wrap.supervision().process(),
     };
-    let cgroup = cgroups.create(limits).ok()?;
+    let cgroup = cgroups()?.create(limits).ok()?;
     process::start_waiting_unchecked(&launch, Some(cgroup)).ok()
 }
 

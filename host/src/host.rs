@@ -668,7 +668,10 @@ impl HostBuilder {
         }
         .map(Arc::new);
         let _ = cgroups_found.send(cgroups.as_ref().ok().cloned());
-        let mut engine = PolicyEngine::new()?;
+        let mut engine = match self.one_run {
+            true => PolicyEngine::for_one_run()?,
+            false => PolicyEngine::new()?,
+        };
         if let Some(cache) = self.cache {
             engine = engine.with_cache(cache);
         }

@@ -106,13 +106,6 @@ struct ChildArgs<'a> {
     report: Report<'a>,
 }
 
-#[cfg_attr(
-    target_env = "gnu",
-    allow(
-        dead_code,
-        reason = "glibc's posix_spawn does this there; tested there for musl"
-    )
-)]
 /// Everything [`ChildArgs`] points to, made before the clone.
 struct Prepared {
     exec: Exec,
@@ -148,19 +141,28 @@ impl Prepared {
     }
 }
 
-/// An anonymous mapping for the vfork child's stack, unmapped on drop.
+/// An anonymous mapping for the vfork child's stack, with an inaccessible
+/// guard page below it (the child shares the host's memory: an overflow
+/// must fault, not write into whatever lies below), unmapped on drop.
 struct Stack {
     base: *mut libc::c_void,
+    len: usize,
 }
 
 impl Stack {
     fn new() -> io::Result<Stack> {
-        // SAFETY: a fresh private anonymous mapping; nothing else uses it.
+        // SAFETY: sysconf reads a constant.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+            .unwrap_or(4096)
+            .max(4096);
+        let len = CHILD_STACK + page;
+        // SAFETY: a fresh private anonymous mapping, inaccessible until
+        // the stack part is opened below; nothing else uses it.
         let base = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                CHILD_STACK,
-                libc::PROT_READ | libc::PROT_WRITE,
+                len,
+                libc::PROT_NONE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
                 -1,
                 0,
@@ -169,14 +171,26 @@ impl Stack {
         if base == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(Stack { base })
+        let stack = Stack { base, len };
+        // SAFETY: the mapping's part above its first page, ours.
+        let opened = unsafe {
+            libc::mprotect(
+                base.cast::<u8>().add(page).cast(),
+                CHILD_STACK,
+                libc::PROT_READ | libc::PROT_WRITE,
+            )
+        };
+        if opened < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(stack)
     }
 
-    /// The stack's top (it grows down), 16-byte aligned.
+    /// The stack's top (it grows down), page-aligned.
     fn top(&self) -> *mut libc::c_void {
         // SAFETY: one past the end of the mapping, which the kernel's
         // clone takes as the initial stack pointer.
-        unsafe { self.base.cast::<u8>().add(CHILD_STACK).cast() }
+        unsafe { self.base.cast::<u8>().add(self.len).cast() }
     }
 }
 
@@ -184,7 +198,7 @@ impl Drop for Stack {
     fn drop(&mut self) {
         // SAFETY: the mapping made in `new`, unmapped once; the child that
         // used it has exec'd or exited (CLONE_VFORK returned).
-        unsafe { libc::munmap(self.base, CHILD_STACK) };
+        unsafe { libc::munmap(self.base, self.len) };
     }
 }
 
@@ -490,6 +504,33 @@ mod tests {
         std::fs::write(&file, "").unwrap();
         let err = vfork(Path::new("/bin/true"), &spec(&argv, &env, &file), &fds).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::ENOTDIR), "{err}");
+    }
+
+    #[test]
+    fn the_vfork_childs_stack_has_an_inaccessible_page_below_it() {
+        let stack = Stack::new().unwrap();
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let permissions = |address: usize| {
+            let line = maps
+                .lines()
+                .find(|line| {
+                    let range = line.split(' ').next().unwrap();
+                    let (start, end) = range.split_once('-').unwrap();
+                    let start = usize::from_str_radix(start, 16).unwrap();
+                    let end = usize::from_str_radix(end, 16).unwrap();
+                    (start..end).contains(&address)
+                })
+                .unwrap_or_else(|| panic!("{address:x} not mapped:\n{maps}"));
+            line.split(' ').nth(1).unwrap().to_owned()
+        };
+        assert!(
+            permissions(stack.base as usize).starts_with("---"),
+            "{maps}"
+        );
+        assert!(
+            permissions(stack.top() as usize - 1).starts_with("rw-"),
+            "{maps}"
+        );
     }
 
     #[test]

@@ -523,6 +523,9 @@ fn fd_is_placeholder(dir: &OwnedFd) -> bool {
 /// too.
 pub fn hold(paths: &[PathBuf]) -> io::Result<Held> {
     let mut held = Held::default();
+    // Each parent is walked once (most share the writable root: a walk
+    // of a deep workspace's path costs tens of microseconds each time).
+    let mut parents: Vec<(&Path, OwnedFd)> = vec![];
     for path in paths {
         let cannot = |err: io::Error| {
             io::Error::new(
@@ -536,7 +539,14 @@ pub fn hold(paths: &[PathBuf]) -> io::Result<Held> {
         let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
             continue;
         };
-        let parent = match open_dir_nofollow(parent) {
+        let opened = match parents.iter().find(|(opened, _)| *opened == parent) {
+            Some((_, fd)) => fd.try_clone(),
+            None => open_dir_nofollow(parent).and_then(|fd| {
+                parents.push((parent, fd.try_clone()?));
+                Ok(fd)
+            }),
+        };
+        let parent = match opened {
             Ok(parent) => parent,
             Err(err) if err.raw_os_error() == Some(libc::ELOOP) => continue,
             Err(err) if err.raw_os_error() == Some(libc::ENOTDIR) => continue,

@@ -42,6 +42,15 @@ step cargo fmt --all --check
 step components/js-policy/build.sh
 export CORDON_JS_POLICY="$PWD/target/components/js-policy.wasm"
 step cargo test --workspace
+# A child started inside a cgroup v2 directory from its first instruction
+# (the static release build's spawn, and glibc < 2.39's) against a real
+# cgroup2 hierarchy: where the machine's is v1, one is mounted for these
+# tests alone, in a mount namespace of their own.
+if [ "${CI:-}" = true ] && [ "$(uname -s)" = Linux ] && [ "$(id -u)" -eq 0 ]; then
+    step unshare --mount --propagation private sh -c 'mkdir -p /tmp/cordon-cgroup2 &&
+        mount -t cgroup2 none /tmp/cordon-cgroup2 &&
+        CORDON_TEST_REQUIRE_CGROUP2=1 exec cargo test --quiet -p cordon --lib process::spawn::raw'
+fi
 # The same e2e suites where agents really run: as a non-root user, and in a
 # simulated restricted Kubernetes pod (root only: it drops to a user of its
 # own; skipped loudly elsewhere).

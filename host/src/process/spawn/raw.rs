@@ -536,6 +536,10 @@ mod tests {
     #[test]
     fn a_child_made_into_a_cgroup_starts_there_with_its_fds_and_session() {
         let Some(parent) = writable_v2_cgroup() else {
+            assert!(
+                std::env::var_os("CORDON_TEST_REQUIRE_CGROUP2").is_none(),
+                "CORDON_TEST_REQUIRE_CGROUP2 is set and no cgroup2 hierarchy is writable here"
+            );
             eprintln!(
                 "SKIPPED a_child_made_into_a_cgroup_starts_there_with_its_fds_and_session: \
                  no writable cgroup v2 directory here (cgroup v1, or not delegated)"

@@ -32,16 +32,13 @@ mod serving;
 
 const FLOOD_BYTES: u64 = 100 << 20;
 
-/// What the rows of `CORDON_BENCH_BEFORE`'s binary are called:
-/// `CORDON_BENCH_BEFORE_NAME` (say, "the musl release build"), else
-/// "**before**".
-pub fn before_name() -> String {
-    std::env::var("CORDON_BENCH_BEFORE_NAME").unwrap_or_else(|_| "**before**".into())
-}
-
-/// A row's name made at run time, for the run's whole length.
-fn leak(name: String) -> &'static str {
-    Box::leak(name.into_boxed_str())
+/// The name of a row of `CORDON_BENCH_BEFORE`'s binary: `case`, then
+/// what that binary is called — `CORDON_BENCH_BEFORE_NAME` (say, "the
+/// musl release build"), else "**before**" — made for the run's whole
+/// length.
+pub fn before_row(case: &str) -> &'static str {
+    let name = std::env::var("CORDON_BENCH_BEFORE_NAME").unwrap_or_else(|_| "**before**".into());
+    Box::leak(format!("{case}, {name}").into_boxed_str())
 }
 
 /// One benchmark case: its name, one sample of it, and how many samples.
@@ -367,10 +364,7 @@ fn main() {
         ));
         if let Some(before) = before_bin.clone() {
             cases.push((
-                leak(format!(
-                    "`cordon __landlock --ro / --rw /dev/null -- bash -c true`, {}",
-                    before_name()
-                )),
+                before_row("`cordon __landlock --ro / --rw /dev/null -- bash -c true`"),
                 Box::new(move || launcher_true(&before, &[])),
                 rounds,
             ));
@@ -505,7 +499,7 @@ fn main() {
         let files_ws = files_ws.to_string_lossy().into_owned();
         let mut writers = vec![(cordon_bin.to_owned(), "landlock", "")];
         if let Some(before) = before_bin.clone() {
-            writers.push((before, "landlock", leak(format!(", {}", before_name()))));
+            writers.push((before, "landlock", before_row("")));
         }
         writers.push((cordon_bin.to_owned(), "namespaces", ""));
         for (bin, backend, tag) in writers {
@@ -641,10 +635,7 @@ fn main() {
         if let Some(before) = before_bin.clone() {
             let warm = cache_parent.join("warm-before");
             cases.push((
-                leak(format!(
-                    "`cordon run -- true` (CLI, cold process, the default ladder), {}",
-                    before_name()
-                )),
+                before_row("`cordon run -- true` (CLI, cold process, the default ladder)"),
                 Box::new(move || cli_true(&before, None, &warm)),
                 rounds,
             ));

@@ -61,9 +61,8 @@ pub fn throughput(cordon: &str, before: Option<&str>, dir: &Path, bare: &[String
         ),
     ];
     if let Some(before) = before {
-        let name = format!("`cordon serve` (stdio), {}", super::before_name());
         stdio.push((
-            Box::leak(name.into_boxed_str()),
+            super::before_row("`cordon serve` (stdio)"),
             Served::start(before, dir, None),
         ));
     }

@@ -670,13 +670,13 @@ async fn admit(
     resolved
 }
 
-/// Record a refused connection for the run's facts.
 /// The run's record, held (a panicked holder left it whole: every change
 /// to it is one push or insert).
 fn locked(record: &Mutex<Recorded>) -> std::sync::MutexGuard<'_, Recorded> {
     record.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Record a refused connection for the run's facts.
 fn note(record: &Mutex<Recorded>, host: &str, port: u16, reason: &str) {
     locked(record).refused.push(Refused {
         host: host.to_owned(),

@@ -31,13 +31,6 @@ use super::*;
 /// `clone3`'s flag: start the child in the cgroup `args.cgroup` names.
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
-#[cfg_attr(
-    target_env = "gnu",
-    allow(
-        dead_code,
-        reason = "glibc's posix_spawn does this there; tested there for musl"
-    )
-)]
 /// The vfork child's own stack. The child calls a handful of system-call
 /// wrappers; this leaves room for an unoptimised build.
 const CHILD_STACK: usize = 256 << 10;
@@ -86,10 +79,6 @@ fn block_all() -> MaskGuard {
 #[derive(Clone, Copy)]
 enum Report<'a> {
     /// Shared memory (a vfork child): its errno.
-    #[cfg_attr(
-        target_env = "gnu",
-        allow(dead_code, reason = "musl's; tested on glibc")
-    )]
     Shared(&'a AtomicI32),
     /// A pipe's write end (a fork-style child): its errno's four bytes.
     Pipe(RawFd),
@@ -202,15 +191,17 @@ impl Drop for Stack {
     }
 }
 
+/// Start `program` for `spec` with `fds` placed, sharing the host's
+/// memory until it execs (`CLONE_VM | CLONE_VFORK`). Only the build
+/// without glibc spawns this way (what it needs comes with it); glibc's
+/// `posix_spawn` does the same, and the tests run this one there.
 #[cfg_attr(
     target_env = "gnu",
     allow(
         dead_code,
-        reason = "glibc's posix_spawn does this there; tested there for musl"
+        reason = "musl's spawner; glibc's posix_spawn does this there"
     )
 )]
-/// Start `program` for `spec` with `fds` placed, sharing the host's
-/// memory until it execs (`CLONE_VM | CLONE_VFORK`).
 pub(in crate::process) fn vfork(
     program: &Path,
     spec: &Spec<'_>,
@@ -248,13 +239,6 @@ pub(in crate::process) fn vfork(
     }
 }
 
-#[cfg_attr(
-    target_env = "gnu",
-    allow(
-        dead_code,
-        reason = "glibc's posix_spawn does this there; tested there for musl"
-    )
-)]
 /// The vfork child's entry: [`child`] with the parent's arguments.
 extern "C" fn vfork_entry(args: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `args` is the parent's `ChildArgs`, alive while the parent

@@ -76,6 +76,7 @@ pub mod namespaces;
 mod notify;
 #[cfg(target_os = "linux")]
 pub mod paths;
+pub mod prefix;
 #[cfg(target_os = "linux")]
 mod privileges;
 pub mod protocol;

@@ -29,6 +29,8 @@
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
+use super::launcher::prefix::starts_with;
+
 /// How many directories below a writable root nested repositories are
 /// looked for (`root/a/b/c/.git` is found at 3).
 pub const NESTED_DEPTH: usize = 3;
@@ -90,7 +92,7 @@ pub fn wanted(writable: &[PathBuf], unprotected: &[String]) -> Vec<(PathBuf, Pat
     }
     let mut seen: Vec<PathBuf> = vec![];
     while let Some(gitdir) = gitdirs.pop() {
-        if seen.contains(&gitdir) || !writable.iter().any(|r| gitdir.starts_with(r)) {
+        if seen.contains(&gitdir) || !writable.iter().any(|r| starts_with(&gitdir, r)) {
             continue;
         }
         // A linked worktree's admin dir (named by its `.git` file) has a
@@ -110,7 +112,7 @@ pub fn wanted(writable: &[PathBuf], unprotected: &[String]) -> Vec<(PathBuf, Pat
     wanted
         .into_iter()
         .filter_map(|path| {
-            let root = writable.iter().find(|r| path.starts_with(r))?;
+            let root = writable.iter().find(|r| starts_with(&path, r))?;
             Some((root.clone(), path))
         })
         .collect()

@@ -28,8 +28,9 @@ use std::path::{Component, Path, PathBuf};
 
 use nix::libc;
 
+use super::launcher::prefix::{starts_with, strip_prefix};
+use super::opened::Opened;
 use crate::model::{Endpoint, GrantFacts, Network, PROTECTED_DEFAULTS, SandboxPolicy};
-use crate::places::Opened;
 
 /// A protected path inside a writable root.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,19 +106,23 @@ impl Layout {
     pub fn pinned(&self) -> Vec<PathBuf> {
         let mut pinned: Vec<PathBuf> = vec![];
         for protected in self.protected.iter().filter(|p| !p.link) {
-            let Some(root) = self.writable.iter().find(|r| protected.path.starts_with(r)) else {
+            let Some(root) = self
+                .writable
+                .iter()
+                .find(|r| starts_with(&protected.path, r))
+            else {
                 continue;
             };
             let mut at = protected.path.parent();
-            while let Some(dir) = at.filter(|dir| dir.starts_with(root) && dir != root) {
-                let guarded = self.protected.iter().any(|p| dir.starts_with(&p.path));
+            while let Some(dir) = at.filter(|dir| starts_with(dir, root) && dir != root) {
+                let guarded = self.protected.iter().any(|p| starts_with(dir, &p.path));
                 if !guarded && !dir.is_symlink() && !pinned.iter().any(|p| p == dir) {
                     pinned.push(dir.to_path_buf());
                 }
                 at = dir.parent();
             }
         }
-        pinned.sort_by_key(|p| (p.components().count(), p.clone()));
+        pinned.sort_by_cached_key(|p| (p.components().count(), p.clone()));
         pinned
     }
 
@@ -187,7 +192,7 @@ fn file_is_placeholder(path: &Path, file: &File) -> bool {
 /// exists.
 fn first_missing(root: &Path, path: &Path, opened: &Opened) -> PathBuf {
     let mut at = root.to_path_buf();
-    for component in path.strip_prefix(root).unwrap_or(path).components() {
+    for component in strip_prefix(path, root).unwrap_or(path).components() {
         at.push(component);
         // A placeholder counts as absent: one a SIGKILLed host left (mode
         // 0500) is joined as the path to hold, not made a parent that a
@@ -202,7 +207,7 @@ fn first_missing(root: &Path, path: &Path, opened: &Opened) -> PathBuf {
 /// Whether a component of `path` strictly between `root` and `path` is a
 /// symlink.
 fn beneath_link(root: &Path, path: &Path, opened: &Opened) -> bool {
-    let Ok(rest) = path.strip_prefix(root) else {
+    let Some(rest) = strip_prefix(path, root) else {
         return false;
     };
     let mut at = root.to_path_buf();
@@ -305,7 +310,7 @@ fn wanted_protected(
         .chain(host_protected)
         .map(|p| normalize(p));
     for path in absolute {
-        if let Some(root) = writable.iter().find(|root| path.starts_with(root)) {
+        if let Some(root) = writable.iter().find(|root| starts_with(&path, root)) {
             wanted.push((root.clone(), path));
         }
     }
@@ -325,7 +330,7 @@ fn protected_paths(
     wanted: Vec<(PathBuf, PathBuf)>,
     opened: &Opened,
 ) -> Vec<Protected> {
-    let inside_writable = |path: &Path| writable.iter().any(|root| path.starts_with(root));
+    let inside_writable = |path: &Path| writable.iter().any(|root| starts_with(path, root));
     let mut protected: Vec<Protected> = vec![];
     for (root, wanted) in wanted {
         if beneath_link(&root, &wanted, opened) {
@@ -369,7 +374,7 @@ fn protected_paths(
             });
         }
     }
-    protected.sort_by_key(|p| (p.path.components().count(), p.path.clone()));
+    protected.sort_by_cached_key(|p| (p.path.components().count(), p.path.clone()));
     protected
 }
 
@@ -395,7 +400,7 @@ fn hidden_paths(policy: &SandboxPolicy, host_hidden: &[PathBuf]) -> (Vec<PathBuf
             })
         })
         .collect();
-    hidden.sort_by_key(|h| (h.path.components().count(), h.path.clone()));
+    hidden.sort_by_cached_key(|h| (h.path.components().count(), h.path.clone()));
     hidden.dedup();
     (deny_read, hidden)
 }

@@ -34,6 +34,7 @@ pub mod landlock;
 /// The code that runs inside the sandbox: the `cordon-launcher` crate.
 pub use cordon_launcher as launcher;
 pub mod namespaces;
+mod opened;
 mod probe;
 pub mod runner;
 pub mod seatbelt;

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use nix::libc;
 
 use super::profile::{Plan, Step};
+use crate::paths::Anchors;
 
 /// Enter the run's namespaces (the launcher, before it forks pid 1): a
 /// user namespace mapping this user to itself when not root, then new
@@ -88,8 +89,8 @@ pub fn build(plan: &Plan, cwd: &Path) -> Result<(), String> {
     // appear (as under bwrap).
     mount_propagation_slave()?;
     let sources = clone_sources(plan)?;
-    let root =
-        clone_tree(Path::new("/"), true)?.ok_or("cannot clone the host's root: it vanished")?;
+    let root = clone_tree(&Anchors::default(), Path::new("/"), true)?
+        .ok_or("cannot clone the host's root: it vanished")?;
     set_attributes(
         &root,
         libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV,
@@ -97,6 +98,9 @@ pub fn build(plan: &Plan, cwd: &Path) -> Result<(), String> {
         "/",
     )?;
     pivot_into(root)?;
+    // The mounts attached so far, each a directory a later destination
+    // below it is reached from.
+    let mut places = Anchors::default();
     let mut binds = sources.binds.into_iter();
     let mut devices = Some(sources.devices);
     for step in &plan.steps[1..] {
@@ -117,7 +121,7 @@ pub fn build(plan: &Plan, cwd: &Path) -> Result<(), String> {
                     }
                 };
                 set_attributes(&tree, attributes, true, &source.to_string_lossy())?;
-                attach(tree, dest, dir)?;
+                attach(tree, dest, dir, &mut places)?;
             }
             Step::Tmpfs(dest) => {
                 let fs = fresh(
@@ -125,15 +129,15 @@ pub fn build(plan: &Plan, cwd: &Path) -> Result<(), String> {
                     &[("mode", "0755")],
                     libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV,
                 )?;
-                attach(fs, dest, true)?;
+                attach(fs, dest, true, &mut places)?;
             }
             Step::RemountRo(dest) => {
-                let at = reach(dest)?;
+                let at = reach(&places, dest)?;
                 set_attributes(&at, libc::MOUNT_ATTR_RDONLY, false, &dest.to_string_lossy())?;
             }
             Step::Dev(dest) => {
                 let devices = devices.take().ok_or("--dev given twice")?;
-                build_dev(dest, devices)?;
+                build_dev(dest, devices, &mut places)?;
             }
             Step::Proc(dest) => {
                 let fs = fresh(
@@ -141,7 +145,7 @@ pub fn build(plan: &Plan, cwd: &Path) -> Result<(), String> {
                     &[],
                     libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV | libc::MOUNT_ATTR_NOEXEC,
                 )?;
-                attach(fs, dest, true)?;
+                attach(fs, dest, true, &mut places)?;
             }
         }
     }
@@ -182,7 +186,9 @@ pub struct View(Vec<(PathBuf, Option<u64>)>);
 impl View {
     /// The view `plan` built (right after [`build`]).
     pub fn of(plan: &Plan) -> Result<View, String> {
-        let mut seen = vec![(PathBuf::from("/"), Some(mount_id(Path::new("/"))?))];
+        let mut reached = Anchors::default();
+        let root = mount_id(&mut reached, Path::new("/"))?;
+        let mut seen = vec![(PathBuf::from("/"), Some(root))];
         for step in &plan.steps[1..] {
             let dest = match step {
                 Step::Bind { dest, .. }
@@ -193,7 +199,7 @@ impl View {
             };
             // None: nothing there now (a skipped optional bind, or a
             // destination a later step covered); it must stay so.
-            let id = mount_id(dest).ok();
+            let id = mount_id(&mut reached, dest).ok();
             match seen.iter_mut().find(|(at, _)| at == dest) {
                 Some(entry) => entry.1 = id,
                 None => seen.push((dest.clone(), id)),
@@ -206,8 +212,11 @@ impl View {
     /// the view was built (and every skipped one is still absent); the
     /// first one that does not, when not.
     pub fn unchanged(&self) -> Result<(), String> {
+        // Reached afresh, each from a destination above it reached afresh
+        // in this same check: as strong as a walk of each from `/`.
+        let mut reached = Anchors::default();
         for (dest, id) in &self.0 {
-            if mount_id(dest).ok() != *id {
+            if mount_id(&mut reached, dest).ok() != *id {
                 return Err(format!(
                     "the sandbox's view of {} changed while the runner waited for its \
                      command (moved, replaced or made on the host); nothing ran",
@@ -219,13 +228,15 @@ impl View {
     }
 }
 
-/// The id of the mount `path` reaches (through no symlink).
+/// The id of the mount `path` reaches (through no symlink, from a
+/// directory `reached` holds above it), which then holds `path` too when
+/// it is a directory.
 #[allow(
     unsafe_code,
     reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
 )]
-fn mount_id(path: &Path) -> Result<u64, String> {
-    let at = reach(path)?;
+fn mount_id(reached: &mut Anchors, path: &Path) -> Result<u64, String> {
+    let at = reach(reached, path)?;
     // SAFETY: statx is plain data; zeroed is a valid value.
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
     // SAFETY: statx reads an empty path and writes the struct we own.
@@ -234,7 +245,7 @@ fn mount_id(path: &Path) -> Result<u64, String> {
             at.0.as_raw_fd(),
             c"".as_ptr(),
             libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
-            libc::STATX_MNT_ID,
+            libc::STATX_MNT_ID | libc::STATX_TYPE,
             &mut stx,
         )
     };
@@ -244,11 +255,37 @@ fn mount_id(path: &Path) -> Result<u64, String> {
             path.display()
         )));
     }
+    if u32::from(stx.stx_mode) & libc::S_IFMT == libc::S_IFDIR {
+        reached.add(path, at.0);
+    }
     Ok(stx.stx_mnt_id)
+}
+
+/// Whether `tree` (a cloned mount) is a directory.
+#[allow(
+    unsafe_code,
+    reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
+)]
+fn is_dir(tree: &Detached) -> bool {
+    // SAFETY: statx is plain data; zeroed is a valid value.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: statx reads an empty path and writes the struct we own.
+    let done = unsafe {
+        libc::statx(
+            tree.0.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_TYPE,
+            &mut stx,
+        )
+    };
+    done == 0 && u32::from(stx.stx_mode) & libc::S_IFMT == libc::S_IFDIR
 }
 
 /// Clone every bind source (and `/dev`'s nodes) from the host's view.
 fn clone_sources(plan: &Plan) -> Result<Sources, String> {
+    // Each writable root reached: a source below it is cloned from it.
+    let mut anchors = Anchors::default();
     let mut binds = vec![];
     let mut devices = vec![];
     for step in &plan.steps[1..] {
@@ -264,8 +301,8 @@ fn clone_sources(plan: &Plan) -> Result<Sources, String> {
                 // the link's target writable, and the mountpoints made inside
                 // it for the protected paths would land there, on the host.
                 let tree = match writable {
-                    true => clone_tree_through_no_symlink(source)?,
-                    false => clone_tree(source, true)?,
+                    true => clone_tree_through_no_symlink(&mut anchors, source)?,
+                    false => clone_tree(&anchors, source, true)?,
                 };
                 if tree.is_none() && !optional {
                     return Err(format!(
@@ -273,14 +310,17 @@ fn clone_sources(plan: &Plan) -> Result<Sources, String> {
                         source.display()
                     ));
                 }
-                // Its kind, read now: once covered, the host's path is gone.
-                let dir = std::fs::metadata(source).is_ok_and(|m| m.is_dir());
-                binds.push(tree.map(|tree| (tree, dir)));
+                // Its kind, the clone's own: once covered, the host's path
+                // is gone.
+                binds.push(tree.map(|tree| {
+                    let dir = is_dir(&tree);
+                    (tree, dir)
+                }));
             }
             Step::Dev(_) => {
                 for name in DEVICES {
                     let at = Path::new("/dev").join(name);
-                    if let Some(tree) = clone_tree(&at, false)? {
+                    if let Some(tree) = clone_tree(&anchors, &at, false)? {
                         devices.push((*name, tree));
                     }
                 }
@@ -301,19 +341,24 @@ fn os_error(what: String) -> String {
 }
 
 /// A detached clone of the mount tree at `path` (`recursive`: with what
-/// is mounted below it); none when `path` does not exist.
+/// is mounted below it), reached from the nearest of `anchors` above it;
+/// none when `path` does not exist.
 #[allow(
     unsafe_code,
     reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
 )]
-fn clone_tree(path: &Path, recursive: bool) -> Result<Option<Detached>, String> {
-    let c = c_path(path)?;
+fn clone_tree(anchors: &Anchors, path: &Path, recursive: bool) -> Result<Option<Detached>, String> {
+    let (dir, c) = match anchors.below(path) {
+        Some((at, rest)) => (at.as_raw_fd(), rest),
+        None => (libc::AT_FDCWD, c_path(path)?),
+    };
     let mut flags = libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC;
     if recursive {
         flags |= libc::AT_RECURSIVE as libc::c_uint;
     }
-    // SAFETY: open_tree reads a NUL-terminated path we own.
-    let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, c.as_ptr(), flags) };
+    // SAFETY: open_tree reads a NUL-terminated path we own, relative to
+    // AT_FDCWD or to a descriptor `anchors` holds.
+    let fd = unsafe { libc::syscall(libc::SYS_open_tree, dir, c.as_ptr(), flags) };
     if fd < 0 {
         let err = std::io::Error::last_os_error();
         if err.raw_os_error() == Some(libc::ENOENT) {
@@ -330,13 +375,17 @@ fn clone_tree(path: &Path, recursive: bool) -> Result<Option<Detached>, String> 
 
 /// A detached clone of the mount tree at `path`, with what is mounted
 /// below it, reached through no symlink at all (as [`reach`] reaches a
-/// mountpoint); none when `path` does not exist.
+/// mountpoint); none when `path` does not exist. A directory cloned is an
+/// anchor for the sources below it.
 #[allow(
     unsafe_code,
     reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
 )]
-fn clone_tree_through_no_symlink(path: &Path) -> Result<Option<Detached>, String> {
-    let at = match reach_raw(path) {
+fn clone_tree_through_no_symlink(
+    anchors: &mut Anchors,
+    path: &Path,
+) -> Result<Option<Detached>, String> {
+    let at = match anchors.open(path, libc::O_PATH) {
         Ok(at) => at,
         Err(err) if err.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
         Err(err) => {
@@ -352,7 +401,7 @@ fn clone_tree_through_no_symlink(path: &Path) -> Result<Option<Detached>, String
         | libc::AT_RECURSIVE as libc::c_uint
         | libc::AT_EMPTY_PATH as libc::c_uint;
     // SAFETY: open_tree on an fd we own, with an empty NUL-terminated path.
-    let fd = unsafe { libc::syscall(libc::SYS_open_tree, at.0.as_raw_fd(), c"".as_ptr(), flags) };
+    let fd = unsafe { libc::syscall(libc::SYS_open_tree, at.as_raw_fd(), c"".as_ptr(), flags) };
     if fd < 0 {
         return Err(os_error(format!(
             "cannot clone the mount at {}",
@@ -360,29 +409,29 @@ fn clone_tree_through_no_symlink(path: &Path) -> Result<Option<Detached>, String
         )));
     }
     // SAFETY: a fresh fd the kernel just gave us.
-    Ok(Some(Detached(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })))
+    let tree = Detached(unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
+    if is_dir(&tree) {
+        anchors.add(path, at);
+    }
+    Ok(Some(tree))
 }
 
 /// An `O_PATH` fd of `path` in the sandbox's view, reached through no
-/// symlink at all (`openat2` with `RESOLVE_NO_SYMLINKS`): a directory an
-/// earlier (or concurrent) run swapped for a link cannot move a mount or
-/// a cover somewhere else.
-#[allow(
-    unsafe_code,
-    reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
-)]
-fn reach(path: &Path) -> Result<Detached, String> {
-    reach_raw(path).map_err(|err| {
-        format!(
-            "cannot reach the mountpoint {} without following a symlink: {err}",
-            path.display()
-        )
-    })
+/// symlink at all (`openat2` with `RESOLVE_NO_SYMLINKS`, from the nearest
+/// of `places` above it): a directory an earlier (or concurrent) run
+/// swapped for a link cannot move a mount or a cover somewhere else.
+fn reach(places: &Anchors, path: &Path) -> Result<Detached, String> {
+    places
+        .open(path, libc::O_PATH)
+        .map(Detached)
+        .map_err(|err| unreachable_mountpoint(path, err))
 }
 
-/// [`reach`], its failure the system's error.
-fn reach_raw(path: &Path) -> std::io::Result<Detached> {
-    crate::paths::open_no_symlinks(path, libc::O_PATH).map(Detached)
+fn unreachable_mountpoint(path: &Path, err: std::io::Error) -> String {
+    format!(
+        "cannot reach the mountpoint {} without following a symlink: {err}",
+        path.display()
+    )
 }
 
 /// Set `attributes` on the mount `tree` refers to (`recursive`: and on
@@ -479,32 +528,28 @@ fn fresh(kind: &str, options: &[(&str, &str)], attributes: u64) -> Result<Detach
     Ok(Detached(unsafe { OwnedFd::from_raw_fd(mount as RawFd) }))
 }
 
-/// Attach `tree` at `dest` in the sandbox's view, making the mountpoint
-/// (a directory, or a file for a file's bind) where it is missing — which
-/// only a fresh tmpfs allows.
+/// Attach `tree` at `dest` in the sandbox's view (reached from the
+/// nearest of `places` above it), making the mountpoint (a directory, or a
+/// file for a file's bind) where it is missing — which only a fresh tmpfs
+/// allows. The mount attached is then the place `dest` reaches.
 #[allow(
     unsafe_code,
     reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
 )]
-fn attach(tree: Detached, dest: &Path, dir: bool) -> Result<(), String> {
-    match std::fs::symlink_metadata(dest) {
-        Ok(meta) if meta.file_type().is_symlink() => {
-            return Err(format!(
-                "cannot mount over {}: it is a symlink in the sandbox",
-                dest.display()
-            ));
-        }
-        Ok(_) => {}
-        Err(_) => {
-            crate::paths::make_missing(dest, dir).map_err(|err| {
+fn attach(tree: Detached, dest: &Path, dir: bool, places: &mut Anchors) -> Result<(), String> {
+    // A symlink at `dest` or above it is ELOOP: refused, never followed.
+    let at = match places.open(dest, libc::O_PATH) {
+        Err(err) if err.raw_os_error() == Some(libc::ENOENT) => {
+            places.make_missing(dest, dir).map_err(|err| {
                 format!(
                     "cannot make the mountpoint {} in the sandbox: {err}",
                     dest.display()
                 )
             })?;
+            reach(places, dest)?
         }
-    }
-    let at = reach(dest)?;
+        reached => Detached(reached.map_err(|err| unreachable_mountpoint(dest, err))?),
+    };
     // SAFETY: move_mount reads two empty paths.
     let done = unsafe {
         libc::syscall(
@@ -518,6 +563,11 @@ fn attach(tree: Detached, dest: &Path, dir: bool) -> Result<(), String> {
     };
     if done != 0 {
         return Err(os_error(format!("cannot mount {}", dest.display())));
+    }
+    // The fd of a tree attached refers to the mount now at `dest`.
+    places.covered(dest);
+    if dir {
+        places.add(dest, tree.0);
     }
     Ok(())
 }
@@ -556,7 +606,7 @@ fn pivot_into(root: Detached) -> Result<(), String> {
         .map(Path::new)
         .find(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
         .ok_or("no directory to mount the sandbox's root on (/tmp, /mnt, /run, /var/tmp)")?;
-    attach(root, base, true)?;
+    attach(root, base, true, &mut Anchors::default())?;
     std::env::set_current_dir(base)
         .map_err(|err| format!("cannot enter the sandbox's root: {err}"))?;
     // pivot_root(".", "."): the host's root ends stacked over the new one,
@@ -576,9 +626,13 @@ fn pivot_into(root: Detached) -> Result<(), String> {
 /// A minimal `/dev` at `dest`: a tmpfs with the host's `null`, `zero`,
 /// `full`, `random`, `urandom` and `tty` bound in, its own `devpts`, an
 /// empty `shm` and the usual symlinks.
-fn build_dev(dest: &Path, devices: Vec<(&'static str, Detached)>) -> Result<(), String> {
+fn build_dev(
+    dest: &Path,
+    devices: Vec<(&'static str, Detached)>,
+    places: &mut Anchors,
+) -> Result<(), String> {
     let fs = fresh("tmpfs", &[("mode", "0755")], libc::MOUNT_ATTR_NOSUID)?;
-    attach(fs, dest, true)?;
+    attach(fs, dest, true, places)?;
     for (name, node) in devices {
         set_attributes(
             &node,
@@ -586,7 +640,7 @@ fn build_dev(dest: &Path, devices: Vec<(&'static str, Detached)>) -> Result<(), 
             false,
             name,
         )?;
-        attach(node, &dest.join(name), false)?;
+        attach(node, &dest.join(name), false, places)?;
     }
     let made = |what: &str, result: std::io::Result<()>| {
         result.map_err(|err| format!("cannot make {}/{what}: {err}", dest.display()))
@@ -609,7 +663,7 @@ fn build_dev(dest: &Path, devices: Vec<(&'static str, Detached)>) -> Result<(), 
         &[("ptmxmode", "0666"), ("mode", "620")],
         libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NOEXEC,
     )?;
-    attach(devpts, &pts, true)
+    attach(devpts, &pts, true, places)
 }
 
 /// Bring the new network namespace's loopback up (the kernel gives it
@@ -676,17 +730,22 @@ mod tests {
         std::fs::create_dir(&root).unwrap();
         std::fs::create_dir(&victim).unwrap();
         std::os::unix::fs::symlink(&victim, &link).unwrap();
-        assert!(clone_tree_through_no_symlink(&root).unwrap().is_some());
-        let Err(refused) = clone_tree_through_no_symlink(&link) else {
+        let anchors = &mut Anchors::default();
+        assert!(
+            clone_tree_through_no_symlink(anchors, &root)
+                .unwrap()
+                .is_some()
+        );
+        let Err(refused) = clone_tree_through_no_symlink(&mut Anchors::default(), &link) else {
             panic!("a symlinked root was cloned");
         };
         assert!(refused.contains("moved or replaced"), "{refused}");
         // A symlink above the root is refused too.
         let above = dir.path().join("above");
         std::os::unix::fs::symlink(dir.path(), &above).unwrap();
-        assert!(clone_tree_through_no_symlink(&above.join("root")).is_err());
+        assert!(clone_tree_through_no_symlink(anchors, &above.join("root")).is_err());
         assert!(
-            clone_tree_through_no_symlink(&dir.path().join("absent"))
+            clone_tree_through_no_symlink(anchors, &dir.path().join("absent"))
                 .unwrap()
                 .is_none()
         );

@@ -181,7 +181,8 @@ fn spares(cx: &super::RunContext, prepared: &Prepared) -> bool {
 /// Start the runner `request` will most likely be planned with; none
 /// when the guess cannot be made or the run could not take it (no
 /// cgroup, stdin bytes or a terminal, a grant with an allow-list proxy or placeholders,
-/// another runner than cordon's own).
+/// another runner than cordon's own). A grant that lacks a protected name
+/// is not even laid out: it has placeholders.
 fn start(
     confiner: &Arc<dyn Confine>,
     cgroups: impl FnOnce() -> Option<Arc<Cgroups>>,
@@ -205,6 +206,11 @@ fn start(
             .unwrap_or_else(|| deployment.policy.clone()),
     };
     checks::canonicalise(&mut spec).ok()?;
+    // Most workspaces lack a protected name (`.zshrc`, …): the grant then
+    // has placeholders, and its runner could not be taken. Not laid out.
+    if sandbox::grant::lacks_a_protected_name(&spec.policy) {
+        return None;
+    }
     let limits = checks::limits(request.limits.as_ref(), &deployment.limits).ok()?;
     start_runner(confiner, cgroups, &spec, &limits)
 }

@@ -282,6 +282,38 @@ pub fn lay_out(
     }
 }
 
+/// The names a grant of `policy` protects in each writable root: the
+/// protected defaults less the lifted ones (git's own come from `git.rs`),
+/// and the policy's relative names.
+fn protected_names(policy: &SandboxPolicy) -> impl Iterator<Item = PathBuf> + '_ {
+    PROTECTED_DEFAULTS
+        .iter()
+        .filter(|name| !name.starts_with(".git"))
+        .filter(|name| !policy.unprotected.iter().any(|lifted| lifted == *name))
+        .map(PathBuf::from)
+        .chain(policy.protected.iter().filter(|p| p.is_relative()).cloned())
+}
+
+/// Whether a name `policy` protects is missing from one of its writable
+/// roots, so that its layout would hold it with a placeholder: a stat of
+/// each name through the open root, for whoever gives up on a grant with
+/// placeholders before laying it out (the runner started ahead of its
+/// plan). A guess — git's paths and the policy's absolute ones are not
+/// asked —; [`lay_out`] decides.
+pub fn lacks_a_protected_name(policy: &SandboxPolicy) -> bool {
+    let writable: Vec<PathBuf> = policy
+        .writable()
+        .into_iter()
+        .map(Path::to_path_buf)
+        .collect();
+    let opened = Opened::open(&writable);
+    protected_names(policy).any(|name| {
+        writable
+            .iter()
+            .any(|root| !exists(&root.join(&name), &opened))
+    })
+}
+
 /// Every path a run of `policy` must not write, with the writable root it
 /// lies in: the protected defaults (less the lifted ones) and the policy's
 /// relative names in each root, its absolute paths and the host's where a
@@ -292,13 +324,7 @@ fn wanted_protected(
     host_protected: &[PathBuf],
 ) -> Vec<(PathBuf, PathBuf)> {
     let mut wanted: Vec<(PathBuf, PathBuf)> = vec![];
-    let names = PROTECTED_DEFAULTS
-        .iter()
-        .filter(|name| !name.starts_with(".git"))
-        .filter(|name| !policy.unprotected.iter().any(|lifted| lifted == *name))
-        .map(PathBuf::from)
-        .chain(policy.protected.iter().filter(|p| p.is_relative()).cloned());
-    for name in names {
+    for name in protected_names(policy) {
         for root in writable {
             wanted.push((root.clone(), root.join(&name)));
         }
@@ -747,6 +773,30 @@ mod tests {
         );
         assert_eq!(layout.writable, [a.path(), b.path()]);
         assert_eq!(layout.pinned(), [a.path().join(".git")]);
+    }
+
+    /// The guess agrees with the layout where it answers: a root holding
+    /// every protected name (less a lifted one) has no placeholder, one
+    /// lacking a name has; a read-only grant has no writable root.
+    #[test]
+    fn a_missing_protected_name_is_known_before_the_layout() {
+        let a = ws();
+        let mut policy = SandboxPolicy::new(SandboxMode::WorkspaceWrite, a.path());
+        // git's own paths are the layout's alone: lifted here.
+        policy.unprotected.extend([".zshrc".into(), ".git".into()]);
+        for name in protected_names(&policy) {
+            std::fs::write(a.path().join(name), "").unwrap();
+        }
+        assert!(
+            !lacks_a_protected_name(&policy),
+            "the lifted .zshrc is not asked"
+        );
+        assert!(lay_out(&policy, &[], &[]).absent().is_empty());
+        std::fs::remove_file(a.path().join(".bashrc")).unwrap();
+        assert!(lacks_a_protected_name(&policy));
+        assert!(!lay_out(&policy, &[], &[]).absent().is_empty());
+        let ro = SandboxPolicy::new(SandboxMode::ReadOnly, a.path());
+        assert!(!lacks_a_protected_name(&ro));
     }
 
     #[test]

@@ -369,9 +369,8 @@ fn protected_paths(
         // A lifted default is never held, not even for a path beneath it
         // (with `.git` lifted and absent, `git init` may make it; its hooks
         // are protected once it exists).
-        let lifted = path
-            .strip_prefix(&root)
-            .is_ok_and(|rel| policy.unprotected.iter().any(|n| Path::new(n) == rel));
+        let lifted = strip_prefix(&path, &root)
+            .is_some_and(|rel| policy.unprotected.iter().any(|n| Path::new(n) == rel));
         if path != wanted && lifted {
             continue;
         }

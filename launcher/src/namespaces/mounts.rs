@@ -231,12 +231,30 @@ impl View {
 /// The id of the mount `path` reaches (through no symlink, from a
 /// directory `reached` holds above it), which then holds `path` too when
 /// it is a directory.
+fn mount_id(reached: &mut Anchors, path: &Path) -> Result<u64, String> {
+    let at = reach(reached, path)?;
+    let stx = statx_of(&at, libc::STATX_MNT_ID | libc::STATX_TYPE)
+        .filter(|stx| stx.stx_mask & libc::STATX_MNT_ID != 0)
+        .ok_or_else(|| os_error(format!("cannot read the mount of {}", path.display())))?;
+    if u32::from(stx.stx_mode) & libc::S_IFMT == libc::S_IFDIR {
+        reached.add(path, at.0);
+    }
+    Ok(stx.stx_mnt_id)
+}
+
+/// Whether `tree` (a cloned mount) is a directory.
+fn is_dir(tree: &Detached) -> bool {
+    statx_of(tree, libc::STATX_TYPE)
+        .is_some_and(|stx| u32::from(stx.stx_mode) & libc::S_IFMT == libc::S_IFDIR)
+}
+
+/// `statx` of what `at` refers to (not following it), asking for `mask`;
+/// none when the call fails (the system's error is `errno`).
 #[allow(
     unsafe_code,
     reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
 )]
-fn mount_id(reached: &mut Anchors, path: &Path) -> Result<u64, String> {
-    let at = reach(reached, path)?;
+fn statx_of(at: &Detached, mask: libc::c_uint) -> Option<libc::statx> {
     // SAFETY: statx is plain data; zeroed is a valid value.
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
     // SAFETY: statx reads an empty path and writes the struct we own.
@@ -245,41 +263,11 @@ fn mount_id(reached: &mut Anchors, path: &Path) -> Result<u64, String> {
             at.0.as_raw_fd(),
             c"".as_ptr(),
             libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
-            libc::STATX_MNT_ID | libc::STATX_TYPE,
+            mask,
             &mut stx,
         )
     };
-    if done != 0 || stx.stx_mask & libc::STATX_MNT_ID == 0 {
-        return Err(os_error(format!(
-            "cannot read the mount of {}",
-            path.display()
-        )));
-    }
-    if u32::from(stx.stx_mode) & libc::S_IFMT == libc::S_IFDIR {
-        reached.add(path, at.0);
-    }
-    Ok(stx.stx_mnt_id)
-}
-
-/// Whether `tree` (a cloned mount) is a directory.
-#[allow(
-    unsafe_code,
-    reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
-)]
-fn is_dir(tree: &Detached) -> bool {
-    // SAFETY: statx is plain data; zeroed is a valid value.
-    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-    // SAFETY: statx reads an empty path and writes the struct we own.
-    let done = unsafe {
-        libc::statx(
-            tree.0.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH,
-            libc::STATX_TYPE,
-            &mut stx,
-        )
-    };
-    done == 0 && u32::from(stx.stx_mode) & libc::S_IFMT == libc::S_IFDIR
+    (done == 0).then_some(stx)
 }
 
 /// Clone every bind source (and `/dev`'s nodes) from the host's view.

@@ -98,86 +98,152 @@ pub(super) struct Grants<'a> {
     pub supervised: &'a [PathBuf],
 }
 
-/// Restrict this process to `grants` — its denials logged to the
-/// kernel's audit after its exec too when `log_denials` (Landlock ABI 7;
-/// an older kernel logs none) — the error is the launcher's detail.
-pub(super) fn restrict(
-    grants: &Grants<'_>,
-    roots: &[super::verify::Root],
-    connect_port: Option<u16>,
-    log_denials: bool,
-) -> Result<Restricted, String> {
-    let all = AccessFs::from_all(TARGET_ABI);
-    let mut ruleset = match connect_port {
-        None => ruleset(),
-        // TCP handled too (ABI 4): no bind at all, connect to this port only.
-        Some(_) if kernel_abi() < 4 => {
-            return Err("this kernel's Landlock has no TCP rules (ABI 4)".into());
-        }
-        Some(_) => Ruleset::default()
-            .handle_access(AccessFs::from_all(TARGET_ABI))
-            .and_then(|r| r.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp))
-            .and_then(|r| r.scope(scopes()))
-            .and_then(Ruleset::create),
-    }
-    .map_err(|err| format!("ruleset error: {err}"))?;
-    if let Some(port) = connect_port {
-        ruleset = ruleset
-            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
-            .map_err(|err| format!("cannot grant TCP port {port}: {err}"))?;
-    }
-    // (path, rights, whether it may have vanished since the host listed it)
+/// A ruleset made and not yet in force: made before the launcher forks
+/// (and, for a launcher started ahead, before its command comes), put in
+/// force by the command's process alone ([`Rules::restrict_self`]).
+pub(super) struct Rules {
+    ruleset: RulesetCreated,
+    /// Each rule's path, with the identity (device, inode) of what the
+    /// rule was made from.
+    made_from: Vec<(PathBuf, u64, u64)>,
+}
+
+/// A file's device and inode, as the host's `DEV:INO` writable roots name
+/// them.
+#[allow(clippy::unnecessary_cast)] // `dev_t` and `ino_t` are not u64 on every target.
+fn identity(stat: &nix::sys::stat::FileStat) -> (u64, u64) {
+    (stat.st_dev as u64, stat.st_ino as u64)
+}
+
+/// The rights `grants` asks for, path by path, with whether the path may
+/// have vanished since the host listed it.
+fn rules_of<'a>(
+    grants: &'a Grants<'_>,
+) -> impl Iterator<Item = (&'a PathBuf, BitFlags<AccessFs>, bool)> {
     let read = AccessFs::from_read(TARGET_ABI);
-    let rules = grants
+    grants
         .read_only
         .iter()
-        .map(|path| (path, read, true))
+        .map(move |path| (path, read, true))
         .chain(
             grants
                 .listable
                 .iter()
                 .map(|path| (path, AccessFs::ReadDir.into(), false)),
         )
-        .chain(grants.writable.iter().map(|path| (path, all, false)))
-        .chain(grants.supervised.iter().map(|path| (path, read, false)));
-    for (path, access, may_vanish) in rules {
-        let fd = match PathFd::new(path) {
-            Ok(fd) => fd,
-            // A read grant beside a hidden path is one entry of a listing
-            // the host made before the launch: an entry removed since then
-            // needs no right (skipping a grant only takes rights away).
-            Err(_) if may_vanish && std::fs::symlink_metadata(path).is_err() => continue,
-            Err(err) => return Err(format!("cannot open {}: {err}", path.display())),
-        };
-        // A writable root the host checked is granted only if the
-        // descriptor the rule is made from is that very directory.
-        if let Some(root) = roots.iter().find(|root| &root.path == path) {
+        .chain(
+            grants
+                .writable
+                .iter()
+                .map(|path| (path, AccessFs::from_all(TARGET_ABI), false)),
+        )
+        .chain(
+            grants
+                .supervised
+                .iter()
+                .map(move |path| (path, read, false)),
+        )
+}
+
+impl Rules {
+    /// The ruleset of `grants` — its denials logged to the kernel's audit
+    /// after the exec too when `log_denials` (Landlock ABI 7; an older
+    /// kernel logs none) — each writable root in `roots` granted only as
+    /// the very directory the host checked; the error is the launcher's
+    /// detail.
+    pub(super) fn make(
+        grants: &Grants<'_>,
+        roots: &[super::verify::Root],
+        connect_port: Option<u16>,
+        log_denials: bool,
+    ) -> Result<Rules, String> {
+        let mut ruleset = match connect_port {
+            None => ruleset(),
+            // TCP handled too (ABI 4): no bind at all, connect to this port only.
+            Some(_) if kernel_abi() < 4 => {
+                return Err("this kernel's Landlock has no TCP rules (ABI 4)".into());
+            }
+            Some(_) => Ruleset::default()
+                .handle_access(AccessFs::from_all(TARGET_ABI))
+                .and_then(|r| r.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp))
+                .and_then(|r| r.scope(scopes()))
+                .and_then(Ruleset::create),
+        }
+        .map_err(|err| format!("ruleset error: {err}"))?;
+        if let Some(port) = connect_port {
+            ruleset = ruleset
+                .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+                .map_err(|err| format!("cannot grant TCP port {port}: {err}"))?;
+        }
+        let mut made_from = vec![];
+        for (path, access, may_vanish) in rules_of(grants) {
+            let fd = match PathFd::new(path) {
+                Ok(fd) => fd,
+                // A read grant beside a hidden path is one entry of a listing
+                // the host made before the launch: an entry removed since then
+                // needs no right (skipping a grant only takes rights away).
+                Err(_) if may_vanish && std::fs::symlink_metadata(path).is_err() => continue,
+                Err(err) => return Err(format!("cannot open {}: {err}", path.display())),
+            };
+            // What the rule is made from: the descriptor's own file.
             let stat = nix::sys::stat::fstat(&fd)
                 .map_err(|err| format!("cannot read {}: {err}", path.display()))?;
-            root.matches(stat.st_dev as u64, stat.st_ino as u64)?;
+            let (dev, ino) = identity(&stat);
+            // A writable root the host checked is granted only if the
+            // descriptor the rule is made from is that very directory.
+            if let Some(root) = roots.iter().find(|root| &root.path == path) {
+                root.matches(dev, ino)?;
+            }
+            // Directory-only rights cannot be granted on a file.
+            let access = match stat.st_mode & nix::libc::S_IFMT == nix::libc::S_IFDIR {
+                true => access,
+                false => access & AccessFs::from_file(TARGET_ABI),
+            };
+            ruleset = ruleset
+                .add_rule(PathBeneath::new(fd, access))
+                .map_err(|err| format!("cannot grant {}: {err}", path.display()))?;
+            made_from.push((path.clone(), dev, ino));
         }
-        // Directory-only rights cannot be granted on a file.
-        let access = if path.is_dir() {
-            access
-        } else {
-            access & AccessFs::from_file(TARGET_ABI)
-        };
-        ruleset = ruleset
-            .add_rule(PathBeneath::new(fd, access))
-            .map_err(|err| format!("cannot grant {}: {err}", path.display()))?;
+        if log_denials {
+            ruleset = ruleset
+                .log_new_exec(true)
+                .map_err(|err| format!("cannot log denials: {err}"))?;
+        }
+        Ok(Rules { ruleset, made_from })
     }
-    if log_denials {
-        ruleset = ruleset
-            .log_new_exec(true)
-            .map_err(|err| format!("cannot log denials: {err}"))?;
+
+    /// Every rule's path still names what its rule was made from: a
+    /// launcher started ahead checks this when its command comes (a path
+    /// moved, replaced or removed on the host since then would leave a
+    /// rule granting what the path no longer is; a fresh launcher would
+    /// have made its rules from the paths as they are now).
+    pub(super) fn unchanged(&self) -> Result<(), String> {
+        for (path, dev, ino) in &self.made_from {
+            // Followed, as the rule's own open followed it.
+            let now = nix::sys::stat::stat(path.as_path()).map(|stat| identity(&stat));
+            if now != Ok((*dev, *ino)) {
+                return Err(format!(
+                    "{} changed on the host while the launcher waited for its command; \
+                     nothing was run (run the command again)",
+                    path.display()
+                ));
+            }
+        }
+        Ok(())
     }
-    let restricted = ruleset
-        .restrict_self()
-        .map_err(|err| format!("cannot restrict: {err}"))?;
-    match restricted.ruleset {
-        RulesetStatus::FullyEnforced => Ok(Restricted::Fully),
-        RulesetStatus::PartiallyEnforced => Ok(Restricted::Partially),
-        RulesetStatus::NotEnforced => Err("this kernel does not enforce Landlock".into()),
+
+    /// Put the ruleset in force on this process (and no-new-privs): what
+    /// it execs next is confined.
+    pub(super) fn restrict_self(self) -> Result<Restricted, String> {
+        let restricted = self
+            .ruleset
+            .restrict_self()
+            .map_err(|err| format!("cannot restrict: {err}"))?;
+        match restricted.ruleset {
+            RulesetStatus::FullyEnforced => Ok(Restricted::Fully),
+            RulesetStatus::PartiallyEnforced => Ok(Restricted::Partially),
+            RulesetStatus::NotEnforced => Err("this kernel does not enforce Landlock".into()),
+        }
     }
 }
 

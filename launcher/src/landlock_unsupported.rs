@@ -37,14 +37,33 @@ pub(super) struct Grants<'a> {
     pub supervised: &'a [PathBuf],
 }
 
-/// No Landlock here: refused, the command never runs.
-pub(super) fn restrict(
-    _grants: &Grants<'_>,
-    _roots: &[super::verify::Root],
-    _connect_port: Option<u16>,
-    _log_denials: bool,
-) -> Result<Restricted, String> {
-    Err("Landlock is a Linux interface; this system has none".into())
+/// A ruleset (never made where there is no Landlock).
+pub(super) struct Rules;
+
+#[allow(
+    dead_code,
+    reason = "the names landlock.rs has; nothing is restricted where there is no Landlock"
+)]
+impl Rules {
+    /// No Landlock here: refused, the command never runs.
+    pub(super) fn make(
+        _grants: &Grants<'_>,
+        _roots: &[super::verify::Root],
+        _connect_port: Option<u16>,
+        _log_denials: bool,
+    ) -> Result<Rules, String> {
+        Err("Landlock is a Linux interface; this system has none".into())
+    }
+
+    /// Never made, so never checked.
+    pub(super) fn unchanged(&self) -> Result<(), String> {
+        Err("Landlock is a Linux interface; this system has none".into())
+    }
+
+    /// Never made, so never in force.
+    pub(super) fn restrict_self(self) -> Result<Restricted, String> {
+        Err("Landlock is a Linux interface; this system has none".into())
+    }
 }
 
 /// Report the launcher unusable and exit.

@@ -4,12 +4,14 @@
 //!
 //! Before the fork, in the launcher: the status pipe, the command's
 //! environment, the namespace runner's namespaces (and the command a runner
-//! started ahead waits for), IPC namespaces, the bridge's port and the
-//! file supervisor's channel. Then [`supervise::run`] forks; the
-//! supervisor starts the bridge and the file supervisor; the child runs
-//! [`confine_and_exec`]: Landlock and the metadata filter, the socket and
-//! hardening filters, the limits, the capabilities and no-new-privs, the
-//! check that it is confined, then the exec.
+//! started ahead waits for), IPC namespaces, the bridge's port, the
+//! file supervisor's channel and the Landlock ruleset (and the command a
+//! Landlock launcher started ahead waits for). Then [`supervise::run`]
+//! forks; the supervisor starts the bridge and the file supervisor; the
+//! child runs [`confine_and_exec`]: the ruleset put in force and the
+//! metadata filter, the socket and hardening filters, the limits, the
+//! capabilities and no-new-privs, the check that it is confined, then the
+//! exec.
 
 use std::convert::Infallible;
 use std::ffi::OsString;
@@ -46,6 +48,8 @@ pub(crate) fn launch(mode: Mode, request: Request) -> ! {
     let (request, env) = sandbox_namespaces(mode, &mut status, request, env);
     own_ipc(mode, &mut status, &request);
     let helpers = Helpers::prepare(mode, &mut status, &request);
+    let rules = landlock_rules(mode, &mut status, &request);
+    let (request, env) = landlock_awaited(mode, &mut status, request, env, rules.as_ref());
     let limits = limits();
     let supervision = supervise::HostLink {
         // Pid 1 of the namespace runner is watched by its launcher.
@@ -57,7 +61,7 @@ pub(crate) fn launch(mode: Mode, request: Request) -> ! {
         status,
         move |status, detail| -> Infallible { mode.fail(status, detail) },
         alongside,
-        move |status| confine_and_exec(mode, &request, env, &limits, command_end, status),
+        move |status| confine_and_exec(mode, &request, env, rules, &limits, command_end, status),
     )
 }
 
@@ -123,6 +127,77 @@ fn sandbox_namespaces(
         status.as_mut(),
         "cordon's namespace runner needs Linux namespaces; this system has none",
     )
+}
+
+/// The Landlock launcher's ruleset, made from its grants before the fork
+/// (the command's process puts it in force); none in the other modes.
+fn landlock_rules(
+    mode: Mode,
+    status: &mut Option<File>,
+    request: &Request,
+) -> Option<landlock::Rules> {
+    if mode != Mode::Landlock {
+        return None;
+    }
+    let grants = landlock::Grants {
+        read_only: &request.read_only,
+        listable: &request.listable,
+        writable: &request.writable,
+        supervised: &request.supervised,
+    };
+    let made = landlock::Rules::make(
+        &grants,
+        &request.roots,
+        request.connect_port,
+        request.log_denials,
+    );
+    Some(made.unwrap_or_else(|detail| mode.fail(status.as_mut(), &detail)))
+}
+
+/// A Landlock launcher started ahead of its command (`--await-fd`): wait
+/// for the command, once its ruleset is made, and take it when every
+/// rule still names what it was made from; then in its working
+/// directory. The launcher dies with the host meanwhile. Else as it was.
+fn landlock_awaited(
+    mode: Mode,
+    status: &mut Option<File>,
+    request: Request,
+    env: Environment,
+    rules: Option<&landlock::Rules>,
+) -> (Request, Environment) {
+    let (Some(fd), Some(rules)) = (request.await_fd, rules) else {
+        return (request, env);
+    };
+    #[cfg(target_os = "linux")]
+    {
+        let awaited = || -> Result<crate::command::Command, String> {
+            if let Some(parent) = request.parent {
+                supervise::die_with(parent, nix::libc::SIGKILL)?;
+            }
+            let command = crate::command::Command::read(fd)?;
+            rules.unchanged()?;
+            namespaces::enter_workdir(&command.workdir)?;
+            Ok(command)
+        };
+        match awaited() {
+            Ok(command) => (
+                Request {
+                    argv: command.argv,
+                    ..request
+                },
+                Some(command.env),
+            ),
+            Err(detail) => mode.fail(status.as_mut(), &detail),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (fd, rules, env);
+        mode.fail(
+            status.as_mut(),
+            "Landlock is a Linux interface; this system has none",
+        )
+    }
 }
 
 /// The command's own SysV IPC and UTS namespaces, where asked
@@ -246,6 +321,7 @@ fn confine_and_exec(
     mode: Mode,
     request: &Request,
     env: Environment,
+    rules: Option<landlock::Rules>,
     limits: &[Limit],
     command_end: Option<std::os::unix::net::UnixStream>,
     mut status: Option<File>,
@@ -255,7 +331,7 @@ fn confine_and_exec(
             mode.fail(status.as_mut(), &detail);
         }
     };
-    step(&mut status, restrict_files(mode, request, command_end));
+    step(&mut status, restrict_files(request, rules, command_end));
     if let (true, Some(status)) = (request.log_denials, status.as_mut()) {
         // This pid names the Landlock domain in the kernel's denial records.
         let confined = crate::protocol::Status::Confined(std::process::id() as i32);
@@ -300,31 +376,21 @@ fn cannot_execute(mode: Mode, program: &std::ffi::OsStr, err: &std::io::Error) -
     })
 }
 
-/// Landlock's ruleset and the metadata filter (the Landlock launcher; the
-/// other modes' files are the mount tree's). The file supervisor takes
-/// `chmod` and `utimensat` where it has the listener, else they stay
-/// refused with the rest; a run with supervised roots gets their writes
-/// supervised or does not run (Landlock grants them read only).
+/// Landlock's ruleset put in force and the metadata filter (the Landlock
+/// launcher, which made `rules`; the other modes' files are the mount
+/// tree's). The file supervisor takes `chmod` and `utimensat` where it has
+/// the listener, else they stay refused with the rest; a run with
+/// supervised roots gets their writes supervised or does not run
+/// (Landlock grants them read only).
 fn restrict_files(
-    mode: Mode,
     request: &Request,
+    rules: Option<landlock::Rules>,
     command_end: Option<std::os::unix::net::UnixStream>,
 ) -> Result<(), String> {
-    if mode != Mode::Landlock {
+    let Some(rules) = rules else {
         return Ok(());
-    }
-    let grants = landlock::Grants {
-        read_only: &request.read_only,
-        listable: &request.listable,
-        writable: &request.writable,
-        supervised: &request.supervised,
     };
-    match landlock::restrict(
-        &grants,
-        &request.roots,
-        request.connect_port,
-        request.log_denials,
-    )? {
+    match rules.restrict_self()? {
         landlock::Restricted::Fully => {}
         landlock::Restricted::Partially => eprintln!("{PREFIX}{PARTIAL_NOTICE}"),
     }
@@ -426,9 +492,9 @@ fn check_confined(mode: Mode, request: &Request) -> Result<(), String> {
 /// sandbox `plan` built is checked to be still the view it was when built;
 /// then in its working directory.
 #[cfg(target_os = "linux")]
-fn awaited(fd: RawFd, plan: &namespaces::Plan) -> Result<namespaces::Command, String> {
+fn awaited(fd: RawFd, plan: &namespaces::Plan) -> Result<crate::command::Command, String> {
     let view = namespaces::View::of(plan)?;
-    let command = namespaces::Command::read(fd)?;
+    let command = crate::command::Command::read(fd)?;
     view.unchanged()?;
     namespaces::enter_workdir(&command.workdir)?;
     Ok(command)
@@ -443,7 +509,7 @@ fn awaited(fd: RawFd, plan: &namespaces::Plan) -> Result<namespaces::Command, St
     unsafe_code,
     reason = "the status fd the host handed over, fork and setrlimit; each block says why it is sound"
 )]
-fn enter_sandbox(request: &Request) -> Result<Option<namespaces::Command>, String> {
+fn enter_sandbox(request: &Request) -> Result<Option<crate::command::Command>, String> {
     use nix::unistd::{ForkResult, fork};
     use std::os::fd::OwnedFd;
     let cwd = std::env::current_dir()

@@ -1,7 +1,8 @@
 //! Code that runs *inside* the sandbox: cordon's own launcher, hidden
 //! modes of the `cordon` binary (one binary to ship: the host's `main`
 //! dispatches here). The host side of each backend (the `cordon` crate's
-//! `sandbox/*.rs`) builds argvs that start it; this crate is what runs then, between the runner's exec and the command's. It is the place
+//! `sandbox/*.rs`) builds argvs that start it; this crate is what runs
+//! then, between the runner's exec and the command's. It is the place
 //! for everything that must run confined or right before confinement: the
 //! Landlock launcher, cordon's init inside bubblewrap, a network bridge or
 //! a namespace runner next.
@@ -14,13 +15,17 @@
 //! cordon __ns [--status-fd N] [--env-fd N] [--parent PID] [--unshare-net] [--socket-families LIST] [--proxy-socket PATH] [--writable-root DEV:INO:PATH]... PROFILE... -- ARGV...
 //! cordon __as --uid UID --gid GID [--groups GID,...] -- RUNNER-ARGV...
 //! cordon __ns --await-fd N [--status-fd N] [--parent PID] [--unshare-net] [--socket-families LIST] [--proxy-socket PATH] PROFILE... --
+//! cordon __landlock --await-fd N [--status-fd N] [--parent PID] [...] RULES... --
 //! ```
 //!
-//! With `--await-fd` the runner is started ahead of its command: it builds
-//! the sandbox, then reads the command — working directory, argv and
-//! environment ([`namespaces::Command`]) — from that fd, checks the
-//! sandbox is still the view it built ([`namespaces::View`]: a cover the
-//! host moved meanwhile fails the run, nothing executed), and runs it.
+//! With `--await-fd` the namespace runner or the Landlock launcher is
+//! started ahead of its command: it builds the sandbox (the runner) or
+//! makes the ruleset (the Landlock launcher), then reads the command —
+//! working directory, argv and environment ([`command::Command`]) — from
+//! that fd, checks that what it prepared still stands (the runner: the
+//! sandbox is still the view it built, [`namespaces::View`]; the Landlock
+//! launcher: each rule's path still names what its rule was made from) —
+//! anything moved meanwhile fails the run, nothing executed — and runs it.
 //!
 //! `__ns` is cordon's namespace runner ([`namespaces`]): it builds the
 //! sandbox bwrap would from the same profile (`--ro-bind`, `--bind`,
@@ -55,6 +60,8 @@
 
 #[cfg(target_os = "linux")]
 mod bridge;
+#[cfg(target_os = "linux")]
+pub mod command;
 mod environment;
 #[cfg(target_os = "linux")]
 mod hardening;
@@ -180,8 +187,9 @@ struct Request {
     status_fd: Option<RawFd>,
     /// Where the command's environment comes from (else: the launcher's own).
     env_fd: Option<RawFd>,
-    /// The namespace runner builds its sandbox first and then waits here
-    /// for the command (its working directory, argv and environment).
+    /// The namespace runner builds its sandbox (the Landlock launcher its
+    /// ruleset) first and then waits here for the command (its working
+    /// directory, argv and environment).
     await_fd: Option<RawFd>,
     /// Give the command its own SysV IPC and UTS namespaces.
     unshare_ipc: bool,
@@ -258,7 +266,9 @@ fn parse(mode: Mode, args: Vec<OsString>) -> Result<Invocation, String> {
                     Some(extra) => Err(format!("--probe takes no arguments, got {extra:?}")),
                 };
             }
-            "--status-fd" | "--env-fd" | "--await-fd" if flag != "--await-fd" || runner => {
+            "--status-fd" | "--env-fd" | "--await-fd"
+                if flag != "--await-fd" || runner || landlock =>
+            {
                 let fd = number(&flag, args.next())?;
                 if fd <= 2 {
                     return Err(format!("{flag} needs a number above 2, got {fd}"));

@@ -29,16 +29,19 @@ fn logged_launcher(dir: &Path) -> (PathBuf, PathBuf) {
 /// The namespace runner's starts in `log`: (started ahead, started with
 /// its command), the probe's aside.
 fn runner_starts(log: &Path) -> (usize, usize) {
+    starts_of("__ns", log)
+}
+
+/// The starts of launcher mode `mode` in `log`: (started ahead, started
+/// with its command), the probe's aside.
+fn starts_of(mode: &str, log: &Path) -> (usize, usize) {
     let text = std::fs::read_to_string(log).unwrap_or_default();
-    let ahead = text
-        .lines()
-        .filter(|l| l.starts_with("__ns") && l.contains("--await-fd"))
-        .count();
-    let fresh = text
-        .lines()
-        .filter(|l| l.starts_with("__ns") && l.contains("--env-fd"))
-        .count();
-    (ahead, fresh)
+    let started = |with: &str| {
+        text.lines()
+            .filter(|l| l.starts_with(mode) && l.contains(with))
+            .count()
+    };
+    (started("--await-fd"), started("--env-fd"))
 }
 
 /// No process is left whose arguments name `dir`.
@@ -111,6 +114,46 @@ fn the_cli_hands_its_command_to_the_runner_it_started_ahead_and_it_is_confined()
         runner_starts(&log),
         (1, 0),
         "one runner, started ahead, and none started with the command: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    assert!(nothing_left_naming(ws.path()));
+}
+
+#[test]
+fn the_cli_hands_its_command_to_the_landlock_launcher_it_started_ahead_and_it_is_confined() {
+    let test =
+        "the_cli_hands_its_command_to_the_landlock_launcher_it_started_ahead_and_it_is_confined";
+    if !common::landlock_usable(test) || cgroups(test).is_none() {
+        return;
+    }
+    let ws = workspace();
+    let outside = workspace();
+    every_protected_path_present(ws.path());
+    let (config, log) = logged_launcher(ws.path());
+    let planted = outside.path().join("planted");
+    let output = cordon()
+        .current_dir(ws.path())
+        .args(["run", "--config", config.to_str().unwrap()])
+        .args(["--backend", "landlock", "--mode", "workspace-write", "--"])
+        .arg(format!(
+            "touch made; touch {} || echo denied; echo \"$CORDON_AHEAD_TEST\"",
+            planted.display()
+        ))
+        .env("CORDON_AHEAD_TEST", "kept")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "denied\n\n");
+    assert!(
+        ws.path().join("made").exists(),
+        "the workspace write did not land"
+    );
+    assert!(!planted.exists(), "the run wrote outside its workspace");
+    assert_eq!(
+        starts_of("__landlock", &log),
+        (1, 0),
+        "one launcher, started ahead, and none started with the command: {}",
         std::fs::read_to_string(&log).unwrap_or_default()
     );
     assert!(nothing_left_naming(ws.path()));
@@ -333,6 +376,75 @@ fn a_spare_whose_view_changed_on_the_host_runs_nothing_and_the_run_is_started_af
         std::fs::read_to_string(&log).unwrap_or_default()
     );
     assert!(ahead >= 1, "a spare was built and handed the second run");
+    served.stop();
+    assert!(nothing_left_naming(ws.path()));
+}
+
+#[test]
+fn a_serving_session_on_the_landlock_rung_keeps_a_spare_and_refuses_a_stale_one() {
+    let test = "a_serving_session_on_the_landlock_rung_keeps_a_spare_and_refuses_a_stale_one";
+    if !common::landlock_usable(test) || cgroups(test).is_none() {
+        return;
+    }
+    let ws = workspace();
+    let outside = workspace();
+    let root = ws.path().join("repo");
+    every_protected_path_present(&root);
+    let (config, log) = logged_launcher(ws.path());
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("backend = \"landlock\"\n");
+    std::fs::write(&config, text).unwrap();
+    let planted = outside.path().join("planted");
+    let command = format!(
+        "touch .git/hooks/x || echo protected; touch {} || echo denied; touch written",
+        planted.display()
+    );
+    let mut served = Served::start(ws.path(), &config);
+    for round in 0..2 {
+        let result = served.run("workspace-write", &root, &command);
+        assert_eq!(result["exitCode"], 0, "round {round}: {result}");
+        assert_eq!(
+            result["stdout"]["text"], "protected\ndenied\n",
+            "round {round}: {result}"
+        );
+        assert!(
+            root.join("written").exists(),
+            "round {round}: no write landed"
+        );
+        std::fs::remove_file(root.join("written")).unwrap();
+        common::eventually(
+            std::time::Duration::from_secs(10),
+            &format!("round {round}: one spare is kept for the next run"),
+            || spares_naming(ws.path()) == 1,
+        );
+    }
+    assert_eq!(
+        starts_of("__landlock", &log),
+        (2, 1),
+        "{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    // On the host, between the runs: the workspace moved aside and made
+    // again. The spare's rule was made for the old directory.
+    let moved = ws.path().join("moved");
+    std::fs::rename(&root, &moved).unwrap();
+    every_protected_path_present(&root);
+    let result = served.run("workspace-write", &root, &command);
+    assert_eq!(result["exitCode"], 0, "{result}");
+    assert_eq!(result["stdout"]["text"], "protected\ndenied\n", "{result}");
+    assert!(!root.join(".git/hooks/x").exists());
+    assert!(root.join("written").exists(), "the workspace write landed");
+    assert!(
+        !moved.join("written").exists(),
+        "the stale spare wrote in the old workspace"
+    );
+    assert!(!planted.exists(), "a run wrote outside its workspace");
+    assert_eq!(
+        starts_of("__landlock", &log).1,
+        2,
+        "the spare refused the third run, which was started afresh: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
     served.stop();
     assert!(nothing_left_naming(ws.path()));
 }

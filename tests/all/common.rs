@@ -777,3 +777,73 @@ pub fn request_head(reader: &mut impl std::io::BufRead) -> Option<String> {
         }
     }
 }
+
+/// A namespace runner or Landlock launcher started ahead of its command
+/// (`--await-fd`): the sandbox or ruleset is made first, the command comes
+/// later over the fd.
+pub struct Waiting {
+    /// The launcher, started.
+    pub child: std::process::Child,
+    /// The write end of its command fd, until the command is handed.
+    pub command: Option<std::fs::File>,
+}
+
+impl Waiting {
+    /// Start `SUBCOMMAND --await-fd 3 PROFILE... --` in `cwd`.
+    pub fn start(
+        subcommand: &str,
+        cwd: &std::path::Path,
+        profile: &[impl AsRef<std::ffi::OsStr>],
+    ) -> Waiting {
+        use std::os::unix::process::CommandExt;
+        // Close-on-exec both ends: no other child (tests run side by side)
+        // may hold the write end open; dup2 clears it on fd 3.
+        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        // Above fd 3, so the dup2 below always clears close-on-exec.
+        let read = nix::fcntl::fcntl(&read, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(10)).unwrap();
+        let mut command = cordon();
+        command
+            .current_dir(cwd)
+            .arg(subcommand)
+            .args(["--await-fd", "3"])
+            .args(profile)
+            .arg("--")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        // SAFETY: dup2 is async-signal-safe.
+        unsafe {
+            command.pre_exec(move || {
+                if nix::libc::dup2(read, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = command.spawn().unwrap();
+        nix::unistd::close(read).unwrap();
+        Waiting {
+            child,
+            command: Some(std::fs::File::from(write)),
+        }
+    }
+
+    /// Hand it `argv` to run in `workdir` with `env`, and wait for its end.
+    pub fn run(
+        mut self,
+        workdir: &std::path::Path,
+        argv: &[&str],
+        env: &[(&str, &str)],
+    ) -> std::process::Output {
+        use std::io::Write;
+        let os = std::ffi::OsString::from;
+        let message = cordon::sandbox::launcher::command::Command {
+            workdir: workdir.to_owned(),
+            argv: argv.iter().map(os).collect(),
+            env: env.iter().map(|(k, v)| (os(k), os(v))).collect(),
+        };
+        let mut pipe = self.command.take().unwrap();
+        pipe.write_all(&message.encode()).unwrap();
+        drop(pipe);
+        self.child.wait_with_output().unwrap()
+    }
+}

@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::{cordon, landlock_usable, workspace};
+use common::{Waiting, cordon, landlock_usable, workspace};
 
 fn launcher(args: &[&str]) -> std::process::Output {
     cordon().arg("__landlock").args(args).output().unwrap()
@@ -411,4 +411,108 @@ fn a_launcher_beside_cordon_of_another_build_or_writable_by_others_is_never_star
             "cordon started its own modes, never the untrusted launcher: {started:?}"
         );
     }
+}
+
+/// Wait until the launcher `pid` holds its Landlock ruleset (an fd on
+/// `anon_inode:landlock-ruleset`): its rules are made.
+fn wait_for_ruleset(pid: u32) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::time::Instant::now() < deadline {
+        let held = std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|fd| {
+                std::fs::read_link(fd.path())
+                    .is_ok_and(|to| to.to_string_lossy().contains("landlock-ruleset"))
+            });
+        if held {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    panic!("the launcher made no ruleset in 20 s");
+}
+
+#[test]
+fn a_launcher_started_ahead_runs_the_command_it_is_handed_later_confined() {
+    if !landlock_usable("a_launcher_started_ahead_runs_the_command_it_is_handed_later_confined") {
+        return;
+    }
+    let ws = workspace();
+    let outside = workspace();
+    let root = ws.path().to_str().unwrap();
+    std::fs::create_dir(ws.path().join("sub")).unwrap();
+    let waiting = Waiting::start("__landlock", ws.path(), &["--ro", "/", "--rw", root]);
+    wait_for_ruleset(waiting.child.id());
+    let planted = outside.path().join("planted");
+    let script = format!(
+        "pwd; echo \"$FOO\"; touch ../made; touch {} || echo denied",
+        planted.display()
+    );
+    let output = waiting.run(
+        &ws.path().join("sub"),
+        &["sh", "-c", &script],
+        &[("FOO", "handed later"), ("PATH", "/usr/bin:/bin")],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        format!("{root}/sub\nhanded later\ndenied\n")
+    );
+    assert!(
+        ws.path().join("made").exists(),
+        "the granted root was not writable"
+    );
+    assert!(!planted.exists(), "the command wrote outside its grant");
+}
+
+#[test]
+fn a_rule_path_replaced_while_the_launcher_waits_refuses_the_command() {
+    if !landlock_usable("a_rule_path_replaced_while_the_launcher_waits_refuses_the_command") {
+        return;
+    }
+    let ws = workspace();
+    let root = ws.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let waiting = Waiting::start(
+        "__landlock",
+        ws.path(),
+        &["--ro", "/", "--rw", root.to_str().unwrap()],
+    );
+    wait_for_ruleset(waiting.child.id());
+    // The rule was made for the old directory; the path now names another.
+    std::fs::rename(&root, ws.path().join("old")).unwrap();
+    std::fs::create_dir(&root).unwrap();
+    let marker = root.join("ran");
+    let output = waiting.run(
+        ws.path(),
+        &["touch", marker.to_str().unwrap()],
+        &[("PATH", "/usr/bin:/bin")],
+    );
+    assert_eq!(output.status.code(), Some(125), "{}", stderr(&output));
+    assert!(
+        stderr(&output).starts_with("cordon-landlock: ")
+            && stderr(&output).contains("changed on the host"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        !marker.exists(),
+        "the command ran after its rule's path moved"
+    );
+    assert!(!ws.path().join("old/ran").exists());
+    // The positive control: the same, nothing moved, runs.
+    let waiting = Waiting::start(
+        "__landlock",
+        ws.path(),
+        &["--ro", "/", "--rw", root.to_str().unwrap()],
+    );
+    let output = waiting.run(
+        ws.path(),
+        &["touch", marker.to_str().unwrap()],
+        &[("PATH", "/usr/bin:/bin")],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(marker.exists());
 }

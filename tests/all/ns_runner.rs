@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use common::{cordon, namespaces_usable, workspace};
+use common::{Waiting, cordon, namespaces_usable, workspace};
 
 fn runner(args: &[&str]) -> std::process::Output {
     cordon().arg("__ns").args(args).output().unwrap()
@@ -217,69 +217,6 @@ fn nothing_the_runner_mounts_reaches_the_host_while_it_runs() {
     assert_eq!(host_mounts(ws.path()), before);
 }
 
-/// A runner started ahead of its command (`--await-fd`): the sandbox is
-/// built first, the command comes later over the fd.
-struct Waiting {
-    child: std::process::Child,
-    command: Option<std::fs::File>,
-}
-
-impl Waiting {
-    /// Start `__ns --await-fd 3 PROFILE... --` in `cwd`.
-    fn start(cwd: &std::path::Path, profile: &[impl AsRef<std::ffi::OsStr>]) -> Waiting {
-        use std::os::unix::process::CommandExt;
-        // Close-on-exec both ends: no other child (tests run side by side)
-        // may hold the write end open; dup2 clears it on fd 3.
-        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
-        // Above fd 3, so the dup2 below always clears close-on-exec.
-        let read = nix::fcntl::fcntl(&read, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(10)).unwrap();
-        let mut command = cordon();
-        command
-            .current_dir(cwd)
-            .arg("__ns")
-            .args(["--await-fd", "3"])
-            .args(profile)
-            .arg("--")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        // SAFETY: dup2 is async-signal-safe.
-        unsafe {
-            command.pre_exec(move || {
-                if nix::libc::dup2(read, 3) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = command.spawn().unwrap();
-        nix::unistd::close(read).unwrap();
-        Waiting {
-            child,
-            command: Some(std::fs::File::from(write)),
-        }
-    }
-
-    /// Hand it `argv` to run in `workdir` with `env`, and wait for its end.
-    fn run(
-        mut self,
-        workdir: &std::path::Path,
-        argv: &[&str],
-        env: &[(&str, &str)],
-    ) -> std::process::Output {
-        use std::io::Write;
-        let os = std::ffi::OsString::from;
-        let message = cordon::sandbox::launcher::namespaces::Command {
-            workdir: workdir.to_owned(),
-            argv: argv.iter().map(os).collect(),
-            env: env.iter().map(|(k, v)| (os(k), os(v))).collect(),
-        };
-        let mut pipe = self.command.take().unwrap();
-        pipe.write_all(&message.encode()).unwrap();
-        drop(pipe);
-        self.child.wait_with_output().unwrap()
-    }
-}
-
 /// The protected-`.git` profile of a writable workspace.
 fn guarded(root: &str, git: &str) -> Vec<String> {
     [
@@ -314,7 +251,7 @@ fn a_runner_started_ahead_runs_the_command_it_is_handed_later() {
     std::fs::create_dir_all(format!("{root}/sub")).unwrap();
     std::fs::create_dir(&git).unwrap();
     let profile = guarded(&root, &git);
-    let waiting = Waiting::start(ws.path(), &profile);
+    let waiting = Waiting::start("__ns", ws.path(), &profile);
     // The sandbox is built before the command comes.
     std::thread::sleep(std::time::Duration::from_millis(200));
     let output = waiting.run(
@@ -349,7 +286,7 @@ fn refused_after(
     profile: &[impl AsRef<std::ffi::OsStr>],
     change: impl FnOnce(),
 ) -> std::process::Output {
-    let waiting = Waiting::start(ws, profile);
+    let waiting = Waiting::start("__ns", ws, profile);
     std::thread::sleep(std::time::Duration::from_millis(200));
     change();
     let output = waiting.run(
@@ -423,7 +360,11 @@ fn a_runner_let_go_without_a_command_runs_nothing() {
         return;
     }
     let ws = workspace();
-    let mut waiting = Waiting::start(ws.path(), &["--ro-bind", "/", "/", "--proc", "/proc"]);
+    let mut waiting = Waiting::start(
+        "__ns",
+        ws.path(),
+        &["--ro-bind", "/", "/", "--proc", "/proc"],
+    );
     drop(waiting.command.take());
     let output = waiting.child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(125));

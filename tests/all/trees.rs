@@ -309,8 +309,11 @@ fn a_landlock_supervisor_killed_from_outside_is_a_runner_failure() {
         .spawn()
         .unwrap();
     wait_for_sleepers(&mark, 1);
+    // The launcher is handed its command over a pipe, so its own argv does
+    // not name the sleeper: it is the sleeper's parent.
     let supervisor = common::host_processes_with(&format!("sleep {mark}"))
         .into_iter()
+        .filter_map(parent_of)
         .find(|pid| {
             std::fs::read(format!("/proc/{pid}/cmdline"))
                 .is_ok_and(|c| String::from_utf8_lossy(&c).contains("__landlock"))
@@ -325,4 +328,13 @@ fn a_landlock_supervisor_killed_from_outside_is_a_runner_failure() {
         processes_gone(&format!("sleep {mark}")),
         "the command outlived its supervisor"
     );
+}
+
+/// The parent of host process `pid`, from its `/proc` status.
+fn parent_of(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("PPid:"))
+        .and_then(|ppid| ppid.trim().parse().ok())
 }

@@ -3,13 +3,14 @@
 //! `cordon run` knows its request before it has loaded the policy
 //! component, and its grant is usually the one the component keeps (the
 //! request's, or the deployment's). So the host asks the sandbox to
-//! confine that grant and starts cordon's namespace runner for it at once,
-//! with `--await-fd`: the runner builds its sandbox on the other CPU while
-//! the host builds its engine and loads, resolves and plans. When the
-//! run's own checked launch has the very same runner argv (and the same
-//! runner environment), the run hands it the command instead of starting
-//! a runner of its own ([`take`]); otherwise it is ended unused and the run
-//! spawns as always.
+//! confine that grant and starts cordon's own launcher for it at once —
+//! the namespace runner, or the Landlock launcher on that rung — with
+//! `--await-fd`: the runner builds its sandbox (the Landlock launcher
+//! makes its ruleset) on the other CPU while the host builds its engine
+//! and loads, resolves and plans. When the run's own checked launch has
+//! the very same runner argv (and the same runner environment), the run
+//! hands it the command instead of starting a runner of its own
+//! ([`take`]); otherwise it is ended unused and the run spawns as always.
 //!
 //! Nothing here decides what runs or how it is confined: the waiting
 //! runner is a confinement the sandbox issued, the command and its
@@ -123,9 +124,10 @@ impl Ahead {
 /// runner argv and environment ([`taken`]); one that does not fit is
 /// ended and the session starts one for the new grant. Nothing ties a
 /// spare to the time it was built: the runner checks, when its command
-/// comes, that every mount of its view still reaches what it attached
-/// (a directory moved or made on the host since refuses the command, and
-/// the run is reported as not started), and a grant that has
+/// comes, that every mount of its view still reaches what it attached,
+/// the Landlock launcher that every rule's path still names what the rule
+/// was made from (a directory moved or made on the host since refuses the
+/// command, and the run is reported as not started), and a grant that has
 /// placeholders or a proxy gets no spare. A session holds at most one
 /// (a process and its cgroup, not counted against the run bounds), ended
 /// with the session.
@@ -165,8 +167,9 @@ impl Spare {
 }
 
 /// Whether a run like `prepared` in `cx` could take a spare: confined by
-/// cordon's own runner with a cgroup, no stdin or terminal, no
-/// placeholders, no proxy, as the host's own user.
+/// cordon's own launcher (the namespace runner, the Landlock launcher)
+/// with a cgroup, no stdin or terminal, no placeholders, no proxy, as the
+/// host's own user.
 fn spares(cx: &super::RunContext, prepared: &Prepared) -> bool {
     let launch = &prepared.launch;
     cx.cgroups.is_some()
@@ -175,14 +178,14 @@ fn spares(cx: &super::RunContext, prepared: &Prepared) -> bool {
         && launch.tty.is_none()
         && prepared.placeholders.is_empty()
         && prepared.proxy.is_none()
-        && sandbox::namespaces::awaiting(&launch.argv).is_some()
+        && sandbox::awaiting(&launch.argv).is_some()
 }
 
 /// Start the runner `request` will most likely be planned with; none
 /// when the guess cannot be made or the run could not take it (no
-/// cgroup, stdin bytes or a terminal, a grant with an allow-list proxy or placeholders,
-/// another runner than cordon's own). A grant that lacks a protected name
-/// is not even laid out: it has placeholders.
+/// cgroup, stdin bytes or a terminal, a grant with an allow-list proxy or
+/// placeholders, another runner than cordon's own launcher). A grant that
+/// lacks a protected name is not even laid out: it has placeholders.
 fn start(
     confiner: &Arc<dyn Confine>,
     cgroups: impl FnOnce() -> Option<Arc<Cgroups>>,
@@ -215,11 +218,11 @@ fn start(
     start_runner(confiner, cgroups, &spec, &limits)
 }
 
-/// Start cordon's namespace runner waiting for a command run under
-/// `spec`'s grant, in a cgroup of `cgroups` (asked for once the grant is
-/// confined: the host may still be finding them) with `limits`; none when
-/// that grant is not confined by it, or has placeholders or a proxy, or
-/// there are no cgroups.
+/// Start cordon's own launcher (the namespace runner, the Landlock
+/// launcher) waiting for a command run under `spec`'s grant, in a cgroup
+/// of `cgroups` (asked for once the grant is confined: the host may still
+/// be finding them) with `limits`; none when that grant is not confined
+/// by it, or has placeholders or a proxy, or there are no cgroups.
 fn start_runner(
     confiner: &Arc<dyn Confine>,
     cgroups: impl FnOnce() -> Option<Arc<Cgroups>>,
@@ -234,7 +237,7 @@ fn start_runner(
     if wrap.proxy().is_some() || !wrap.placeholders().is_empty() {
         return None;
     }
-    let (argv, _) = sandbox::namespaces::awaiting(wrap.argv())?;
+    let (argv, _) = sandbox::awaiting(wrap.argv())?;
     let (env, _, _) = wrap.handover().split(vec![], &[]);
     let launch = process::SpawnRequest {
         argv,
@@ -287,7 +290,7 @@ fn fit(
     prepared: &Prepared,
 ) -> Option<(Waiting, Vec<u8>)> {
     let launch = &prepared.launch;
-    let (argv, command) = sandbox::namespaces::awaiting(&launch.argv)?;
+    let (argv, command) = sandbox::awaiting(&launch.argv)?;
     let fits = argv == waiting.argv()
         && launch.env == waiting.env()
         && launch.stdin.is_none()
@@ -308,7 +311,7 @@ fn fit(
 #[cfg(target_os = "linux")]
 fn message(launch: &process::SpawnRequest, command: &[String]) -> Option<Vec<u8>> {
     let argv: Vec<&[u8]> = command.iter().map(|arg| arg.as_bytes()).collect();
-    Some(sandbox::launcher::namespaces::message(
+    Some(sandbox::launcher::command::message(
         &launch.workdir,
         &argv,
         launch.handover.as_deref().unwrap_or_default(),

@@ -275,6 +275,33 @@ pub(super) fn supervised_launch(launcher: &std::path::Path, subcommand: &str) ->
     ]
 }
 
+/// A wrap of cordon's namespace runner or Landlock launcher (`argv`, as
+/// [`namespaces::Namespaces::wrap`] and [`landlock::Landlock::wrap`] make
+/// it), split for a launcher started ahead of its command: the launcher's
+/// own argv — `--env-fd` become `--await-fd` on the same fd, nothing after
+/// `--` — and the command. None when `argv` is not such a wrap.
+///
+/// Two wraps with the same launcher argv confine alike: a launcher started
+/// from one may be handed the command of the other (it checks, when the
+/// command comes, that what it prepared still stands).
+pub fn awaiting(argv: &[String]) -> Option<(Vec<String>, &[String])> {
+    let subcommand = argv.get(1).map(String::as_str);
+    if subcommand != Some(launcher::NS_SUBCOMMAND) && subcommand != Some(launcher::SUBCOMMAND) {
+        return None;
+    }
+    let end = argv.iter().position(|arg| arg == "--")?;
+    let (runner, command) = (&argv[..end], &argv[end + 1..]);
+    let fd = process::HANDOVER_FD.to_string();
+    let at = runner.iter().position(|arg| arg == "--env-fd")?;
+    if runner.get(at + 1) != Some(&fd) || command.is_empty() {
+        return None;
+    }
+    let mut waiting = runner.to_vec();
+    waiting[at] = "--await-fd".into();
+    waiting.push("--".into());
+    Some((waiting, command))
+}
+
 /// `--writable-root DEV:INO:PATH` for each writable root of `layout`, as
 /// the host checks it now: the runner refuses to run the command unless
 /// what it bound (or granted) there is that very directory.
@@ -602,6 +629,55 @@ mod tests {
             init_report: init.map(<[u8]>::to_vec),
             exceeded: vec![],
         }
+    }
+
+    /// A wrap that `wrap` makes splits into the launcher `subcommand`
+    /// waiting and its command; the same for any other command.
+    fn splits(subcommand: &str, wrap: impl Fn(&[String]) -> Wrap) {
+        let full = wrap(&["sh".into(), "-c".into(), "--".into()]);
+        let (waiting, command) = awaiting(full.argv()).expect("a wrap of a launcher");
+        assert_eq!(command, ["sh", "-c", "--"]);
+        assert_eq!(waiting.last().map(String::as_str), Some("--"));
+        let head = [
+            "/usr/bin/cordon",
+            subcommand,
+            "--status-fd",
+            "3",
+            "--await-fd",
+            "4",
+        ];
+        assert_eq!(waiting[..6], head);
+        assert!(!waiting.iter().any(|arg| arg == "--env-fd"));
+        // The same grant for another command: the same waiting launcher.
+        let other = wrap(&["true".into()]);
+        assert_eq!(awaiting(other.argv()).unwrap().0, waiting);
+        // Nothing to hand over.
+        let mut bare = full.argv().to_vec();
+        bare.truncate(bare.iter().position(|a| a == "--").unwrap() + 1);
+        assert!(awaiting(&bare).is_none());
+    }
+
+    #[test]
+    fn a_wrap_splits_into_a_waiting_launcher_and_its_command() {
+        let policy = SandboxPolicy::new(SandboxMode::ReadOnly, "/home/me/ws");
+        let layout = grant::lay_out(&policy, &[], &[]);
+        let runner = namespaces::Namespaces::at("/usr/bin/cordon");
+        splits("__ns", |argv| runner.wrap(argv, &policy, &layout));
+        let landlock = landlock::Landlock::at("/usr/bin/cordon", Enforcement::Full);
+        splits("__landlock", |argv| landlock.wrap(argv, &policy, &layout));
+        // Not a launcher's wrap: bwrap, cordon's init inside it.
+        assert!(awaiting(&["bwrap".into(), "--".into(), "true".into()]).is_none());
+        let init = [
+            "/usr/bin/cordon",
+            "__init",
+            "--status-fd",
+            "3",
+            "--env-fd",
+            "4",
+            "--",
+            "true",
+        ];
+        assert!(awaiting(&init.map(String::from)).is_none());
     }
 
     #[test]

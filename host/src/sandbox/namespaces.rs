@@ -67,30 +67,6 @@ impl Namespaces {
     }
 }
 
-/// A wrap of this runner (`argv`, as [`Namespaces::wrap`] makes it), split
-/// for a runner started ahead of its command: the runner's own argv —
-/// `--env-fd` become `--await-fd` on the same fd, nothing after `--` — and
-/// the command. None when `argv` is not such a wrap.
-///
-/// Two wraps with the same runner argv build the same sandbox: a runner
-/// started from one may be handed the command of the other.
-pub fn awaiting(argv: &[String]) -> Option<(Vec<String>, &[String])> {
-    if argv.get(1).map(String::as_str) != Some(NS_SUBCOMMAND) {
-        return None;
-    }
-    let end = argv.iter().position(|arg| arg == "--")?;
-    let (runner, command) = (&argv[..end], &argv[end + 1..]);
-    let fd = crate::process::HANDOVER_FD.to_string();
-    let at = runner.iter().position(|arg| arg == "--env-fd")?;
-    if runner.get(at + 1) != Some(&fd) || command.is_empty() {
-        return None;
-    }
-    let mut waiting = runner.to_vec();
-    waiting[at] = "--await-fd".into();
-    waiting.push("--".into());
-    Some((waiting, command))
-}
-
 /// The probe's profile: bwrap's (SPEC.md §5), with a network namespace,
 /// running `true`.
 pub fn probe_args() -> Vec<String> {
@@ -206,37 +182,6 @@ mod tests {
         assert_eq!(wrap.handover(), EnvHandover::LauncherFd);
         assert_eq!(wrap.facts().backend, Backend::Namespaces);
         assert_eq!(wrap.facts().enforcement, Enforcement::Full);
-    }
-
-    #[test]
-    fn a_wrap_splits_into_a_waiting_runner_and_its_command() {
-        let policy = SandboxPolicy::new(SandboxMode::ReadOnly, "/home/me/ws");
-        let layout = lay_out(&policy, &[], &[]);
-        let runner = Namespaces::at("/usr/bin/cordon");
-        let wrap = runner.wrap(&["sh".into(), "-c".into(), "--".into()], &policy, &layout);
-        let (waiting, command) = awaiting(wrap.argv()).expect("a wrap of this runner");
-        assert_eq!(command, ["sh", "-c", "--"]);
-        assert_eq!(waiting.last().map(String::as_str), Some("--"));
-        assert_eq!(
-            waiting[..6],
-            [
-                "/usr/bin/cordon",
-                "__ns",
-                "--status-fd",
-                "3",
-                "--await-fd",
-                "4"
-            ]
-        );
-        assert!(!waiting.iter().any(|arg| arg == "--env-fd"));
-        // The same grant for another command: the same waiting runner.
-        let other = runner.wrap(&["true".into()], &policy, &layout);
-        assert_eq!(awaiting(other.argv()).unwrap().0, waiting);
-        // Not this runner's wrap, or none to hand over.
-        assert!(awaiting(&["bwrap".into(), "--".into(), "true".into()]).is_none());
-        let mut bare = wrap.argv().to_vec();
-        bare.truncate(bare.iter().position(|a| a == "--").unwrap() + 1);
-        assert!(awaiting(&bare).is_none());
     }
 
     #[test]

@@ -30,15 +30,13 @@
 //! command never ran ([`crate::sandbox::StatusReport::never_started`]).
 //!
 //! By mechanism: `profile.rs` reads the mount program, `mounts.rs` builds
-//! the sandbox, `command.rs` carries the command a runner started ahead
-//! waits for, `relay.rs` is the launcher's side outside the namespaces.
+//! the sandbox, `relay.rs` is the launcher's side outside the namespaces;
+//! the command a runner started ahead waits for is [`crate::command`]'s.
 
-mod command;
 mod mounts;
 mod profile;
 mod relay;
 
-pub use command::{Command, message};
 pub use mounts::{View, build, enter, enter_workdir};
 pub use profile::{Plan, Step};
 pub use relay::{launcher_alive, relay};
@@ -49,38 +47,6 @@ mod tests {
 
     fn plan(args: &[&str]) -> Result<Plan, String> {
         Plan::read(args)
-    }
-
-    #[test]
-    fn a_command_message_round_trips_with_empty_arguments_and_values() {
-        let os = std::ffi::OsString::from;
-        let command = Command {
-            workdir: "/ws/sub dir".into(),
-            argv: vec![os("bash"), os("-c"), os("")],
-            env: vec![(os("EMPTY"), os("")), (os("EQ"), os("a=b"))],
-        };
-        assert_eq!(Command::decode(&command.encode()).unwrap(), command);
-        let bare = Command {
-            workdir: "/".into(),
-            argv: vec![os("true")],
-            env: vec![],
-        };
-        assert_eq!(Command::decode(&bare.encode()).unwrap(), bare);
-    }
-
-    #[test]
-    fn a_malformed_command_message_is_refused() {
-        for (bytes, says) in [
-            (&b"/ws\x001\x00true"[..], "no final NUL"),
-            (b"ws\x001\x00true\x00", "not absolute"),
-            (b"/ws\x000\x00", "positive"),
-            (b"/ws\x00x\x00true\x00", "positive"),
-            (b"/ws\x003\x00a\x00b\x00", "fewer arguments"),
-            (b"/ws\x001\x00true\x00NOEQUALS\x00", "without ="),
-        ] {
-            let err = Command::decode(bytes).unwrap_err();
-            assert!(err.contains(says), "{bytes:?}: {err}");
-        }
     }
 
     #[test]

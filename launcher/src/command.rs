@@ -1,12 +1,18 @@
-//! The command a runner started ahead of it reads from its fd: working
+//! The command a launcher started ahead of it reads from its fd
+//! (`--await-fd`: the namespace runner, the Landlock launcher): working
 //! directory, argv and environment, encoded as NUL-ended fields.
+//!
+//! The host starts a launcher for the grant it expects while it still
+//! loads and asks its policy; the launcher does every step that needs no
+//! command (a sandbox built, a ruleset made), then reads one of these and
+//! checks that what it prepared still stands before it runs it.
 
 use std::fs::File;
 use std::os::fd::{FromRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-/// The command a waiting runner is handed (`--await-fd`): its working
+/// The command a waiting launcher is handed (`--await-fd`): its working
 /// directory, its argv and its environment.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Command {
@@ -61,7 +67,7 @@ impl Command {
     /// Read a message from `fd` to its end (the fd is closed).
     #[allow(
         unsafe_code,
-        reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
+        reason = "the fd the host handed over is taken as a file; the block says why it is sound"
     )]
     pub fn read(fd: RawFd) -> Result<Command, String> {
         use std::io::Read;
@@ -72,7 +78,7 @@ impl Command {
             .read_to_end(&mut bytes)
             .map_err(|err| format!("cannot read the command: {err}"))?;
         if bytes.is_empty() {
-            return Err("no command came (the host let the runner go)".into());
+            return Err("no command came (the host let the launcher go)".into());
         }
         if bytes.len() as u64 > MAX_COMMAND_BYTES {
             return Err(format!("the command is over {MAX_COMMAND_BYTES} bytes"));
@@ -80,7 +86,7 @@ impl Command {
         Command::decode(&bytes)
     }
 
-    pub(super) fn decode(bytes: &[u8]) -> Result<Command, String> {
+    fn decode(bytes: &[u8]) -> Result<Command, String> {
         use std::os::unix::ffi::OsStrExt;
         let bad = |what: &str| format!("the command message is malformed: {what}");
         let body = bytes
@@ -119,5 +125,42 @@ impl Command {
             })
             .collect::<Result<_, String>>()?;
         Ok(Command { workdir, argv, env })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_message_round_trips_with_empty_arguments_and_values() {
+        let os = std::ffi::OsString::from;
+        let command = Command {
+            workdir: "/ws/sub dir".into(),
+            argv: vec![os("bash"), os("-c"), os("")],
+            env: vec![(os("EMPTY"), os("")), (os("EQ"), os("a=b"))],
+        };
+        assert_eq!(Command::decode(&command.encode()).unwrap(), command);
+        let bare = Command {
+            workdir: "/".into(),
+            argv: vec![os("true")],
+            env: vec![],
+        };
+        assert_eq!(Command::decode(&bare.encode()).unwrap(), bare);
+    }
+
+    #[test]
+    fn a_malformed_command_message_is_refused() {
+        for (bytes, says) in [
+            (&b"/ws\x001\x00true"[..], "no final NUL"),
+            (b"ws\x001\x00true\x00", "not absolute"),
+            (b"/ws\x000\x00", "positive"),
+            (b"/ws\x00x\x00true\x00", "positive"),
+            (b"/ws\x003\x00a\x00b\x00", "fewer arguments"),
+            (b"/ws\x001\x00true\x00NOEQUALS\x00", "without ="),
+        ] {
+            let err = Command::decode(bytes).unwrap_err();
+            assert!(err.contains(says), "{bytes:?}: {err}");
+        }
     }
 }

@@ -51,6 +51,9 @@ pub const MAX_DENIALS: usize = 16;
 /// How long a run's end waits for the kernel's queue to drain.
 const SETTLE_BOUND: Duration = Duration::from_millis(250);
 
+/// How long `AUDIT_GET` waits for its reply.
+const STATUS_BOUND: Duration = Duration::from_millis(100);
+
 /// How long a domain no run has claimed is kept.
 const UNCLAIMED_FOR: Duration = Duration::from_secs(60);
 
@@ -131,16 +134,16 @@ impl KernelDenials {
     /// Open both sockets and check that audit is enabled.
     #[cfg(target_os = "linux")]
     fn open() -> Result<KernelDenials, String> {
-        let netlink = || {
+        let netlink = |flags| {
             socket(
                 AddressFamily::Netlink,
                 SockType::Raw,
-                SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+                SockFlag::SOCK_CLOEXEC | flags,
                 SockProtocol::NetlinkAudit,
             )
             .map_err(|err| format!("no audit netlink socket: {err}"))
         };
-        let records = netlink()?;
+        let records = netlink(SockFlag::SOCK_NONBLOCK)?;
         bind(records.as_raw_fd(), &NetlinkAddr::new(0, READLOG_GROUP)).map_err(|err| {
             format!("cannot read the kernel's audit records ({err}): it needs CAP_AUDIT_READ")
         })?;
@@ -148,9 +151,14 @@ impl KernelDenials {
         let room = 4 << 20;
         let _ =
             nix::sys::socket::setsockopt(&records, nix::sys::socket::sockopt::RcvBufForce, &room);
-        let control = netlink()?;
+        // Blocking, with a bound: `AUDIT_GET`'s reply wakes the reader at
+        // once (a polling sleep cost each run's end a scheduler tick).
+        let control = netlink(SockFlag::empty())?;
         bind(control.as_raw_fd(), &NetlinkAddr::new(0, 0))
             .map_err(|err| format!("no audit control socket: {err}"))?;
+        let bound = nix::sys::time::TimeVal::new(0, STATUS_BOUND.as_micros() as _);
+        nix::sys::socket::setsockopt(&control, nix::sys::socket::sockopt::ReceiveTimeout, &bound)
+            .map_err(|err| format!("cannot bound the audit control socket: {err}"))?;
         let reader = KernelDenials {
             records,
             control,
@@ -235,17 +243,20 @@ impl KernelDenials {
         request[6..8].copy_from_slice(&(nix::libc::NLM_F_REQUEST as u16).to_ne_bytes());
         send(fd, &request, MsgFlags::empty())?;
         let mut reply = [0u8; 512];
-        let deadline = Instant::now() + Duration::from_millis(100);
+        // Each receive waits at most STATUS_BOUND (the socket's timeout:
+        // `EAGAIN` past it); other messages (an ack) are skipped.
+        let deadline = Instant::now() + STATUS_BOUND;
         loop {
             match recv(fd, &mut reply, MsgFlags::empty()) {
                 Ok(n) => {
                     if let Some(status) = audit_status(&reply[..n]) {
                         return Ok(status);
                     }
+                    if Instant::now() > deadline {
+                        return Err(nix::errno::Errno::ETIMEDOUT);
+                    }
                 }
-                Err(nix::errno::Errno::EAGAIN) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_micros(50));
-                }
+                Err(nix::errno::Errno::EINTR) => {}
                 Err(err) => return Err(err),
             }
         }

@@ -17,21 +17,26 @@ use crate::sandbox::Supervision;
 /// `started`, when its launcher had its denials logged (`confined PID` on
 /// its status pipe) and the list can be read whole; read off the async
 /// threads (it may wait a bounded time for the kernel's queue).
-pub(super) async fn kernel_denials(
+/// The future borrows nothing of `finished`: it may be awaited beside
+/// the run's settle.
+pub(super) fn kernel_denials(
     started: SystemTime,
     supervision: Supervision,
     finished: &Finished,
-) -> Option<Vec<Denial>> {
-    let creator = supervision.confined(finished)?;
-    let reader = KernelDenials::shared().ok()?;
-    let ran_for = started.elapsed().unwrap_or_default();
-    let since = Instant::now()
-        .checked_sub(ran_for)
-        .unwrap_or_else(Instant::now);
-    tokio::task::spawn_blocking(move || reader.collect(creator, since))
-        .await
-        .ok()
-        .flatten()
+) -> impl Future<Output = Option<Vec<Denial>>> + use<> {
+    let creator = supervision.confined(finished);
+    async move {
+        let creator = creator?;
+        let reader = KernelDenials::shared().ok()?;
+        let ran_for = started.elapsed().unwrap_or_default();
+        let since = Instant::now()
+            .checked_sub(ran_for)
+            .unwrap_or_else(Instant::now);
+        tokio::task::spawn_blocking(move || reader.collect(creator, since))
+            .await
+            .ok()
+            .flatten()
+    }
 }
 
 /// `sandbox` with the evidence stamped: the kernel's list (when read)

@@ -483,13 +483,15 @@ async fn finish(cx: &RunContext, prepared: Prepared, ran: Ran) -> Result<ExecRes
     } = ran;
     let (exit_code, signal) = prepared.supervision.command_end(&finished);
     let tail = stderr.text.clone();
-    let kernel = evidence::kernel_denials(prepared.started, prepared.supervision, &finished).await;
-    let (prepared, finished, sandbox) = cx
-        .offload(Phase::Settle, move |cx| {
-            let sandbox = classify(cx, &prepared, &facts, &finished, (exit_code, signal), &tail);
-            Ok((prepared, finished, sandbox))
-        })
-        .await?;
+    // The kernel's list is read while the component classifies: neither
+    // needs the other until the facts are stamped.
+    let kernel = evidence::kernel_denials(prepared.started, prepared.supervision, &finished);
+    let settled = cx.offload(Phase::Settle, move |cx| {
+        let sandbox = classify(cx, &prepared, &facts, &finished, (exit_code, signal), &tail);
+        Ok((prepared, finished, sandbox))
+    });
+    let (kernel, settled) = tokio::join!(kernel, settled);
+    let (prepared, finished, sandbox) = settled?;
     let sandbox = evidence::stamped(sandbox?, kernel, &network.refused);
     let result = ExecResult {
         exit_code,
@@ -697,14 +699,14 @@ async fn follow(
             let end = (exit_code, signal);
             let (timed_out, aborted) = (finished.timed_out, finished.aborted);
             let kernel =
-                evidence::kernel_denials(prepared.started, prepared.supervision, &finished).await;
+                evidence::kernel_denials(prepared.started, prepared.supervision, &finished);
             let network = held.0.1.as_ref().map(Proxy::recorded).unwrap_or_default();
             let refused = network.refused.clone();
-            let classified = cx
-                .offload(Phase::Settle, move |cx| {
-                    Ok(classify(cx, &prepared, &facts, &finished, end, &tail))
-                })
-                .await
+            let classified = cx.offload(Phase::Settle, move |cx| {
+                Ok(classify(cx, &prepared, &facts, &finished, end, &tail))
+            });
+            let (kernel, classified) = tokio::join!(kernel, classified);
+            let classified = classified
                 .and_then(|classified| classified)
                 .map(|sandbox| evidence::stamped(sandbox, kernel, &refused));
             let (sandbox, notice) = match classified {

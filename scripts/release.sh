@@ -70,6 +70,10 @@ build() {
     # Only for the target's code (with --target, build scripts get none).
     local flags="--remap-path-prefix=$source=/cordon --remap-path-prefix=$cargo_home=/cargo"
     flags+=" --remap-path-prefix=$target_dir=/target -C strip=symbols"
+    # Position independent, so the kernel loads each at a random base
+    # (ASLR): rustc asks for `-static-pie`, which zig's linker ignores,
+    # leaving a fixed-address executable; `-pie` it honours.
+    flags+=" -C link-arg=-pie"
     (cd "$source" && RUSTFLAGS="$flags" CARGO_TARGET_DIR="$target_dir" \
         cargo zigbuild --quiet --locked --release -p cordon --bin cordon \
         -p cordon-launcher --bin cordon-launcher --target "$target" >&2)
@@ -188,6 +192,19 @@ smoke() {
     rm -rf "$ws"
     echo "release: cordon-$version-$target runs${runner[*]:+ under ${runner[*]}}"
 }
+# position_independent FILE: an ELF executable of type ET_DYN (a static PIE),
+# which the kernel loads at a random base; a fixed-address one (ET_EXEC)
+# gives an attacker every code address in advance.
+position_independent() {
+    local kind
+    kind=$(od -An -tu2 -j16 -N2 "$1" | tr -d ' ')
+    [ "$kind" = 3 ] || {
+        echo "release: $1 is not position independent (ELF type $kind, not 3: ET_DYN): no ASLR for it" >&2
+        return 1
+    }
+}
 for target in "${targets[@]}"; do
+    position_independent "$dist/cordon-$version-$target"
+    position_independent "$dist/cordon-launcher-$version-$target"
     smoke "$dist/cordon-$version-$target" "$target"
 done

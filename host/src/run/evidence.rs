@@ -17,6 +17,7 @@ use crate::sandbox::Supervision;
 /// `started`, when its launcher had its denials logged (`confined PID` on
 /// its status pipe) and the list can be read whole; read off the async
 /// threads (it may wait a bounded time for the kernel's queue).
+///
 /// The future borrows nothing of `finished`: it may be awaited beside
 /// the run's settle.
 pub(super) fn kernel_denials(

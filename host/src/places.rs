@@ -32,6 +32,12 @@ pub fn expand_home(path: &Path) -> PathBuf {
 /// Falls back to `std::fs::canonicalize` where the kernel's name is not a
 /// plain path (no `/proc`, a deleted entry).
 pub fn canonical(path: &Path) -> std::io::Result<PathBuf> {
+    canonical_entry(path).map(|(named, _)| named)
+}
+
+/// [`canonical`], and whether what it names is a directory — asked of
+/// what was opened, not by walking the path again.
+pub fn canonical_entry(path: &Path) -> std::io::Result<(PathBuf, bool)> {
     #[cfg(target_os = "linux")]
     {
         use std::os::fd::AsRawFd;
@@ -40,7 +46,12 @@ pub fn canonical(path: &Path) -> std::io::Result<PathBuf> {
             .read(true)
             .custom_flags(nix::libc::O_PATH)
             .open(path)?;
-        let named = std::fs::read_link(format!("/proc/self/fd/{}", opened.as_raw_fd()));
+        let dir = opened.metadata()?.is_dir();
+        // One `readlink` with a `PATH_MAX` buffer (nix's): std's starts at
+        // 256 bytes and doubles, and each try makes the kernel build the
+        // whole name again.
+        let named = nix::fcntl::readlink(format!("/proc/self/fd/{}", opened.as_raw_fd()).as_str())
+            .map(PathBuf::from);
         if let Ok(named) = named
             && named.is_absolute()
             && !named
@@ -48,10 +59,12 @@ pub fn canonical(path: &Path) -> std::io::Result<PathBuf> {
                 .as_encoded_bytes()
                 .ends_with(b" (deleted)")
         {
-            return Ok(named);
+            return Ok((named, dir));
         }
     }
-    std::fs::canonicalize(path)
+    let named = std::fs::canonicalize(path)?;
+    let dir = named.is_dir();
+    Ok((named, dir))
 }
 
 #[cfg(test)]
@@ -89,6 +102,9 @@ mod tests {
                 path.display()
             );
         }
+        assert!(canonical_entry(&deep).unwrap().1);
+        assert!(canonical_entry(&base.join("link")).unwrap().1);
+        assert!(!canonical_entry(&base.join("file")).unwrap().1);
         assert!(canonical(&base.join("missing")).is_err());
         std::os::unix::fs::symlink(base.join("nowhere"), base.join("dangling")).unwrap();
         assert!(canonical(&base.join("dangling")).is_err());

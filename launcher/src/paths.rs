@@ -85,6 +85,16 @@ impl Anchors {
         }
     }
 
+    /// The directory `path` reaches (`O_PATH`): the anchor itself when
+    /// `path` is one (a duplicate, nothing walked), else [`Anchors::open`]'s
+    /// walk of the rest from the nearest anchor above it.
+    pub fn open_dir(&self, path: &Path) -> std::io::Result<OwnedFd> {
+        match self.0.iter().find(|(at, _)| at.as_path() == path) {
+            Some((_, fd)) => fd.try_clone(),
+            None => self.open(path, libc::O_PATH | libc::O_DIRECTORY),
+        }
+    }
+
     /// [`make_missing`], from the nearest anchor above `path`.
     pub fn make_missing(&self, path: &Path, dir: bool) -> std::io::Result<()> {
         plain_names(path)?;
@@ -282,6 +292,31 @@ mod tests {
         assert!(
             anchors.below(&ws).is_none(),
             "an anchor is not above itself"
+        );
+        // A directory is opened as the anchor it is, or from the one above.
+        let same = |fd: &OwnedFd, path: &Path| {
+            let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
+            let (a, b) = (
+                std::fs::metadata(link).unwrap(),
+                std::fs::metadata(path).unwrap(),
+            );
+            (a.dev(), a.ino()) == (b.dev(), b.ino())
+        };
+        assert!(same(&anchors.open_dir(&ws).unwrap(), &ws));
+        assert!(same(
+            &anchors.open_dir(&ws.join("a")).unwrap(),
+            &ws.join("a")
+        ));
+        assert!(
+            anchors.open_dir(&deep.join("file")).is_err(),
+            "not a directory"
+        );
+        assert_eq!(
+            anchors
+                .open_dir(&ws.join("link"))
+                .unwrap_err()
+                .raw_os_error(),
+            Some(libc::ELOOP)
         );
         // A mount attached at `ws` (or above): both forgotten.
         anchors.covered(&ws);

@@ -49,7 +49,10 @@ fn identity(path: &Path) -> Option<(u64, u64)> {
     use std::os::fd::AsRawFd;
     let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
     let fd = nix::fcntl::open(path, flags, nix::sys::stat::Mode::empty()).ok()?;
-    let resolved = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
+    // One `readlink` with a `PATH_MAX` buffer (std doubles from 256).
+    let resolved = PathBuf::from(
+        nix::fcntl::readlink(format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str()).ok()?,
+    );
     if resolved != path {
         return None;
     }
@@ -68,6 +71,12 @@ fn identity(_: &Path) -> Option<(u64, u64)> {
 /// name says.
 pub fn root_arg(path: &Path) -> String {
     let (dev, ino) = identity(path).unwrap_or((0, 0));
+    root_arg_of(path, dev, ino)
+}
+
+/// The `--writable-root` value for `path` whose identity the caller took
+/// itself (a directory it opened and found named `path`).
+pub fn root_arg_of(path: &Path, dev: u64, ino: u64) -> String {
     format!("{dev}:{ino}:{}", path.display())
 }
 

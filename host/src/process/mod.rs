@@ -665,14 +665,13 @@ impl Process {
 
 /// The working directory must be a directory we can enter, so that a
 /// later `ENOENT`/`EACCES` from spawning names the program, not the directory.
+///
+/// One walk of its path, not two (a workdir 400 directories deep is 400
+/// names a walk): `dir/.` resolves only through a directory that can be
+/// searched (`ENOTDIR`, `EACCES`, `ENOENT` otherwise), and `X_OK` asks it
+/// again of the directory itself.
 fn check_workdir(dir: &Path) -> io::Result<()> {
-    if !std::fs::metadata(dir)?.is_dir() {
-        return Err(io::Error::new(
-            io::ErrorKind::NotADirectory,
-            "not a directory",
-        ));
-    }
-    nix::unistd::access(dir, nix::unistd::AccessFlags::X_OK).map_err(io::Error::from)
+    nix::unistd::access(&dir.join("."), nix::unistd::AccessFlags::X_OK).map_err(io::Error::from)
 }
 
 /// Ending a run from outside: its group, the runner's report so far (for
@@ -775,4 +774,24 @@ fn pump(
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_workdir_is_an_existing_directory_that_can_be_entered() {
+        let dir = tempfile::tempdir().unwrap();
+        check_workdir(dir.path()).unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        let err = check_workdir(&file).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotADirectory, "{err}");
+        let err = check_workdir(&dir.path().join("missing")).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound, "{err}");
+        // A link to a directory is that directory, as before.
+        std::os::unix::fs::symlink(dir.path(), dir.path().join("link")).unwrap();
+        check_workdir(&dir.path().join("link")).unwrap();
+    }
 }

@@ -182,8 +182,14 @@ pub(super) fn spec_size(spec: &ExecSpec) -> Result<(), RunError> {
 /// canonical (symlinks and `..` resolved physically) when it exists; a
 /// path that does not exist is kept as spelled.
 fn canonical_root(root: &Path) -> Result<PathBuf, RunError> {
+    canonical_root_dir(root).map(|(root, _)| root)
+}
+
+/// [`canonical_root`], and whether it is an existing directory (asked of
+/// the resolution itself: no second walk of a deep root's path).
+fn canonical_root_dir(root: &Path) -> Result<(PathBuf, bool), RunError> {
     let root = absolute(root, "workspace root")?;
-    Ok(crate::places::canonical(&root).unwrap_or(root))
+    Ok(crate::places::canonical_entry(&root).unwrap_or((root, false)))
 }
 
 /// Every environment entry of a spec can be set: a name that is not empty
@@ -205,7 +211,8 @@ pub(super) fn spec_env(spec: &ExecSpec) -> Result<(), RunError> {
 /// fail inside the runner, which is not the sandbox's fault).
 pub(super) fn canonicalise(spec: &mut ExecSpec) -> Result<(), RunError> {
     spec.workdir = absolute(&spec.workdir, "workdir")?;
-    spec.policy.workspace_root = canonical_root(&spec.policy.workspace_root)?;
+    let (workspace_root, workspace_is_dir) = canonical_root_dir(&spec.policy.workspace_root)?;
+    spec.policy.workspace_root = workspace_root;
     for root in &mut spec.policy.writable_roots {
         *root = expand_home(root);
         if !root.is_absolute() {
@@ -214,15 +221,16 @@ pub(super) fn canonicalise(spec: &mut ExecSpec) -> Result<(), RunError> {
                 root.display()
             )));
         }
-        *root = canonical_root(root)?;
-        if spec.policy.mode == SandboxMode::WorkspaceWrite && !root.is_dir() {
+        let (canonical, is_dir) = canonical_root_dir(root)?;
+        *root = canonical;
+        if spec.policy.mode == SandboxMode::WorkspaceWrite && !is_dir {
             return Err(RunError::InvalidRequest(format!(
                 "policy.writableRoots: {} is not an existing directory; create it or drop it",
                 root.display()
             )));
         }
     }
-    if spec.policy.mode == SandboxMode::WorkspaceWrite && !spec.policy.workspace_root.is_dir() {
+    if spec.policy.mode == SandboxMode::WorkspaceWrite && !workspace_is_dir {
         return Err(RunError::InvalidRequest(format!(
             "workspace root {} is not an existing directory; create it or choose another",
             spec.policy.workspace_root.display()
@@ -260,9 +268,15 @@ pub(super) fn handed_policy<'a>(
 /// (`describe`), which the operator accepted by loading it under the
 /// ceiling: `bash-local` declares `danger-full-access` and runs every
 /// command so; a component that declares `read-only` widens nothing.
+///
+/// `returned_root` is the root as the component spelled it, before
+/// [`canonicalise`] (when known): spelled as it was handed, it is the
+/// handed root, and the handed one is not resolved a second time (a
+/// resolution of a path 400 directories deep is a walk of 400 names).
 pub(super) fn spec_keeps_handed_policy(
     spec: &ExecSpec,
     handed: &SandboxPolicy,
+    returned_root: Option<&Path>,
     declared: SandboxMode,
 ) -> Result<(), RunError> {
     if spec.policy.mode > handed.mode.max(declared) {
@@ -274,6 +288,9 @@ pub(super) fn spec_keeps_handed_policy(
                 handed.mode, spec.policy.mode
             ),
         ));
+    }
+    if returned_root == Some(handed.workspace_root.as_path()) {
+        return Ok(());
     }
     let root = canonical_root(&handed.workspace_root)?;
     if spec.policy.workspace_root != root {
@@ -921,19 +938,19 @@ mod tests {
         let handed = SandboxPolicy::new(SandboxMode::WorkspaceWrite, &root);
         let declared = SandboxMode::ReadOnly;
         let mut narrower = spec(SandboxMode::ReadOnly, root.to_str().unwrap());
-        assert!(spec_keeps_handed_policy(&narrower, &handed, declared).is_ok());
+        assert!(spec_keeps_handed_policy(&narrower, &handed, None, declared).is_ok());
         narrower.policy.mode = SandboxMode::WorkspaceWrite;
-        assert!(spec_keeps_handed_policy(&narrower, &handed, declared).is_ok());
+        assert!(spec_keeps_handed_policy(&narrower, &handed, None, declared).is_ok());
 
         let read_only = SandboxPolicy::new(SandboxMode::ReadOnly, &root);
         is_policy_failure(
-            spec_keeps_handed_policy(&narrower, &read_only, declared),
+            spec_keeps_handed_policy(&narrower, &read_only, None, declared),
             Phase::Resolve,
             "widened the mode from \"read-only\" to \"workspace-write\"",
         );
         let moved = spec(SandboxMode::WorkspaceWrite, "/");
         is_policy_failure(
-            spec_keeps_handed_policy(&moved, &handed, declared),
+            spec_keeps_handed_policy(&moved, &handed, None, declared),
             Phase::Resolve,
             "moved the workspace root",
         );
@@ -941,16 +958,33 @@ mod tests {
         std::os::unix::fs::symlink(&root, root.join("link")).unwrap();
         let via_link = SandboxPolicy::new(SandboxMode::WorkspaceWrite, root.join("link"));
         let same = spec(SandboxMode::WorkspaceWrite, root.to_str().unwrap());
-        assert!(spec_keeps_handed_policy(&same, &via_link, declared).is_ok());
+        assert!(spec_keeps_handed_policy(&same, &via_link, None, declared).is_ok());
+        // Returned as it was spelled when handed: the same root, not resolved
+        // again; returned spelled otherwise, the canonical roots decide.
+        let link = root.join("link");
+        assert!(spec_keeps_handed_policy(&same, &via_link, Some(&link), declared).is_ok());
+        is_policy_failure(
+            spec_keeps_handed_policy(&moved, &handed, Some(Path::new("/")), declared),
+            Phase::Resolve,
+            "moved the workspace root",
+        );
+        // The mode is checked whatever the root's spelling.
+        is_policy_failure(
+            spec_keeps_handed_policy(&narrower, &read_only, Some(&root), declared),
+            Phase::Resolve,
+            "widened the mode",
+        );
     }
 
     #[test]
     fn a_component_may_widen_only_to_the_default_mode_it_declared() {
         let handed = SandboxPolicy::new(SandboxMode::ReadOnly, "/");
         let danger = spec(SandboxMode::DangerFullAccess, "/");
-        assert!(spec_keeps_handed_policy(&danger, &handed, SandboxMode::DangerFullAccess).is_ok());
+        assert!(
+            spec_keeps_handed_policy(&danger, &handed, None, SandboxMode::DangerFullAccess).is_ok()
+        );
         is_policy_failure(
-            spec_keeps_handed_policy(&danger, &handed, SandboxMode::WorkspaceWrite),
+            spec_keeps_handed_policy(&danger, &handed, None, SandboxMode::WorkspaceWrite),
             Phase::Resolve,
             "here \"workspace-write\"",
         );

@@ -40,7 +40,12 @@ pub fn check_spec(
     checks::spec_env(&spec)?;
     checks::canonicalise(&mut spec)?;
     checks::spec_within_ceiling(&spec, deployment.max_mode)?;
-    checks::spec_keeps_handed_policy(&spec, checks::handed_policy(request, deployment), declared)?;
+    checks::spec_keeps_handed_policy(
+        &spec,
+        checks::handed_policy(request, deployment),
+        None,
+        declared,
+    )?;
     checks::policy_within(&spec.policy, deployment)?;
     Ok(spec)
 }

@@ -855,10 +855,12 @@ fn spec_checked(
 ) -> Result<(), RunError> {
     checks::spec_size(spec)?;
     checks::spec_env(spec)?;
+    let returned_root = spec.policy.workspace_root.clone();
     checks::canonicalise(spec)?;
     checks::spec_within_ceiling(spec, cx.deployment.max_mode)?;
     let handed = checks::handed_policy(request, &cx.deployment);
-    checks::spec_keeps_handed_policy(spec, handed, cx.policy.info().default_mode)?;
+    let declared = cx.policy.info().default_mode;
+    checks::spec_keeps_handed_policy(spec, handed, Some(&returned_root), declared)?;
     spec.policy.network.keep_inspection_marks(&handed.network);
     spec.policy.network.inspect_where(&cx.deployment.inspect);
     checks::policy_within(&spec.policy, &cx.deployment)?;

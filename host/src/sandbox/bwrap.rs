@@ -93,7 +93,7 @@ pub fn profile(layout: &Layout) -> Vec<String> {
         .collect();
     let pinned = layout.pinned();
     grant.extend(pinned.iter().map(|dir| (dir.as_path(), "--bind")));
-    grant.sort_by_key(|(path, _)| path.components().count());
+    grant.sort_by_cached_key(|(path, _)| super::launcher::prefix::depth(path));
     for (path, bind) in grant {
         let path = path.to_string_lossy().into_owned();
         args.extend([bind.into(), path.clone(), path]);

@@ -30,6 +30,7 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
 use super::launcher::prefix::starts_with;
+use super::opened::Opened;
 
 /// How many directories below a writable root nested repositories are
 /// looked for (`root/a/b/c/.git` is found at 3).
@@ -66,7 +67,11 @@ pub fn placeholder_content(path: &Path) -> Option<&'static str> {
 
 /// Every git path a run of a grant lifting `unprotected` must not write in
 /// `writable`, each with the writable root it lies in.
-pub fn wanted(writable: &[PathBuf], unprotected: &[String]) -> Vec<(PathBuf, PathBuf)> {
+pub fn wanted(
+    writable: &[PathBuf],
+    unprotected: &[String],
+    opened: &Opened,
+) -> Vec<(PathBuf, PathBuf)> {
     let lifted = Lifted(unprotected);
     if lifted.has(".git") {
         return vec![];
@@ -75,11 +80,11 @@ pub fn wanted(writable: &[PathBuf], unprotected: &[String]) -> Vec<(PathBuf, Pat
     let mut wanted: Vec<PathBuf> = vec![];
     for root in writable {
         let top = root.join(".git");
-        if top.symlink_metadata().is_err() {
+        if opened.at(&top).symlink_metadata().is_err() {
             wanted.push(top);
         }
-        for dot_git in repositories(root) {
-            match dot_git.symlink_metadata() {
+        for dot_git in repositories(root, opened) {
+            match opened.at(&dot_git).symlink_metadata() {
                 Ok(meta) if meta.is_dir() => gitdirs.push(dot_git),
                 // A `.git` file names its gitdir; a link is held as a link.
                 Ok(meta) if meta.is_file() => {
@@ -196,12 +201,14 @@ fn subdirs(dir: &Path) -> Vec<PathBuf> {
 /// The `.git` entries in `root` and below it, breadth first, up to
 /// [`NESTED_DEPTH`] directories deep and [`SEARCH_BUDGET`] entries read;
 /// never into a `.git` or through a symlink.
-fn repositories(root: &Path) -> Vec<PathBuf> {
+fn repositories(root: &Path, opened: &Opened) -> Vec<PathBuf> {
     let mut found = vec![];
     let mut budget = SEARCH_BUDGET;
     let mut queue = VecDeque::from([(root.to_path_buf(), 0)]);
     while let Some((dir, depth)) = queue.pop_front() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+        // Listed through the open root (no walk of its path), named by
+        // the path itself.
+        let Ok(entries) = std::fs::read_dir(opened.at(&dir)) else {
             continue;
         };
         for entry in entries.flatten() {
@@ -212,10 +219,11 @@ fn repositories(root: &Path) -> Vec<PathBuf> {
             let Ok(kind) = entry.file_type() else {
                 continue;
             };
+            let path = dir.join(entry.file_name());
             if entry.file_name() == ".git" {
-                found.push(entry.path());
+                found.push(path);
             } else if kind.is_dir() && depth < NESTED_DEPTH {
-                queue.push_back((entry.path(), depth + 1));
+                queue.push_back((path, depth + 1));
             }
         }
     }
@@ -254,10 +262,11 @@ mod tests {
 
     fn paths(writable: &[PathBuf], lifted: &[&str]) -> Vec<PathBuf> {
         let lifted: Vec<String> = lifted.iter().map(|s| s.to_string()).collect();
-        wanted(writable, &lifted)
-            .into_iter()
-            .map(|(_, p)| p)
-            .collect()
+        // Through the open roots, as the grant's layout asks, and by path.
+        let through = wanted(writable, &lifted, &Opened::open(writable));
+        let by_path = wanted(writable, &lifted, &Opened::default());
+        assert_eq!(through, by_path);
+        through.into_iter().map(|(_, p)| p).collect()
     }
 
     #[test]

@@ -28,7 +28,7 @@ use std::path::{Component, Path, PathBuf};
 
 use nix::libc;
 
-use super::launcher::prefix::{starts_with, strip_prefix};
+use super::launcher::prefix::{sort_shallowest_first, starts_with, strip_prefix};
 use super::opened::Opened;
 use crate::model::{Endpoint, GrantFacts, Network, PROTECTED_DEFAULTS, SandboxPolicy};
 
@@ -62,6 +62,10 @@ pub struct Hidden {
 pub struct Layout {
     /// Every directory the run may write to (workspace root first).
     pub writable: Vec<PathBuf>,
+    /// Each writable root's `(device, inode)` as the layout opened it, in
+    /// `writable`'s order, where its path is canonical (else none): what
+    /// `--writable-root` tells the runner to find there.
+    pub writable_identities: Vec<Option<(u64, u64)>>,
     /// Protected paths inside them, shallowest first.
     pub protected: Vec<Protected>,
     /// Deny-read paths that exist, shallowest first.
@@ -122,7 +126,7 @@ impl Layout {
                 at = dir.parent();
             }
         }
-        pinned.sort_by_cached_key(|p| (p.components().count(), p.clone()));
+        sort_shallowest_first(&mut pinned, |p| p.as_path());
         pinned
     }
 
@@ -253,8 +257,8 @@ pub fn lay_out(
         .into_iter()
         .map(Path::to_path_buf)
         .collect();
-    let wanted = wanted_protected(policy, &writable, host_protected);
     let opened = Opened::open(&writable);
+    let wanted = wanted_protected(policy, &writable, host_protected, &opened);
     let protected = protected_paths(policy, &writable, wanted, &opened);
     let (deny_read, hidden) = hidden_paths(policy, host_hidden);
     let (network, narrowed) = closed_until_proxied(&policy.network);
@@ -273,8 +277,10 @@ pub fn lay_out(
         Network::Allow(endpoints) => Some(endpoints.clone()),
         Network::None | Network::Full => None,
     };
+    let writable_identities = writable.iter().map(|root| opened.identity(root)).collect();
     Layout {
         writable,
+        writable_identities,
         protected,
         hidden,
         facts,
@@ -322,6 +328,7 @@ fn wanted_protected(
     policy: &SandboxPolicy,
     writable: &[PathBuf],
     host_protected: &[PathBuf],
+    opened: &Opened,
 ) -> Vec<(PathBuf, PathBuf)> {
     let mut wanted: Vec<(PathBuf, PathBuf)> = vec![];
     for name in protected_names(policy) {
@@ -340,7 +347,7 @@ fn wanted_protected(
             wanted.push((root.clone(), path));
         }
     }
-    wanted.extend(super::git::wanted(writable, &policy.unprotected));
+    wanted.extend(super::git::wanted(writable, &policy.unprotected, opened));
     wanted
 }
 
@@ -399,7 +406,7 @@ fn protected_paths(
             });
         }
     }
-    protected.sort_by_cached_key(|p| (p.path.components().count(), p.path.clone()));
+    sort_shallowest_first(&mut protected, |p| &p.path);
     protected
 }
 
@@ -425,7 +432,7 @@ fn hidden_paths(policy: &SandboxPolicy, host_hidden: &[PathBuf]) -> (Vec<PathBuf
             })
         })
         .collect();
-    hidden.sort_by_cached_key(|h| (h.path.components().count(), h.path.clone()));
+    sort_shallowest_first(&mut hidden, |h| &h.path);
     hidden.dedup();
     (deny_read, hidden)
 }

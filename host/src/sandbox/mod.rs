@@ -305,15 +305,22 @@ pub fn awaiting(argv: &[String]) -> Option<(Vec<String>, &[String])> {
 /// `--writable-root DEV:INO:PATH` for each writable root of `layout`, as
 /// the host checks it now: the runner refuses to run the command unless
 /// what it bound (or granted) there is that very directory.
+///
+/// Each root's identity is the one the layout took from the directory it
+/// opened (no second walk of a root 400 directories deep); a root the
+/// layout could not open is asked again by its path.
 pub(super) fn writable_roots(layout: &grant::Layout) -> Vec<String> {
+    let identities = layout.writable_identities.iter().copied();
     layout
         .writable
         .iter()
-        .flat_map(|root| {
-            [
-                "--writable-root".to_owned(),
-                launcher::verify::root_arg(root),
-            ]
+        .zip(identities.chain(std::iter::repeat(None)))
+        .flat_map(|(root, identity)| {
+            let arg = match identity {
+                Some((dev, ino)) => launcher::verify::root_arg_of(root, dev, ino),
+                None => launcher::verify::root_arg(root),
+            };
+            ["--writable-root".to_owned(), arg]
         })
         .collect()
 }

@@ -50,6 +50,30 @@ impl Opened {
         }
     }
 
+    /// The `(device, inode)` of the open directory `dir`, when the kernel
+    /// names what was opened `dir` itself — `dir` canonical, no symlink in
+    /// it —, as `--writable-root` hands it to the runner
+    /// ([`super::launcher::verify::root_arg`] asks the same by walking
+    /// the path again); none otherwise.
+    pub fn identity(&self, dir: &Path) -> Option<(u64, u64)> {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let (_, file, through) = self.dirs.iter().find(|(opened, _, _)| opened == dir)?;
+            let named = nix::fcntl::readlink(through.as_path()).ok()?;
+            if Path::new(&named) != dir {
+                return None;
+            }
+            let meta = file.metadata().ok()?;
+            Some((meta.dev(), meta.ino()))
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = dir;
+            None
+        }
+    }
+
     /// `path` as the open directory below which it lies names it (the
     /// deepest one), else `path` itself.
     pub fn at<'a>(&self, path: &'a Path) -> std::borrow::Cow<'a, Path> {
@@ -98,5 +122,24 @@ mod tests {
         // A directory that is not there is not opened.
         let none = Opened::open(&[base.join("missing")]);
         assert_eq!(none.at(&base.join("missing/x")), base.join("missing/x"));
+    }
+
+    #[test]
+    fn an_opened_directory_has_the_identity_the_runner_is_told_only_by_its_own_name() {
+        let root = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(root.path()).unwrap();
+        let deep = base.join(["d"; 400].join("/"));
+        std::fs::create_dir_all(&deep).unwrap();
+        std::os::unix::fs::symlink(&deep, base.join("link")).unwrap();
+        let dirs = [deep.clone(), base.join("link"), base.join("d/../d")];
+        let opened = Opened::open(&dirs);
+        // As the runner's own check (`verify::root_arg`) finds it.
+        let told = super::super::launcher::verify::root_arg(&deep);
+        let (dev, ino) = opened.identity(&deep).unwrap();
+        assert_eq!(told, format!("{dev}:{ino}:{}", deep.display()));
+        // A name through a symlink or `..` is not the directory's own.
+        assert_eq!(opened.identity(&base.join("link")), None);
+        assert_eq!(opened.identity(&base.join("d/../d")), None);
+        assert_eq!(opened.identity(&base), None, "not opened");
     }
 }

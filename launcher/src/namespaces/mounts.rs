@@ -152,6 +152,19 @@ pub fn build(plan: &Plan, cwd: &Path) -> Result<(), String> {
     if plan.unshare_net {
         loopback_up()?;
     }
+    enter_workdir_via(&places, cwd)
+}
+
+/// [`enter_workdir`], from the mount at the workdir or the nearest above
+/// it (a `chdir` by path walked every name again: 400 of them in a
+/// workspace 400 directories deep). A workdir the mounts do not reach
+/// through no symlink is entered by its path, as before.
+fn enter_workdir_via(places: &Anchors, cwd: &Path) -> Result<(), String> {
+    if let Ok(dir) = places.open_dir(cwd)
+        && nix::unistd::fchdir(&dir).is_ok()
+    {
+        return Ok(());
+    }
     enter_workdir(cwd)
 }
 

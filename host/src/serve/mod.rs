@@ -299,10 +299,14 @@ impl Server {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take();
-        if let (Some(token), Some(ttl), false) = (token, self.options.detach_ttl, stopping) {
-            let uid = connection.peer.as_ref().map(|peer| peer.uid);
-            self.parking
-                .park(token, connection.session.detach_tasks(), uid, ttl);
+        match (token, self.options.detach_ttl, stopping) {
+            (Some(token), Some(ttl), false) => {
+                let uid = connection.peer.as_ref().map(|peer| peer.uid);
+                self.parking
+                    .park(token, connection.session.detach_tasks(), uid, ttl);
+            }
+            (Some(token), _, _) => self.parking.drop_pending(&token),
+            (None, _, _) => {}
         }
         // Kill the session's tasks first: a `wait` in flight returns once
         // they settle.
@@ -597,7 +601,7 @@ impl Connection {
                 }
             }
             "detach" => self.detach(raw),
-            "attach" => self.attach(raw),
+            "attach" => self.attach(raw).await,
             "probe" => self.probe(raw).await,
             "reload" => self.reload(raw).await,
             "shutdown" => {
@@ -633,20 +637,29 @@ impl Connection {
             ));
         };
         let mut detached = self.detached.lock().unwrap_or_else(|p| p.into_inner());
-        let token = detached.get_or_insert_with(parking::token).clone();
+        let token = detached
+            .get_or_insert_with(|| {
+                let token = parking::token();
+                self.parking.reserve(&token);
+                token
+            })
+            .clone();
         to_value(&DetachResult {
             attach_token: token,
             ttl_secs: ttl.as_secs(),
         })
     }
 
-    /// `attach`: take the tasks a detached session parked under a token.
-    fn attach(&self, raw: Option<Value>) -> Result<Value, RpcError> {
+    /// `attach`: take the tasks a detached session parked under a token —
+    /// once its connection has ended, which a client that reconnects at
+    /// once may ask before the server has read (then it waits, bounded).
+    async fn attach(&self, raw: Option<Value>) -> Result<Value, RpcError> {
         let token = params::<AttachParams>(raw)?.attach_token;
         let uid = self.peer.as_ref().map(|peer| peer.uid);
         let tasks = self
             .parking
-            .claim(&token, uid)
+            .claim_when_parked(&token, uid)
+            .await
             .ok_or_else(RpcError::unknown_attach_token)?;
         self.session.adopt(&tasks);
         to_value(&AttachResult {

@@ -23,10 +23,20 @@ struct Parked {
     expiry: JoinHandle<()>,
 }
 
+/// How long an `attach` waits for the tasks of a token whose connection
+/// has not ended yet (a client that closes and reconnects at once can ask
+/// before the server has read the end of its old connection).
+const PENDING_BOUND: Duration = Duration::from_secs(5);
+
 /// The server's detached tasks, by attach token.
 #[derive(Default)]
 pub(super) struct Parking {
     parked: Mutex<HashMap<String, Parked>>,
+    /// Tokens handed out whose connection is still open: their tasks are
+    /// parked when it ends.
+    pending: Mutex<std::collections::HashSet<String>>,
+    /// Woken when a pending token's tasks are parked or it is dropped.
+    settled: tokio::sync::Notify,
 }
 
 /// A fresh attach token: 128 random bits as 32 hex digits.
@@ -35,6 +45,18 @@ pub(super) fn token() -> String {
 }
 
 impl Parking {
+    /// `token` was handed out by `detach`: its tasks come when its
+    /// connection ends ([`Parking::park`], or [`Parking::drop_pending`]).
+    pub fn reserve(&self, token: &str) {
+        self.pending().insert(token.to_owned());
+    }
+
+    /// `token`'s connection ended without parking (the server stops).
+    pub fn drop_pending(&self, token: &str) {
+        self.pending().remove(token);
+        self.settled.notify_waiters();
+    }
+
     /// Keep `tasks` under `token` for `ttl`, then kill them.
     pub fn park(self: &Arc<Self>, token: String, tasks: Tasks, uid: Option<u32>, ttl: Duration) {
         let tasks = Arc::new(tasks);
@@ -47,7 +69,30 @@ impl Parking {
                 parked.tasks.clear().await;
             }
         });
+        self.pending().remove(&token);
         self.lock().insert(token, Parked { tasks, uid, expiry });
+        self.settled.notify_waiters();
+    }
+
+    /// [`Parking::claim`], waiting (up to [`PENDING_BOUND`]) for the tasks
+    /// of a token whose connection has not ended yet.
+    pub async fn claim_when_parked(&self, token: &str, uid: Option<u32>) -> Option<Arc<Tasks>> {
+        let deadline = tokio::time::Instant::now() + PENDING_BOUND;
+        loop {
+            let settled = self.settled.notified();
+            tokio::pin!(settled);
+            // Registered before the check: a park in between still wakes it.
+            settled.as_mut().enable();
+            if let Some(tasks) = self.claim(token, uid) {
+                return Some(tasks);
+            }
+            if !self.pending().contains(token) {
+                return None;
+            }
+            if tokio::time::timeout_at(deadline, settled).await.is_err() {
+                return None;
+            }
+        }
     }
 
     /// The tasks parked under `token`, if a client with `uid` may have them
@@ -66,6 +111,8 @@ impl Parking {
 
     /// Kill every parked task (the server is stopping).
     pub async fn clear(&self) {
+        self.pending().clear();
+        self.settled.notify_waiters();
         let all: Vec<Parked> = self.lock().drain().map(|(_, parked)| parked).collect();
         for parked in all {
             parked.expiry.abort();
@@ -80,5 +127,61 @@ impl Parking {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Parked>> {
         self.parked.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_attach_before_the_old_connection_ended_waits_for_its_tasks() {
+        let parking = Arc::new(Parking::default());
+        parking.reserve("t");
+        let claiming = {
+            let parking = parking.clone();
+            tokio::spawn(async move { parking.claim_when_parked("t", Some(7)).await })
+        };
+        tokio::task::yield_now().await;
+        assert!(!claiming.is_finished(), "it waits for the park");
+        parking.park(
+            "t".into(),
+            Tasks::default(),
+            Some(7),
+            Duration::from_secs(60),
+        );
+        assert!(claiming.await.unwrap().is_some());
+        // Used up; an unknown token is answered at once.
+        assert!(parking.claim_when_parked("t", Some(7)).await.is_none());
+        assert!(parking.claim_when_parked("other", Some(7)).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_pending_token_dropped_or_of_another_uid_gives_nothing() {
+        let parking = Arc::new(Parking::default());
+        parking.reserve("t");
+        let claiming = {
+            let parking = parking.clone();
+            tokio::spawn(async move { parking.claim_when_parked("t", Some(7)).await })
+        };
+        tokio::task::yield_now().await;
+        parking.drop_pending("t");
+        assert!(claiming.await.unwrap().is_none());
+        parking.reserve("u");
+        parking.park(
+            "u".into(),
+            Tasks::default(),
+            Some(7),
+            Duration::from_secs(60),
+        );
+        assert!(parking.claim_when_parked("u", Some(8)).await.is_none());
+        assert!(
+            parking.claim_when_parked("u", Some(7)).await.is_some(),
+            "still its owner's"
+        );
     }
 }

@@ -138,15 +138,24 @@ impl Parking {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn an_attach_before_the_old_connection_ended_waits_for_its_tasks() {
+    /// A parking with `token` handed out and a claim of it waiting.
+    async fn claiming_pending(
+        token: &'static str,
+        uid: Option<u32>,
+    ) -> (Arc<Parking>, JoinHandle<Option<Arc<Tasks>>>) {
         let parking = Arc::new(Parking::default());
-        parking.reserve("t");
+        parking.reserve(token);
         let claiming = {
             let parking = parking.clone();
-            tokio::spawn(async move { parking.claim_when_parked("t", Some(7)).await })
+            tokio::spawn(async move { parking.claim_when_parked(token, uid).await })
         };
         tokio::task::yield_now().await;
+        (parking, claiming)
+    }
+
+    #[tokio::test]
+    async fn an_attach_before_the_old_connection_ended_waits_for_its_tasks() {
+        let (parking, claiming) = claiming_pending("t", Some(7)).await;
         assert!(!claiming.is_finished(), "it waits for the park");
         parking.park(
             "t".into(),
@@ -162,13 +171,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_pending_token_dropped_or_of_another_uid_gives_nothing() {
-        let parking = Arc::new(Parking::default());
-        parking.reserve("t");
-        let claiming = {
-            let parking = parking.clone();
-            tokio::spawn(async move { parking.claim_when_parked("t", Some(7)).await })
-        };
-        tokio::task::yield_now().await;
+        let (parking, claiming) = claiming_pending("t", Some(7)).await;
         parking.drop_pending("t");
         assert!(claiming.await.unwrap().is_none());
         parking.reserve("u");

@@ -99,6 +99,38 @@ fn heredoc_without_tag(text: &str) -> bool {
     })
 }
 
+/// What follows each here-document operator (`<<`, `<<-`) in the raw
+/// text; a here-string's `<<<` is none.
+fn heredoc_operators(text: &str) -> impl Iterator<Item = &str> {
+    text.match_indices("<<").filter_map(|(at, _)| {
+        let after = &text[at + 2..];
+        let here_string = after.starts_with('<') || text[..at].ends_with('<');
+        (!here_string).then_some(after)
+    })
+}
+
+/// A here-document whose operator's line holds a `$(`, `$[` or `${`
+/// after the operator. While brush-parser's tokenizer waits for the
+/// body, it takes such an expansion apart: `cat <<EOF > "$(curl x)"`
+/// comes out as a redirection to `curl` and the words `x` and `"$()"`,
+/// the substitution's command gone from what the reader reports — a line
+/// that would hide a command from the rules. In the delimiter itself
+/// (`cat <<a$( <<  `, `<<$[ <\f<$[ <\f<  `) the tokenizer allocates
+/// without bound, and with a parenthesis left open into the body
+/// (`cat <<EOF;$((((u …(\nEOF`) it panics (each found by the `shell` fuzz
+/// target). Quotes are not read: such a line is refused whatever quotes
+/// it. A here-document after the expansion on its line
+/// (`cat > "$(mktemp)" <<EOF`), or in a substitution
+/// (`$(cat <<EOF\n…\nEOF\n)`), still reads.
+fn heredoc_line_expands(text: &str) -> bool {
+    heredoc_operators(text).any(|after| {
+        let line = after.split('\n').next().unwrap_or("");
+        ["$(", "$[", "${"]
+            .iter()
+            .any(|opening| line.contains(opening))
+    })
+}
+
 /// A here-document (in a line with a `$(`) whose body has a line starting
 /// with `)` before its delimiter line: in a command substitution the body
 /// swallows the `)` that closes it, and brush-parser's tokenizer panics
@@ -108,11 +140,7 @@ fn heredoc_swallows_substitution_end(text: &str) -> bool {
     if !text.contains("$(") {
         return false;
     }
-    text.match_indices("<<").any(|(at, _)| {
-        let after = &text[at + 2..];
-        if after.starts_with('<') || text[..at].ends_with('<') {
-            return false;
-        }
+    heredoc_operators(text).any(|after| {
         let tag: String = after
             .trim_start_matches('-')
             .trim_start_matches([' ', '\t'])
@@ -197,6 +225,13 @@ pub(super) fn tokens(text: &str) -> Result<Vec<brush_parser::Token>, ParseError>
         return Err(ParseError(format!(
             "parentheses nest more than {MAX_NESTING} deep"
         )));
+    }
+    if heredoc_line_expands(text) {
+        return Err(ParseError(
+            "a here-document's line holds a `$(`, `$[` or `${` after its operator; \
+             put the expansion before the `<<`"
+                .into(),
+        ));
     }
     if heredoc_without_tag(text) {
         return Err(ParseError(

@@ -46,17 +46,26 @@ pub struct Root {
 #[cfg(target_os = "linux")]
 fn identity(path: &Path) -> Option<(u64, u64)> {
     use nix::fcntl::OFlag;
-    use std::os::fd::AsRawFd;
+    use std::os::fd::AsFd;
     let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
     let fd = nix::fcntl::open(path, flags, nix::sys::stat::Mode::empty()).ok()?;
+    identity_of_open(fd.as_fd(), path)
+}
+
+/// The identity of the directory open as `dir`, when the kernel names
+/// what was opened `path` itself (`/proc/self/fd`), or none: the rule of
+/// [`root_arg`], for a directory its caller opened already.
+#[cfg(target_os = "linux")]
+pub fn identity_of_open(dir: std::os::fd::BorrowedFd<'_>, path: &Path) -> Option<(u64, u64)> {
+    use std::os::fd::AsRawFd;
     // One `readlink` with a `PATH_MAX` buffer (std doubles from 256).
     let resolved = PathBuf::from(
-        nix::fcntl::readlink(format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str()).ok()?,
+        nix::fcntl::readlink(format!("/proc/self/fd/{}", dir.as_raw_fd()).as_str()).ok()?,
     );
     if resolved != path {
         return None;
     }
-    let stat = nix::sys::stat::fstat(&fd).ok()?;
+    let stat = nix::sys::stat::fstat(dir).ok()?;
     Some((stat.st_dev as u64, stat.st_ino as u64))
 }
 

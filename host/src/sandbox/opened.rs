@@ -53,19 +53,14 @@ impl Opened {
     /// The `(device, inode)` of the open directory `dir`, when the kernel
     /// names what was opened `dir` itself — `dir` canonical, no symlink in
     /// it —, as `--writable-root` hands it to the runner
-    /// ([`super::launcher::verify::root_arg`] asks the same by walking
-    /// the path again); none otherwise.
+    /// (by [`super::launcher::verify::identity_of_open`], the rule
+    /// `root_arg` applies after walking the path again); none otherwise.
     pub fn identity(&self, dir: &Path) -> Option<(u64, u64)> {
         #[cfg(target_os = "linux")]
         {
-            use std::os::unix::fs::MetadataExt;
-            let (_, file, through) = self.dirs.iter().find(|(opened, _, _)| opened == dir)?;
-            let named = nix::fcntl::readlink(through.as_path()).ok()?;
-            if Path::new(&named) != dir {
-                return None;
-            }
-            let meta = file.metadata().ok()?;
-            Some((meta.dev(), meta.ino()))
+            use std::os::fd::AsFd;
+            let (_, file, _) = self.dirs.iter().find(|(opened, _, _)| opened == dir)?;
+            super::launcher::verify::identity_of_open(file.as_fd(), dir)
         }
         #[cfg(not(target_os = "linux"))]
         {

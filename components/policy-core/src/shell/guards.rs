@@ -109,26 +109,134 @@ fn heredoc_operators(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
-/// A here-document whose operator's line holds a `$(`, `$[` or `${`
-/// after the operator. While brush-parser's tokenizer waits for the
-/// body, it takes such an expansion apart: `cat <<EOF > "$(curl x)"`
-/// comes out as a redirection to `curl` and the words `x` and `"$()"`,
-/// the substitution's command gone from what the reader reports — a line
-/// that would hide a command from the rules. In the delimiter itself
-/// (`cat <<a$( <<  `, `<<$[ <\f<$[ <\f<  `) the tokenizer allocates
-/// without bound, and with a parenthesis left open into the body
-/// (`cat <<EOF;$((((u …(\nEOF`) it panics (each found by the `shell` fuzz
-/// target). Quotes are not read: such a line is refused whatever quotes
-/// it. A here-document after the expansion on its line
-/// (`cat > "$(mktemp)" <<EOF`), or in a substitution
-/// (`$(cat <<EOF\n…\nEOF\n)`), still reads.
-fn heredoc_line_expands(text: &str) -> bool {
-    heredoc_operators(text).any(|after| {
-        let line = after.split('\n').next().unwrap_or("");
-        ["$(", "$[", "${"]
+/// A here-document operator's line that holds a `$(`, `$[` or `${`
+/// after the operator, or that a quote or a `\` carries on past its
+/// newline. While brush-parser's tokenizer waits for the body, it takes
+/// such an expansion apart: `cat <<EOF > "$(curl x)"` comes out as a
+/// redirection to `curl` and the words `x` and `"$()"`, the
+/// substitution's command gone from what the reader reports — a line that
+/// would hide a command from the rules; so does one whose line runs on
+/// (`cat <<EOF "a⏎$(curl x)"`, `cat <<EOF x\⏎$(curl x)`). In the
+/// delimiter itself (`cat <<a$( <<  `, `<<$[ <\f<$[ <\f<  `) the tokenizer
+/// allocates without bound, and with a parenthesis or a quote left open
+/// into the body it panics (each found by the `shell` fuzz target). The
+/// reason, when one is refused. A `<<` in quotes on its own line is no
+/// operator (`echo "a << b"`); a here-document after the expansion on its
+/// line (`cat > "$(mktemp)" <<EOF`), or in a substitution
+/// (`"$(cat <<'EOF'⏎…⏎EOF⏎)"`), still reads.
+fn heredoc_line_refused(text: &str) -> Option<&'static str> {
+    let operators = heredoc_operators(text).filter(|after| {
+        let at = text.len() - after.len() - 2;
+        let line_start = text[..at].rfind('\n').map_or(0, |newline| newline + 1);
+        !Quotes::read(&text[line_start..at], false).literal
+    });
+    for after in operators {
+        let line = Quotes::read(after, true);
+        if line.carried {
+            return Some("a quote or a `\\` carries a here-document's line on past its end");
+        }
+        let expands = ["$(", "$[", "${"];
+        if expands
             .iter()
-            .any(|opening| line.contains(opening))
-    })
+            .any(|opening| after[..line.end].contains(opening))
+        {
+            return Some(
+                "a here-document's line holds a `$(`, `$[` or `${` after its operator; \
+                 put the expansion before the `<<`",
+            );
+        }
+    }
+    None
+}
+
+/// What is open at a point of a line: plain text, a quote, a
+/// substitution, arithmetic or a backquote, innermost last.
+#[derive(Clone, Copy, PartialEq)]
+enum Open {
+    Plain,
+    Arithmetic,
+    Single,
+    Double,
+    AnsiC,
+    Backquote,
+}
+
+/// How a stretch of text reads as to quotes (as bash reads them, roughly:
+/// enough to tell an operator from quoted text and to find a line's end).
+struct Quotes {
+    /// Where it ended: at the first newline outside everything (when
+    /// asked to stop there), else the text's end.
+    end: usize,
+    /// Whether a newline inside something, or after a `\`, came first.
+    carried: bool,
+    /// Whether it ended where a `<<` is no operator: in a quote or in
+    /// arithmetic (`$((1 << 4))`).
+    literal: bool,
+}
+
+impl Quotes {
+    /// Read `text` from outside everything; with `to_line_end`, only up to
+    /// its first newline outside everything.
+    fn read(text: &str, to_line_end: bool) -> Quotes {
+        let bytes = text.as_bytes();
+        let (mut open, mut carried, mut at) = (vec![Open::Plain], false, 0);
+        while at < bytes.len() {
+            let top = *open.last().unwrap_or(&Open::Plain);
+            let next = bytes.get(at + 1).copied();
+            match (top, bytes[at]) {
+                (Open::Plain, b'\n') if open.len() == 1 && to_line_end => break,
+                (_, b'\n') => carried = true,
+                (Open::Single, b'\'') | (Open::AnsiC, b'\'') | (Open::Double, b'"') => {
+                    open.pop();
+                }
+                (Open::Backquote, b'`') | (Open::Plain, b')') if open.len() > 1 => {
+                    open.pop();
+                }
+                (Open::Single, _) => {}
+                (_, b'\\') => {
+                    carried |= next == Some(b'\n');
+                    at += 1;
+                }
+                (Open::AnsiC, _) => {}
+                (Open::Plain | Open::Double | Open::Backquote, b'$') if next == Some(b'(') => {
+                    if bytes.get(at + 2) == Some(&b'(') {
+                        open.push(Open::Arithmetic);
+                        at += 1;
+                    } else {
+                        open.push(Open::Plain);
+                    }
+                    at += 1;
+                }
+                (Open::Plain, b'(') if next == Some(b'(') => {
+                    open.push(Open::Arithmetic);
+                    at += 1;
+                }
+                (Open::Arithmetic, b')') if next == Some(b')') => {
+                    open.pop();
+                    at += 1;
+                }
+                (Open::Plain | Open::Backquote, b'$') if next == Some(b'\'') => {
+                    open.push(Open::AnsiC);
+                    at += 1;
+                }
+                (Open::Plain | Open::Backquote, b'\'') => open.push(Open::Single),
+                (Open::Plain | Open::Backquote, b'"') => open.push(Open::Double),
+                (Open::Plain | Open::Arithmetic, b'(') => open.push(Open::Plain),
+                (Open::Plain | Open::Double, b'`') => open.push(Open::Backquote),
+                _ => {}
+            }
+            at += 1;
+        }
+        let top = *open.last().unwrap_or(&Open::Plain);
+        Quotes {
+            end: at.min(text.len()),
+            carried,
+            literal: matches!(
+                top,
+                Open::Single | Open::Double | Open::AnsiC | Open::Arithmetic
+            ),
+        }
+    }
 }
 
 /// A here-document (in a line with a `$(`) whose body has a line starting
@@ -226,12 +334,8 @@ pub(super) fn tokens(text: &str) -> Result<Vec<brush_parser::Token>, ParseError>
             "parentheses nest more than {MAX_NESTING} deep"
         )));
     }
-    if heredoc_line_expands(text) {
-        return Err(ParseError(
-            "a here-document's line holds a `$(`, `$[` or `${` after its operator; \
-             put the expansion before the `<<`"
-                .into(),
-        ));
+    if let Some(reason) = heredoc_line_refused(text) {
+        return Err(ParseError(reason.into()));
     }
     if heredoc_without_tag(text) {
         return Err(ParseError(

@@ -211,13 +211,24 @@ fn list<'a>(paths: impl Iterator<Item = &'a Path>) -> String {
 /// other entries, so the hidden path itself gets no read right at all. A
 /// symlink among them that leads into (or above) a hidden path is left
 /// out too: the kernel grants what a rule's path resolves to.
+///
+/// Asked twice a one-shot run (the runner started ahead, then the run's
+/// own wrap) of directories as full as a host's `/tmp`, so an entry costs
+/// no system call of its own: whether it is a symlink comes with the
+/// listing (`d_type`), entries sort by name, and paths are looked up as
+/// bytes, spelled as [`Path::components`] spells them.
 pub fn read_grants(hidden: &[&Path]) -> Vec<String> {
+    use std::collections::HashSet;
+    use std::os::unix::ffi::OsStrExt;
     if hidden.is_empty() {
         return vec!["--ro".into(), "/".into()];
     }
-    let ancestors: Vec<&Path> = hidden
+    let spelled = |path: &Path| path.components().collect::<PathBuf>().into_os_string();
+    let left_out: HashSet<_> = hidden.iter().map(|path| spelled(path)).collect();
+    let ancestors: HashSet<_> = hidden
         .iter()
         .flat_map(|path| path.ancestors().skip(1))
+        .map(spelled)
         .collect();
     let mut args = vec![];
     let mut dirs = vec![PathBuf::from("/")];
@@ -226,17 +237,25 @@ pub fn read_grants(hidden: &[&Path]) -> Vec<String> {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
-        let mut entries: Vec<PathBuf> = entries.filter_map(|e| Some(e.ok()?.path())).collect();
-        entries.sort();
-        for entry in entries {
-            if hidden.contains(&entry.as_path()) {
+        // Unknown: taken for a symlink, and looked at.
+        let mut entries: Vec<(std::ffi::OsString, bool)> = entries
+            .filter_map(|entry| {
+                let entry = entry.ok()?;
+                let link = entry.file_type().map_or(true, |kind| kind.is_symlink());
+                Some((entry.file_name(), link))
+            })
+            .collect();
+        entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        for (name, link) in entries {
+            let entry = dir.join(name);
+            if left_out.contains(entry.as_os_str()) {
                 continue;
             }
-            if ancestors.contains(&entry.as_path()) {
+            if ancestors.contains(entry.as_os_str()) {
                 dirs.push(entry);
                 continue;
             }
-            let leads_to_hidden = entry.is_symlink()
+            let leads_to_hidden = link
                 && std::fs::canonicalize(&entry).is_ok_and(|target| {
                     hidden
                         .iter()
@@ -812,6 +831,24 @@ mod tests {
         let tmp = tempfile::Builder::new().tempdir_in("/tmp").unwrap();
         let detail = exposed_host_state(&lay_out(&write, &[], &[tmp.path().to_path_buf()]));
         assert!(detail.unwrap().contains("inside the writable /tmp"));
+    }
+
+    #[test]
+    fn a_hidden_path_is_left_out_however_it_is_spelled_and_entries_come_in_name_order() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        for dir in ["a/secret", "a/b", "a/B", "a/a-z", "a/a"] {
+            std::fs::create_dir_all(r.join(dir)).unwrap();
+        }
+        for spelled in ["a/secret/", "a/./secret", "a//secret"] {
+            let hidden = PathBuf::from(format!("{}/{spelled}", r.display()));
+            let args = read_grants(&[&hidden]);
+            let listed: Vec<&str> = args
+                .iter()
+                .filter_map(|arg| arg.strip_prefix(&format!("{}/a/", r.display())))
+                .collect();
+            assert_eq!(listed, ["B", "a", "a-z", "b"], "{spelled}: {args:?}");
+        }
     }
 
     #[test]

@@ -125,6 +125,9 @@ fn heredoc_operators(text: &str) -> impl Iterator<Item = &str> {
 /// line (`cat > "$(mktemp)" <<EOF`), or in a substitution
 /// (`"$(cat <<'EOF'⏎…⏎EOF⏎)"`), still reads.
 fn heredoc_line_refused(text: &str) -> Option<&'static str> {
+    if heredoc_operators(text).any(delimiter_is_only_quotes) {
+        return Some("a here-document's delimiter is empty (only quotes)");
+    }
     let operators = heredoc_operators(text).filter(|after| {
         let at = text.len() - after.len() - 2;
         let line_start = text[..at].rfind('\n').map_or(0, |newline| newline + 1);
@@ -147,6 +150,31 @@ fn heredoc_line_refused(text: &str) -> Option<&'static str> {
         }
     }
     None
+}
+
+/// Whether the here-document delimiter at the start of `after` (past the
+/// operator's `-` and blanks) is quotes and nothing else (`<<""`,
+/// `<<''`): bash ends such a body at the first empty line, but
+/// brush-parser's tokenizer, given no newline after it, allocates without
+/// bound (found by the `shell` fuzz target). The word ends at an unquoted
+/// blank, newline or operator character.
+fn delimiter_is_only_quotes(after: &str) -> bool {
+    let word = after
+        .trim_start_matches('-')
+        .trim_start_matches([' ', '\t']);
+    let (mut quote, mut escaped, mut seen, mut kept) = (None, false, false, false);
+    for c in word.chars() {
+        match (quote, c) {
+            _ if escaped => (escaped, kept) = (false, true),
+            (Some(open), _) if c == open => quote = None,
+            (Some(_), _) => kept = true,
+            (None, '\\') => escaped = true,
+            (None, '\'' | '"') => (quote, seen) = (Some(c), true),
+            (None, ' ' | '\t' | '\n' | ';' | '&' | '|' | '<' | '>' | '(' | ')') => break,
+            (None, _) => kept = true,
+        }
+    }
+    seen && !kept
 }
 
 /// What is open at a point of a line: plain text, a quote, a

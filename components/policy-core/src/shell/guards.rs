@@ -119,8 +119,10 @@ fn heredoc_operators(text: &str) -> impl Iterator<Item = &str> {
 /// (`cat <<EOF "a⏎$(curl x)"`, `cat <<EOF x\⏎$(curl x)`). In the
 /// delimiter itself (`cat <<a$( <<  `, `<<$[ <\f<$[ <\f<  `) the tokenizer
 /// allocates without bound, and with a parenthesis or a quote left open
-/// into the body it panics (each found by the `shell` fuzz target). The
-/// reason, when one is refused. A `<<` in quotes on its own line is no
+/// into the body it panics (each found by the `shell` fuzz target); so it
+/// does on an operator no newline follows inside a substitution
+/// (`8$(<(<<  ea<)`), and such a here-document has no body to read at all.
+/// The reason, when one is refused. A `<<` in quotes on its own line is no
 /// operator (`echo "a << b"`); a here-document after the expansion on its
 /// line (`cat > "$(mktemp)" <<EOF`), or in a substitution
 /// (`"$(cat <<'EOF'⏎…⏎EOF⏎)"`), still reads.
@@ -134,6 +136,9 @@ fn heredoc_line_refused(text: &str) -> Option<&'static str> {
         !Quotes::read(&text[line_start..at], false).literal
     });
     for after in operators {
+        if !after.contains('\n') {
+            return Some("a here-document has no body: no newline follows its operator");
+        }
         let line = Quotes::read(after, true);
         if line.carried {
             return Some("a quote or a `\\` carries a here-document's line on past its end");

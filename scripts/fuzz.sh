@@ -8,9 +8,11 @@
 # A crash fails the script and names the input; make it a regression test.
 #
 # CORDON_FUZZ_RUNS=N (the suite's way) runs each target for N inputs from a
-# fixed seed and a fresh corpus instead: the same inputs every time, so a
-# run that passed here passes in CI, rather than finding something new
-# there by chance.
+# fixed seed and a fresh corpus instead: the same inputs every time for the
+# same build. A checkout at another path builds another binary (its paths
+# are in it, and libFuzzer's comparison tables follow the code's
+# addresses), and so makes other inputs: CI's clone found a shell-reader
+# input that this machine's checkout never made.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}

@@ -250,22 +250,31 @@ impl Drop for Served {
     }
 }
 
-/// The spare runners alive for `dir`: sessions of processes waiting for a
-/// command (`--await-fd`) whose arguments name it (a runner and the init
-/// it forked are one session).
-fn spares_naming(dir: &Path) -> usize {
+/// The processes waiting for a command (`--await-fd`) whose arguments
+/// name `dir`: their `/proc` directories.
+fn awaiting_naming(dir: &Path) -> Vec<PathBuf> {
     let dir = dir.to_str().unwrap();
-    let mut sessions: Vec<String> = std::fs::read_dir("/proc")
+    std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
-        .filter(|entry| {
-            std::fs::read(entry.path().join("cmdline")).is_ok_and(|cmdline| {
+        .map(|entry| entry.path())
+        .filter(|proc| {
+            std::fs::read(proc.join("cmdline")).is_ok_and(|cmdline| {
                 let cmdline = String::from_utf8_lossy(&cmdline);
                 cmdline.contains(dir) && cmdline.contains("--await-fd")
             })
         })
-        .filter_map(|entry| {
-            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+        .collect()
+}
+
+/// The spare runners alive for `dir`: sessions of processes waiting for a
+/// command (`--await-fd`) whose arguments name it (a runner and the init
+/// it forked are one session).
+fn spares_naming(dir: &Path) -> usize {
+    let mut sessions: Vec<String> = awaiting_naming(dir)
+        .iter()
+        .filter_map(|proc| {
+            let stat = std::fs::read_to_string(proc.join("stat")).ok()?;
             // After the command's name: state, ppid, pgrp, session.
             let after = &stat[stat.rfind(')')? + 2..];
             after.split(' ').nth(3).map(str::to_owned)
@@ -274,6 +283,17 @@ fn spares_naming(dir: &Path) -> usize {
     sessions.sort();
     sessions.dedup();
     sessions.len()
+}
+
+/// Whether a spare for `dir` has built its sandbox and now waits for its
+/// command: one of its processes blocked reading the pipe the command
+/// comes over. (A spare that merely exists may still be building its
+/// view: a change on the host before it is built is one it sees, and it
+/// rightly takes the run.)
+fn a_spare_is_built(dir: &Path) -> bool {
+    awaiting_naming(dir).iter().any(|proc| {
+        std::fs::read_to_string(proc.join("wchan")).is_ok_and(|wchan| wchan.contains("pipe_read"))
+    })
 }
 
 /// Whether serve's spares can be tried here: the namespace runner usable
@@ -310,8 +330,8 @@ fn a_serving_session_hands_its_next_run_the_spare_it_built_and_it_stays_confined
         // The spare for the next run is built by now, and only one.
         common::eventually(
             std::time::Duration::from_secs(10),
-            &format!("round {round}: one spare is kept for the next run"),
-            || spares_naming(ws.path()) == 1,
+            &format!("round {round}: one spare is built and waits for the next run"),
+            || spares_naming(ws.path()) == 1 && a_spare_is_built(ws.path()),
         );
     }
     assert_eq!(
@@ -347,8 +367,8 @@ fn a_spare_whose_view_changed_on_the_host_runs_nothing_and_the_run_is_started_af
     assert_eq!(first["stdout"]["text"], "protected\n", "{first}");
     common::eventually(
         std::time::Duration::from_secs(10),
-        "a spare is kept for the next run",
-        || spares_naming(ws.path()) == 1,
+        "a spare is built and waits for the next run",
+        || spares_naming(ws.path()) == 1 && a_spare_is_built(ws.path()),
     );
     // On the host, between the runs: `.git` moved aside (the read-only
     // covers of its hooks and config go with it in the spare's view) and
@@ -414,8 +434,8 @@ fn a_serving_session_on_the_landlock_rung_keeps_a_spare_and_refuses_a_stale_one(
         std::fs::remove_file(root.join("written")).unwrap();
         common::eventually(
             std::time::Duration::from_secs(10),
-            &format!("round {round}: one spare is kept for the next run"),
-            || spares_naming(ws.path()) == 1,
+            &format!("round {round}: one spare is built and waits for the next run"),
+            || spares_naming(ws.path()) == 1 && a_spare_is_built(ws.path()),
         );
     }
     assert_eq!(

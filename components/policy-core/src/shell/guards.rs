@@ -99,15 +99,22 @@ fn heredoc_without_tag(text: &str) -> bool {
     })
 }
 
-/// What follows each here-document operator (`<<`, `<<-`) in the raw
-/// text; a here-string's `<<<` is none.
-fn heredoc_operators(text: &str) -> impl Iterator<Item = &str> {
+/// Each here-document operator (`<<`, `<<-`) in the raw text: where it
+/// starts and what follows it; a here-string's `<<<` is none.
+fn heredoc_operators(text: &str) -> impl Iterator<Item = (usize, &str)> {
     text.match_indices("<<").filter_map(|(at, _)| {
         let after = &text[at + 2..];
         let here_string = after.starts_with('<') || text[..at].ends_with('<');
-        (!here_string).then_some(after)
+        (!here_string).then_some((at, after))
     })
 }
+
+/// Here-document operators read on one line at most: each is read from
+/// its place to its line's end, so a line of thousands would be read
+/// thousands of times over (quadratic; a command may be megabytes). A
+/// line with more is refused; C++ in a body (`std::cout << a << b`), read
+/// as operators too, stays far below it.
+const MAX_OPERATORS_PER_LINE: usize = 32;
 
 /// A here-document operator's line that holds a `$(`, `$[` or `${`
 /// after the operator, or that a quote or a `\` carries on past its
@@ -127,34 +134,77 @@ fn heredoc_operators(text: &str) -> impl Iterator<Item = &str> {
 /// line (`cat > "$(mktemp)" <<EOF`), or in a substitution
 /// (`"$(cat <<'EOF'⏎…⏎EOF⏎)"`), still reads.
 fn heredoc_line_refused(text: &str) -> Option<&'static str> {
-    if heredoc_operators(text).any(delimiter_is_only_quotes) {
+    if heredoc_operators(text).any(|(_, after)| delimiter_is_only_quotes(after)) {
         return Some("a here-document's delimiter is empty (only quotes)");
     }
-    let operators = heredoc_operators(text).filter(|after| {
-        let at = text.len() - after.len() - 2;
-        let line_start = text[..at].rfind('\n').map_or(0, |newline| newline + 1);
-        !Quotes::read(&text[line_start..at], false).literal
-    });
-    for after in operators {
-        if !after.contains('\n') {
-            return Some("a here-document has no body: no newline follows its operator");
+    // The line each operator is on, read once from its start as far as
+    // the operator (whether it is quoted), and how many were on it.
+    let mut line = Line::default();
+    for (at, after) in heredoc_operators(text) {
+        if line.reach(text, at) {
+            continue;
         }
-        let line = Quotes::read(after, true);
-        if line.carried {
-            return Some("a quote or a `\\` carries a here-document's line on past its end");
+        line.operators += 1;
+        if line.operators > MAX_OPERATORS_PER_LINE {
+            return Some("a line holds more than 32 here-document operators");
         }
-        let expands = ["$(", "$[", "${"];
-        if expands
-            .iter()
-            .any(|opening| after[..line.end].contains(opening))
-        {
-            return Some(
-                "a here-document's line holds a `$(`, `$[` or `${` after its operator; \
-                 put the expansion before the `<<`",
-            );
+        if let Some(reason) = operator_line_refused(after) {
+            return Some(reason);
         }
     }
     None
+}
+
+/// Why the line after an unquoted here-document operator (`after`) is
+/// refused, if it is (see [`heredoc_line_refused`]).
+fn operator_line_refused(after: &str) -> Option<&'static str> {
+    let Some(newline) = after.find('\n') else {
+        return Some("a here-document has no body: no newline follows its operator");
+    };
+    // Read no further than the line's newline: a line read on past it
+    // is carried, and the rest of the text need not be read.
+    let line = Quotes::read(&after[..=newline], true);
+    if line.carried || line.end > newline {
+        return Some("a quote or a `\\` carries a here-document's line on past its end");
+    }
+    let expands = ["$(", "$[", "${"];
+    if expands
+        .iter()
+        .any(|opening| after[..line.end].contains(opening))
+    {
+        return Some(
+            "a here-document's line holds a `$(`, `$[` or `${` after its operator; \
+             put the expansion before the `<<`",
+        );
+    }
+    None
+}
+
+/// The line [`heredoc_line_refused`] is on: where it starts, how it reads
+/// as to quotes up to the last operator looked at, and how many unquoted
+/// operators it holds so far. Operators come in order, so each byte of
+/// the text is read once.
+#[derive(Default)]
+struct Line {
+    start: usize,
+    quotes: Quotes,
+    operators: usize,
+}
+
+impl Line {
+    /// Move on to the operator at `at` (on this line or a later one);
+    /// whether it is quoted (or in arithmetic): no operator.
+    fn reach(&mut self, text: &str, at: usize) -> bool {
+        if let Some(newline) = text[self.quotes.end.max(self.start)..at].rfind('\n') {
+            *self = Line {
+                start: self.quotes.end.max(self.start) + newline + 1,
+                ..Line::default()
+            };
+            self.quotes.end = self.start;
+        }
+        self.quotes.advance(text.as_bytes(), at, false);
+        self.quotes.literal()
+    }
 }
 
 /// Whether the here-document delimiter at the start of `after` (past the
@@ -196,79 +246,87 @@ enum Open {
 
 /// How a stretch of text reads as to quotes (as bash reads them, roughly:
 /// enough to tell an operator from quoted text and to find a line's end).
+/// It can be read on from where it stopped.
+#[derive(Default)]
 struct Quotes {
-    /// Where it ended: at the first newline outside everything (when
-    /// asked to stop there), else the text's end.
+    /// What is open, innermost last (outside everything: nothing).
+    open: Vec<Open>,
+    /// Where it stopped: at the first newline outside everything (when
+    /// asked to stop there), else where it was asked to.
     end: usize,
     /// Whether a newline inside something, or after a `\`, came first.
     carried: bool,
-    /// Whether it ended where a `<<` is no operator: in a quote or in
-    /// arithmetic (`$((1 << 4))`).
-    literal: bool,
 }
 
 impl Quotes {
     /// Read `text` from outside everything; with `to_line_end`, only up to
     /// its first newline outside everything.
     fn read(text: &str, to_line_end: bool) -> Quotes {
-        let bytes = text.as_bytes();
-        let (mut open, mut carried, mut at) = (vec![Open::Plain], false, 0);
-        while at < bytes.len() {
-            let top = *open.last().unwrap_or(&Open::Plain);
+        let mut quotes = Quotes::default();
+        quotes.advance(text.as_bytes(), text.len(), to_line_end);
+        quotes
+    }
+
+    /// Whether it stopped where a `<<` is no operator: in a quote or in
+    /// arithmetic (`$((1 << 4))`).
+    fn literal(&self) -> bool {
+        matches!(
+            self.open.last(),
+            Some(Open::Single | Open::Double | Open::AnsiC | Open::Arithmetic)
+        )
+    }
+
+    /// Read on from where it stopped up to `to` in `bytes` (with
+    /// `to_line_end`, stopping at a newline outside everything).
+    fn advance(&mut self, bytes: &[u8], to: usize, to_line_end: bool) {
+        let mut at = self.end;
+        while at < to {
+            let top = self.open.last().copied().unwrap_or(Open::Plain);
             let next = bytes.get(at + 1).copied();
             match (top, bytes[at]) {
-                (Open::Plain, b'\n') if open.len() == 1 && to_line_end => break,
-                (_, b'\n') => carried = true,
+                (Open::Plain, b'\n') if self.open.is_empty() && to_line_end => break,
+                (_, b'\n') => self.carried = true,
                 (Open::Single, b'\'') | (Open::AnsiC, b'\'') | (Open::Double, b'"') => {
-                    open.pop();
+                    self.open.pop();
                 }
-                (Open::Backquote, b'`') | (Open::Plain, b')') if open.len() > 1 => {
-                    open.pop();
+                (Open::Backquote, b'`') | (Open::Plain, b')') if !self.open.is_empty() => {
+                    self.open.pop();
                 }
                 (Open::Single, _) => {}
                 (_, b'\\') => {
-                    carried |= next == Some(b'\n');
+                    self.carried |= next == Some(b'\n');
                     at += 1;
                 }
                 (Open::AnsiC, _) => {}
                 (Open::Plain | Open::Double | Open::Backquote, b'$') if next == Some(b'(') => {
-                    if bytes.get(at + 2) == Some(&b'(') {
-                        open.push(Open::Arithmetic);
-                        at += 1;
-                    } else {
-                        open.push(Open::Plain);
-                    }
-                    at += 1;
+                    let arithmetic = bytes.get(at + 2) == Some(&b'(');
+                    self.open.push(match arithmetic {
+                        true => Open::Arithmetic,
+                        false => Open::Plain,
+                    });
+                    at += 1 + usize::from(arithmetic);
                 }
                 (Open::Plain, b'(') if next == Some(b'(') => {
-                    open.push(Open::Arithmetic);
+                    self.open.push(Open::Arithmetic);
                     at += 1;
                 }
                 (Open::Arithmetic, b')') if next == Some(b')') => {
-                    open.pop();
+                    self.open.pop();
                     at += 1;
                 }
                 (Open::Plain | Open::Backquote, b'$') if next == Some(b'\'') => {
-                    open.push(Open::AnsiC);
+                    self.open.push(Open::AnsiC);
                     at += 1;
                 }
-                (Open::Plain | Open::Backquote, b'\'') => open.push(Open::Single),
-                (Open::Plain | Open::Backquote, b'"') => open.push(Open::Double),
-                (Open::Plain | Open::Arithmetic, b'(') => open.push(Open::Plain),
-                (Open::Plain | Open::Double, b'`') => open.push(Open::Backquote),
+                (Open::Plain | Open::Backquote, b'\'') => self.open.push(Open::Single),
+                (Open::Plain | Open::Backquote, b'"') => self.open.push(Open::Double),
+                (Open::Plain | Open::Arithmetic, b'(') => self.open.push(Open::Plain),
+                (Open::Plain | Open::Double, b'`') => self.open.push(Open::Backquote),
                 _ => {}
             }
             at += 1;
         }
-        let top = *open.last().unwrap_or(&Open::Plain);
-        Quotes {
-            end: at.min(text.len()),
-            carried,
-            literal: matches!(
-                top,
-                Open::Single | Open::Double | Open::AnsiC | Open::Arithmetic
-            ),
-        }
+        self.end = at.min(bytes.len());
     }
 }
 
@@ -281,7 +339,8 @@ fn heredoc_swallows_substitution_end(text: &str) -> bool {
     if !text.contains("$(") {
         return false;
     }
-    heredoc_operators(text).any(|after| {
+    let mut bodies = Bodies::of(text);
+    heredoc_operators(text).any(|(at, after)| {
         let tag: String = after
             .trim_start_matches('-')
             .trim_start_matches([' ', '\t'])
@@ -289,19 +348,77 @@ fn heredoc_swallows_substitution_end(text: &str) -> bool {
             .take_while(|c| !c.is_whitespace() && !";&|()<>".contains(*c))
             .filter(|c| !matches!(c, '\'' | '"' | '\\'))
             .collect();
-        let Some((_, body)) = after.split_once('\n') else {
+        let Some(newline) = after.find('\n') else {
             return false;
         };
-        for line in body.lines() {
-            if line.trim_start_matches('\t') == tag {
-                return false;
-            }
-            if line.trim_start().starts_with(')') {
-                return true;
-            }
-        }
-        false
+        bodies.closes_before_tag(at + 2 + newline, &tag)
     })
+}
+
+/// The text's lines, indexed once, so that each here-document's body is
+/// looked up instead of read (a command of thousands of here-documents
+/// with no delimiter line would be read once per operator: quadratic).
+struct Bodies<'a> {
+    /// The text's lines (as `str::lines` splits them).
+    lines: Vec<&'a str>,
+    /// For each line, the first line from it on that starts with `)`
+    /// (after blanks); the line count when none does.
+    next_close: Vec<usize>,
+    /// Each line (without its leading tabs) and where it appears, in order.
+    tags: std::collections::HashMap<&'a str, Vec<usize>>,
+    /// The newlines counted so far, and up to where.
+    counted: (usize, usize),
+    text: &'a str,
+}
+
+impl<'a> Bodies<'a> {
+    fn of(text: &'a str) -> Bodies<'a> {
+        let lines: Vec<&str> = text.lines().collect();
+        let mut next_close = vec![lines.len(); lines.len() + 1];
+        for (index, line) in lines.iter().enumerate().rev() {
+            next_close[index] = match line.trim_start().starts_with(')') {
+                true => index,
+                false => next_close[index + 1],
+            };
+        }
+        let mut tags: std::collections::HashMap<&str, Vec<usize>> = Default::default();
+        for (index, line) in lines.iter().enumerate() {
+            tags.entry(line.trim_start_matches('\t'))
+                .or_default()
+                .push(index);
+        }
+        Bodies {
+            lines,
+            next_close,
+            tags,
+            counted: (0, 0),
+            text,
+        }
+    }
+
+    /// Whether the body that starts after the newline at `newline` has a
+    /// line starting with `)` before its delimiter line `tag` (or has one
+    /// and no delimiter line). Asked in the text's order.
+    fn closes_before_tag(&mut self, newline: usize, tag: &str) -> bool {
+        let (count, upto) = self.counted;
+        let count = count
+            + self.text.as_bytes()[upto.min(newline)..newline]
+                .iter()
+                .filter(|b| **b == b'\n')
+                .count();
+        self.counted = (count, newline.max(upto));
+        // The body's first line is the one after this newline's.
+        let first = count + 1;
+        if first >= self.lines.len() {
+            return false;
+        }
+        let close = self.next_close[first];
+        let ends = self.tags.get(tag).and_then(|at| {
+            let from = at.partition_point(|&index| index < first);
+            at.get(from).copied()
+        });
+        close < ends.unwrap_or(self.lines.len()) && close < self.lines.len()
+    }
 }
 
 /// How deep `(` and `[` nest in the raw text, counting every `(`, `[`,
@@ -391,4 +508,92 @@ pub(super) fn tokens(text: &str) -> Result<Vec<brush_parser::Token>, ParseError>
         )));
     }
     Ok(tokens)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Commands of hundreds of kilobytes shaped to make a guard read the
+    /// text once per here-document operator (each took seconds when the
+    /// guards did), and what each guard says of them.
+    fn shapes() -> Vec<(&'static str, String, bool)> {
+        let body = "std::cout << a << b << c;\n".repeat(16_000);
+        vec![
+            (
+                "operators on one line",
+                "cat <<EOF ".repeat(40_000) + "\n",
+                true,
+            ),
+            (
+                "operators on lines without delimiters",
+                "echo $(x)\n".to_owned() + &"cat <<EOF\n".repeat(40_000),
+                false,
+            ),
+            (
+                "quoted operators",
+                format!("echo \"{}\"", "<< a ".repeat(80_000)),
+                false,
+            ),
+            (
+                "C++ in a body",
+                format!("cat <<'EOF' > a.cpp\n{body}EOF\n"),
+                false,
+            ),
+            (
+                "substitutions with delimiters",
+                "echo \"$(cat <<'EOF'\nx\nEOF\n)\"\n".repeat(20_000),
+                false,
+            ),
+        ]
+    }
+
+    #[test]
+    fn the_here_document_guards_read_a_long_command_in_linear_time() {
+        for (name, text, refused) in shapes() {
+            let started = std::time::Instant::now();
+            let line = heredoc_line_refused(&text);
+            let swallows = heredoc_swallows_substitution_end(&text);
+            let took = started.elapsed();
+            // Linear: tens of milliseconds unoptimised; once per operator
+            // it was minutes.
+            assert!(
+                took < std::time::Duration::from_secs(15),
+                "{name}: {} bytes took {took:?}",
+                text.len()
+            );
+            assert_eq!(line.is_some(), refused, "{name}: {line:?}");
+            assert!(!swallows, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_line_of_more_operators_than_the_bound_is_refused_and_says_the_bound() {
+        let at_bound = "cat <<EOF ".repeat(MAX_OPERATORS_PER_LINE) + "\nEOF\n";
+        assert_eq!(heredoc_line_refused(&at_bound), None);
+        let over = "cat <<EOF ".repeat(MAX_OPERATORS_PER_LINE + 1) + "\nEOF\n";
+        let reason = heredoc_line_refused(&over).unwrap();
+        assert!(
+            reason.contains(&MAX_OPERATORS_PER_LINE.to_string()),
+            "{reason}"
+        );
+        // Quoted ones are no operators, however many.
+        let quoted = format!(
+            "echo \"{}\" <<EOF\nx\nEOF\n",
+            "<< a ".repeat(MAX_OPERATORS_PER_LINE * 4)
+        );
+        assert_eq!(heredoc_line_refused(&quoted), None);
+    }
+
+    #[test]
+    fn a_body_is_found_swallowing_the_substitutions_end_after_other_bodies() {
+        let ends_first = "echo \"$(cat <<'EOF'\nx\nEOF\n)\" \"$(cat <<A\ny\nA\n)\"";
+        assert!(!heredoc_swallows_substitution_end(ends_first));
+        let swallows = "echo \"$(cat <<'EOF'\nx\nEOF\n)\" \"$(cat <<A\ny\n)\nA\n\"";
+        assert!(heredoc_swallows_substitution_end(swallows));
+        let no_tag = "echo $(cat <<A\ny\n)";
+        assert!(heredoc_swallows_substitution_end(no_tag));
+        let tabbed = "echo $(cat <<-A\n\ty\n\tA\n)";
+        assert!(!heredoc_swallows_substitution_end(tabbed));
+    }
 }

@@ -77,26 +77,30 @@ fn heredoc_without_tag(text: &str) -> bool {
     let bytes = text.as_bytes();
     // Inside a `$(` left open, any here-document can do it (`$(x << <a `).
     let open_substitution = text.matches("$(").count() > text.matches(')').count();
-    bytes.windows(2).enumerate().any(|(at, pair)| {
-        if pair != b"<<" {
-            return false;
-        }
+    let mut from = 0;
+    while let Some(found) = text[from..].find("<<") {
         if open_substitution {
             return true;
         }
-        let mut rest = bytes[at + 2..]
-            .iter()
-            .skip_while(|b| matches!(b, b'<' | b'-'));
-        loop {
-            match rest.next() {
-                None => return true,
-                Some(b' ' | b'\t') => {}
-                Some(b) => {
-                    return (b.is_ascii_control() && *b != b'\n') || b"<>()&;|".contains(b);
-                }
-            }
+        // Every `<<` of a run of `<` and `-` reads the same delimiter:
+        // what follows the run and its blanks (the run is read once).
+        let mut at = from + found + 2;
+        while matches!(bytes.get(at), Some(b'<' | b'-')) {
+            at += 1;
         }
-    })
+        from = at;
+        while matches!(bytes.get(at), Some(b' ' | b'\t')) {
+            at += 1;
+        }
+        match bytes.get(at) {
+            None => return true,
+            Some(b) if (b.is_ascii_control() && *b != b'\n') || b"<>()&;|".contains(b) => {
+                return true;
+            }
+            Some(_) => {}
+        }
+    }
+    false
 }
 
 /// Each here-document operator (`<<`, `<<-`) in the raw text: where it
@@ -180,13 +184,12 @@ fn operator_line_refused(after: &str) -> Option<&'static str> {
     None
 }
 
-/// The line [`heredoc_line_refused`] is on: where it starts, how it reads
-/// as to quotes up to the last operator looked at, and how many unquoted
-/// operators it holds so far. Operators come in order, so each byte of
-/// the text is read once.
+/// The line [`heredoc_line_refused`] is on: how it reads as to quotes
+/// from its start up to the last operator looked at, and how many
+/// unquoted operators it holds so far. Operators come in order, so each
+/// byte of the text is read once.
 #[derive(Default)]
 struct Line {
-    start: usize,
     quotes: Quotes,
     operators: usize,
 }
@@ -195,12 +198,10 @@ impl Line {
     /// Move on to the operator at `at` (on this line or a later one);
     /// whether it is quoted (or in arithmetic): no operator.
     fn reach(&mut self, text: &str, at: usize) -> bool {
-        if let Some(newline) = text[self.quotes.end.max(self.start)..at].rfind('\n') {
-            *self = Line {
-                start: self.quotes.end.max(self.start) + newline + 1,
-                ..Line::default()
-            };
-            self.quotes.end = self.start;
+        let read = self.quotes.end;
+        if let Some(newline) = text[read..at].rfind('\n') {
+            *self = Line::default();
+            self.quotes.end = read + newline + 1;
         }
         self.quotes.advance(text.as_bytes(), at, false);
         self.quotes.literal()
@@ -339,7 +340,7 @@ fn heredoc_swallows_substitution_end(text: &str) -> bool {
     if !text.contains("$(") {
         return false;
     }
-    let mut bodies = Bodies::of(text);
+    let bodies = Bodies::of(text);
     heredoc_operators(text).any(|(at, after)| {
         let tag: String = after
             .trim_start_matches('-')
@@ -359,16 +360,15 @@ fn heredoc_swallows_substitution_end(text: &str) -> bool {
 /// looked up instead of read (a command of thousands of here-documents
 /// with no delimiter line would be read once per operator: quadratic).
 struct Bodies<'a> {
+    /// Where each newline of the text is.
+    newlines: Vec<usize>,
     /// The text's lines (as `str::lines` splits them).
-    lines: Vec<&'a str>,
-    /// For each line, the first line from it on that starts with `)`
-    /// (after blanks); the line count when none does.
+    lines: usize,
+    /// For each line (and one past the last), the first line from it on
+    /// that starts with `)` (after blanks); `lines` when none does.
     next_close: Vec<usize>,
     /// Each line (without its leading tabs) and where it appears, in order.
     tags: std::collections::HashMap<&'a str, Vec<usize>>,
-    /// The newlines counted so far, and up to where.
-    counted: (usize, usize),
-    text: &'a str,
 }
 
 impl<'a> Bodies<'a> {
@@ -388,36 +388,27 @@ impl<'a> Bodies<'a> {
                 .push(index);
         }
         Bodies {
-            lines,
+            newlines: text.match_indices('\n').map(|(at, _)| at).collect(),
+            lines: lines.len(),
             next_close,
             tags,
-            counted: (0, 0),
-            text,
         }
     }
 
     /// Whether the body that starts after the newline at `newline` has a
     /// line starting with `)` before its delimiter line `tag` (or has one
-    /// and no delimiter line). Asked in the text's order.
-    fn closes_before_tag(&mut self, newline: usize, tag: &str) -> bool {
-        let (count, upto) = self.counted;
-        let count = count
-            + self.text.as_bytes()[upto.min(newline)..newline]
-                .iter()
-                .filter(|b| **b == b'\n')
-                .count();
-        self.counted = (count, newline.max(upto));
+    /// and no delimiter line).
+    fn closes_before_tag(&self, newline: usize, tag: &str) -> bool {
         // The body's first line is the one after this newline's.
-        let first = count + 1;
-        if first >= self.lines.len() {
+        let first = self.newlines.partition_point(|&at| at <= newline);
+        let Some(&close) = self.next_close.get(first) else {
             return false;
-        }
-        let close = self.next_close[first];
+        };
         let ends = self.tags.get(tag).and_then(|at| {
             let from = at.partition_point(|&index| index < first);
             at.get(from).copied()
         });
-        close < ends.unwrap_or(self.lines.len()) && close < self.lines.len()
+        close < ends.unwrap_or(self.lines)
     }
 }
 
@@ -565,6 +556,21 @@ mod tests {
             assert_eq!(line.is_some(), refused, "{name}: {line:?}");
             assert!(!swallows, "{name}");
         }
+    }
+
+    #[test]
+    fn a_long_run_of_operator_characters_is_read_once() {
+        // Each `<<` of the run was read to the run's end: 100 KB took 2 s.
+        for text in ["<".repeat(400_000) + "x", "<-".repeat(200_000) + "x"] {
+            let started = std::time::Instant::now();
+            assert!(!heredoc_without_tag(&text));
+            let took = started.elapsed();
+            assert!(took < std::time::Duration::from_secs(15), "{took:?}");
+        }
+        assert!(heredoc_without_tag(&("<".repeat(1_000) + " (")));
+        assert!(heredoc_without_tag(&("<".repeat(1_000) + "  ")));
+        assert!(!heredoc_without_tag("cat <<-  EOF"));
+        assert!(heredoc_without_tag("cat <<-  \r"));
     }
 
     #[test]

@@ -165,6 +165,22 @@ fn a_runner_started_for_another_grant_is_ended_and_the_run_starts_its_own() {
     {
         return;
     }
+    // The runner started ahead is logged by its launcher's script, which
+    // the host may end (unused) before that script has written its line:
+    // on a loaded machine a run can be planned first. Every attempt must
+    // hold; one of them must have seen the runner started ahead.
+    for _attempt in 0..10 {
+        if narrowed_run_ends_the_runner_started_ahead() {
+            return;
+        }
+    }
+    panic!("in ten runs, no runner started ahead was seen");
+}
+
+/// One `cordon run` whose component narrows the grant it asked for: it
+/// holds (the narrowed grant, the run's own runner, nothing left). Whether
+/// the runner started ahead logged its start before it was ended.
+fn narrowed_run_ends_the_runner_started_ahead() -> bool {
     let ws = workspace();
     let (config, log) = logged_launcher(ws.path());
     every_protected_path_present(ws.path());
@@ -192,16 +208,19 @@ fn a_runner_started_for_another_grant_is_ended_and_the_run_starts_its_own() {
         !marker.exists(),
         "the run got the grant it asked for, not the narrowed one"
     );
-    assert_eq!(
-        runner_starts(&log),
-        (1, 1),
-        "the runner started ahead, then the run's own: {}",
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
     assert!(
         nothing_left_naming(ws.path()),
         "the runner started ahead outlived the run"
     );
+    let (ahead, own) = runner_starts(&log);
+    assert_eq!(
+        own,
+        1,
+        "the run started its own runner: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    assert!(ahead <= 1, "one runner started ahead at most");
+    ahead == 1
 }
 
 /// `cordon serve` over stdio in `dir` with `config` (its spares kept, the

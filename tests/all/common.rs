@@ -591,6 +591,23 @@ pub fn sleepers(mark: &str) -> Vec<u32> {
         .collect()
 }
 
+/// Wait (up to 10 s) until `count` sleepers with `mark` run. A task or
+/// a run that has started (its id returned, its status `running`) may not
+/// have reached `exec sleep` yet: its runner can still be building the
+/// sandbox, and under a loaded CI machine that takes longer than the calls
+/// a test makes meanwhile.
+pub fn wait_for_sleepers(mark: &str, count: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while sleepers(mark).len() < count {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "only {:?} of {count} sleepers {mark} started",
+            sleepers(mark)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// `cordon run --json`'s output is `SANDBOX_UNAVAILABLE` (exit 69) with a
 /// detail that contains `needle`: the runner failed, not the command.
 pub fn assert_runner_failure(output: Output, needle: &str) {

@@ -160,6 +160,7 @@ fn two_clients_cannot_see_or_touch_each_others_tasks_or_spills() {
             alice.call("read", json!({"taskId": task}))["status"],
             "running"
         );
+        common::wait_for_sleepers(&mark, 1);
         assert_eq!(common::sleepers(&mark).len(), 1);
 
         // Released, her spill is gone; her disconnect ends her task.
@@ -651,6 +652,7 @@ fn detached_tasks_wait_for_their_token_and_die_at_the_ttl() {
     assert_eq!(detached["ttlSecs"], 2);
     drop(first);
     std::thread::sleep(Duration::from_millis(300));
+    common::wait_for_sleepers(&mark, 1);
     assert_eq!(
         common::sleepers(&mark).len(),
         1,
@@ -684,6 +686,7 @@ fn detached_tasks_wait_for_their_token_and_die_at_the_ttl() {
     third.call("detach", json!({}));
     drop(third);
     std::thread::sleep(Duration::from_millis(300));
+    common::wait_for_sleepers(&late, 1);
     assert_eq!(common::sleepers(&late).len(), 1);
     common::eventually(
         Duration::from_secs(15),

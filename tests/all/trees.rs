@@ -13,7 +13,8 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::common::{
-    self, confined_backends, cordon, processes_gone, run_json, sandbox, sleepers, workspace,
+    self, confined_backends, cordon, processes_gone, run_json, sandbox, sleepers,
+    wait_for_sleepers, workspace,
 };
 
 /// A `sleep` argument no other test uses: `TAG.PID` (sleep takes decimals).
@@ -32,19 +33,6 @@ fn leaver(mark: &str, linger: bool) -> String {
         "echo left".to_owned()
     };
     format!("(setsid sleep {mark} &); (sleep {mark} &) ; sleep {mark} & {tail}")
-}
-
-/// Wait (up to 10 s) until `count` sleepers with `mark` run.
-fn wait_for_sleepers(mark: &str, count: usize) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while sleepers(mark).len() < count {
-        assert!(
-            Instant::now() < deadline,
-            "only {:?} of {count} sleepers {mark} started",
-            sleepers(mark)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]

@@ -254,6 +254,37 @@ impl Served {
         self.rpc.call("run", params)
     }
 
+    /// Whether one spare for `dir` is built and waits for its command, and
+    /// the server's session holds it: the thread that started it has
+    /// handed it over (every `cordon-ahead` thread of the server sleeps in
+    /// its wait for release). A spare built before its thread has handed
+    /// it over is not yet the session's: a run then starts afresh.
+    fn spare_waits(&self, dir: &Path) -> bool {
+        spares_naming(dir) == 1 && a_spare_is_built(dir) && self.spare_handed_over()
+    }
+
+    /// Every `cordon-ahead` thread of the server is asleep (once its spare
+    /// has started, such a thread only waits to be released), and there
+    /// is one.
+    fn spare_handed_over(&self) -> bool {
+        let tasks = format!("/proc/{}/task", self.child.id());
+        let Ok(tasks) = std::fs::read_dir(tasks) else {
+            return false;
+        };
+        let states: Vec<char> = tasks
+            .flatten()
+            .filter(|task| {
+                std::fs::read_to_string(task.path().join("comm"))
+                    .is_ok_and(|comm| comm.trim_end() == "cordon-ahead")
+            })
+            .filter_map(|task| {
+                let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
+                stat[stat.rfind(')')? + 2..].chars().next()
+            })
+            .collect();
+        !states.is_empty() && states.iter().all(|&state| state == 'S')
+    }
+
     /// Close stdin and wait for the server to exit.
     fn stop(mut self) {
         self.rpc.close();
@@ -350,7 +381,7 @@ fn a_serving_session_hands_its_next_run_the_spare_it_built_and_it_stays_confined
         common::eventually(
             std::time::Duration::from_secs(10),
             &format!("round {round}: one spare is built and waits for the next run"),
-            || spares_naming(ws.path()) == 1 && a_spare_is_built(ws.path()),
+            || served.spare_waits(ws.path()),
         );
     }
     assert_eq!(
@@ -387,7 +418,7 @@ fn a_spare_whose_view_changed_on_the_host_runs_nothing_and_the_run_is_started_af
     common::eventually(
         std::time::Duration::from_secs(10),
         "a spare is built and waits for the next run",
-        || spares_naming(ws.path()) == 1 && a_spare_is_built(ws.path()),
+        || served.spare_waits(ws.path()),
     );
     // On the host, between the runs: `.git` moved aside (the read-only
     // covers of its hooks and config go with it in the spare's view) and
@@ -454,7 +485,7 @@ fn a_serving_session_on_the_landlock_rung_keeps_a_spare_and_refuses_a_stale_one(
         common::eventually(
             std::time::Duration::from_secs(10),
             &format!("round {round}: one spare is built and waits for the next run"),
-            || spares_naming(ws.path()) == 1 && a_spare_is_built(ws.path()),
+            || served.spare_waits(ws.path()),
         );
     }
     assert_eq!(

@@ -277,10 +277,7 @@ impl Served {
                 std::fs::read_to_string(task.path().join("comm"))
                     .is_ok_and(|comm| comm.trim_end() == "cordon-ahead")
             })
-            .filter_map(|task| {
-                let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
-                stat[stat.rfind(')')? + 2..].chars().next()
-            })
+            .filter_map(|task| stat_after_name(&task.path())?.chars().next())
             .collect();
         !states.is_empty() && states.iter().all(|&state| state == 'S')
     }
@@ -317,6 +314,14 @@ fn awaiting_naming(dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// The fields of the process or thread `proc` (its `/proc` directory)
+/// after its command's name in `stat`, starting with its state: the name
+/// may hold spaces and parentheses, so it is skipped to the last `)`.
+fn stat_after_name(proc: &Path) -> Option<String> {
+    let stat = std::fs::read_to_string(proc.join("stat")).ok()?;
+    Some(stat[stat.rfind(')')? + 2..].to_owned())
+}
+
 /// The spare runners alive for `dir`: sessions of processes waiting for a
 /// command (`--await-fd`) whose arguments name it (a runner and the init
 /// it forked are one session).
@@ -324,10 +329,8 @@ fn spares_naming(dir: &Path) -> usize {
     let mut sessions: Vec<String> = awaiting_naming(dir)
         .iter()
         .filter_map(|proc| {
-            let stat = std::fs::read_to_string(proc.join("stat")).ok()?;
             // After the command's name: state, ppid, pgrp, session.
-            let after = &stat[stat.rfind(')')? + 2..];
-            after.split(' ').nth(3).map(str::to_owned)
+            stat_after_name(proc)?.split(' ').nth(3).map(str::to_owned)
         })
         .collect();
     sessions.sort();

@@ -597,15 +597,11 @@ pub fn sleepers(mark: &str) -> Vec<u32> {
 /// sandbox, and under a loaded CI machine that takes longer than the calls
 /// a test makes meanwhile.
 pub fn wait_for_sleepers(mark: &str, count: usize) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while sleepers(mark).len() < count {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "only {:?} of {count} sleepers {mark} started",
-            sleepers(mark)
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    eventually(
+        std::time::Duration::from_secs(10),
+        &format!("fewer than {count} sleepers {mark} started in 10 s"),
+        || sleepers(mark).len() >= count,
+    );
 }
 
 /// `cordon run --json`'s output is `SANDBOX_UNAVAILABLE` (exit 69) with a

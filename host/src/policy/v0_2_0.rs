@@ -63,39 +63,48 @@ pub(super) struct Binding {
     render: Option<rendering::RendererPre<StoreState>>,
 }
 
-/// Where the three calls every run makes (`resolve`, `plan`, `settle`) sit
-/// in the component, found once when it is linked. An instance made for a
-/// run looks up and type-checks only the export it calls: the generated
-/// bindings' `instantiate` type-checks all six exports, four of them
-/// taking the whole `exec-spec`, at every instantiation (measured: a
-/// quarter of an instantiation's time, a tenth of a policy round trip).
+/// Where the calls a run makes (`resolve`, `plan`, `settle`, and
+/// `connect` for a run behind the allow-list proxy) sit in the component,
+/// found once when it is linked. An instance made for a run looks up and
+/// type-checks only the export it calls: the generated bindings'
+/// `instantiate` type-checks all six exports, four of them taking the
+/// whole `exec-spec`, at every instantiation (measured: a quarter of an
+/// instantiation's time, a tenth of a policy round trip).
 #[derive(Clone)]
 struct RunCalls {
     resolve: ComponentExportIndex,
     plan: ComponentExportIndex,
     settle: ComponentExportIndex,
+    connect: ComponentExportIndex,
 }
 
 impl RunCalls {
-    /// The three exports of `component`'s executor interface (linking
-    /// it through the generated bindings has already found them all).
+    /// The run's exports of `component`'s executor interface (linking it
+    /// through the generated bindings has already found them all).
     fn find(component: &Component) -> wasmtime::Result<Self> {
-        let interface = component
-            .get_export_index(None, WORLD.export)
-            .ok_or_else(|| {
-                wasmtime::format_err!("the component does not export `{}`", WORLD.export)
-            })?;
-        let find = |name: &str| {
-            component
-                .get_export_index(Some(&interface), name)
-                .ok_or_else(|| wasmtime::format_err!("`{}` has no function `{name}`", WORLD.export))
-        };
+        let find = |name: &str| export_index(component, WORLD.export, name);
         Ok(RunCalls {
             resolve: find("resolve")?,
             plan: find("plan")?,
             settle: find("settle")?,
+            connect: find("connect")?,
         })
     }
+}
+
+/// Where function `name` of exported interface `interface` sits in
+/// `component`, for an instance to type-check that export alone.
+pub(super) fn export_index(
+    component: &Component,
+    interface: &str,
+    name: &str,
+) -> wasmtime::Result<ComponentExportIndex> {
+    let exported = component
+        .get_export_index(None, interface)
+        .ok_or_else(|| wasmtime::format_err!("the component does not export `{interface}`"))?;
+    component
+        .get_export_index(Some(&exported), name)
+        .ok_or_else(|| wasmtime::format_err!("`{interface}` has no function `{name}`"))
 }
 
 impl Binding {
@@ -178,23 +187,21 @@ impl Binding {
         spec: &ExecSpec,
     ) -> wasmtime::Result<Result<Connecting, String>> {
         let instance = self.pre.instance_pre().instantiate(&mut *store)?;
-        self.connecting_on(store, &instance, spec)
+        Ok(self.connecting_on(&instance, spec))
     }
 
     /// [`Binding::connecting`] on an instance the caller made (and may
     /// call other exports of).
     pub(super) fn connecting_on(
         &self,
-        store: &mut Store<StoreState>,
         instance: &wasmtime::component::Instance,
         spec: &ExecSpec,
-    ) -> wasmtime::Result<Result<Connecting, String>> {
-        let spec = match wit::ExecSpec::try_from(spec) {
-            Ok(spec) => spec,
-            Err(reason) => return Ok(Err(reason)),
-        };
-        let bindings = ExecutorPolicy::new(&mut *store, instance)?;
-        Ok(Ok(Connecting { bindings, spec }))
+    ) -> Result<Connecting, String> {
+        Ok(Connecting {
+            instance: *instance,
+            connect: self.run_calls.connect,
+            spec: wit::ExecSpec::try_from(spec)?,
+        })
     }
 
     /// `connect`: the component's answer for one connection.
@@ -304,7 +311,9 @@ impl Instance {
 
 /// One instance of a component, and the spec it decides connections for.
 pub(super) struct Connecting {
-    bindings: ExecutorPolicy,
+    instance: wasmtime::component::Instance,
+    /// Where `connect` sits (see [`RunCalls`]).
+    connect: ComponentExportIndex,
     spec: wit::ExecSpec,
 }
 
@@ -321,9 +330,13 @@ impl Connecting {
         host: &str,
         port: u16,
     ) -> wasmtime::Result<Result<(), String>> {
-        self.bindings
-            .cordon_sandbox_executor()
-            .call_connect(store, &self.spec, host, port)
+        let connect = self
+            .instance
+            .get_typed_func::<(&wit::ExecSpec, &str, u16), (Result<(), String>,)>(
+                &mut *store,
+                &self.connect,
+            )?;
+        Ok(connect.call(&mut *store, (&self.spec, host, port))?.0)
     }
 }
 

@@ -7,7 +7,7 @@
 //! its bindings reuse `0.2.0`'s generated types, so a spec converts once.
 
 use wasmtime::Store;
-use wasmtime::component::Component;
+use wasmtime::component::{Component, ComponentExportIndex};
 
 use crate::model::{self, HeaderEdit, HttpRequest, RequestVerdict};
 
@@ -38,7 +38,10 @@ pub(super) const WORLD: World = World {
 pub(super) struct Binding {
     /// Every call `0.2.0` has.
     pub(super) executor: v0_2_0::Binding,
-    requests: RequesterPre<StoreState>,
+    /// Where `request` sits in the component, found once at link: a run's
+    /// instance types only that export (as `0.2.0`'s run calls), not the
+    /// world's seven.
+    request: ComponentExportIndex,
 }
 
 impl Binding {
@@ -46,8 +49,10 @@ impl Binding {
     /// `requests` export found in an instance of the same component.
     pub(super) fn link(engine: &wasmtime::Engine, component: &Component) -> wasmtime::Result<Self> {
         let executor = v0_2_0::Binding::link(engine, component)?;
-        let requests = RequesterPre::new(executor.instance_pre().clone())?;
-        Ok(Binding { executor, requests })
+        // The generated bindings check every export's type once, here.
+        RequesterPre::new(executor.instance_pre().clone())?;
+        let request = v0_2_0::export_index(component, WORLD.export, "request")?;
+        Ok(Binding { executor, request })
     }
 
     /// An instance kept for the `connect` and `request` calls of one run:
@@ -57,13 +62,16 @@ impl Binding {
         store: &mut Store<StoreState>,
         spec: &model::ExecSpec,
     ) -> wasmtime::Result<Result<Connecting, String>> {
-        let instance = self.requests.instance_pre().instantiate(&mut *store)?;
-        let executor = match self.executor.connecting_on(store, &instance, spec)? {
+        let instance = self.executor.instance_pre().instantiate(&mut *store)?;
+        let executor = match self.executor.connecting_on(&instance, spec) {
             Ok(executor) => executor,
             Err(reason) => return Ok(Err(reason)),
         };
-        let requests = Requester::new(&mut *store, &instance)?;
-        Ok(Ok(Connecting { executor, requests }))
+        Ok(Ok(Connecting {
+            executor,
+            instance,
+            request: self.request,
+        }))
     }
 }
 
@@ -71,7 +79,9 @@ impl Binding {
 pub(super) struct Connecting {
     /// Its `connect`.
     pub(super) executor: v0_2_0::Connecting,
-    requests: Requester,
+    instance: wasmtime::component::Instance,
+    /// Where `request` sits (see [`Binding`]).
+    request: ComponentExportIndex,
 }
 
 impl Connecting {
@@ -91,12 +101,13 @@ impl Connecting {
             query: request.query.clone(),
             headers: request.headers.clone(),
         };
-        let verdict = self.requests.cordon_sandbox0_3_0_requests().call_request(
-            store,
-            self.executor.spec(),
-            settings,
-            &request,
-        )?;
+        let call = self
+            .instance
+            .get_typed_func::<(&wit::ExecSpec, &str, &wit::HttpRequest), (wit::Verdict,)>(
+                &mut *store,
+                &self.request,
+            )?;
+        let (verdict,) = call.call(&mut *store, (self.executor.spec(), settings, &request))?;
         Ok(match verdict {
             wit::Verdict::Allow => RequestVerdict::Allow,
             wit::Verdict::Deny(reason) => RequestVerdict::Deny(reason),

@@ -49,7 +49,9 @@ impl Binding {
     /// `requests` export found in an instance of the same component.
     pub(super) fn link(engine: &wasmtime::Engine, component: &Component) -> wasmtime::Result<Self> {
         let executor = v0_2_0::Binding::link(engine, component)?;
-        // The generated bindings check every export's type once, here.
+        // Every export of the world is there, by name; `request`'s type is
+        // checked on the instance that calls it (as it was, at each run's
+        // connecting instance, before), never at load.
         RequesterPre::new(executor.instance_pre().clone())?;
         let request = v0_2_0::export_index(component, WORLD.export, "request")?;
         Ok(Binding { executor, request })

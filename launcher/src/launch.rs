@@ -517,7 +517,7 @@ fn enter_sandbox(request: &Request) -> Result<Option<crate::command::Command>, S
     if let Some(parent) = request.parent {
         supervise::die_with(parent, nix::libc::SIGKILL)?;
     }
-    namespaces::enter(&request.plan)?;
+    namespaces::enter(&request.plan, request.join_net)?;
     let set = supervise::watched();
     nix::sys::signal::sigprocmask(nix::sys::signal::SigmaskHow::SIG_BLOCK, Some(&set), None)
         .map_err(|err| format!("cannot block signals: {err}"))?;

@@ -14,7 +14,7 @@
 //! cordon __init --probe
 //! cordon __ns [--status-fd N] [--env-fd N] [--parent PID] [--unshare-net] [--socket-families LIST] [--proxy-socket PATH] [--writable-root DEV:INO:PATH]... PROFILE... -- ARGV...
 //! cordon __as --uid UID --gid GID [--groups GID,...] -- RUNNER-ARGV...
-//! cordon __ns --await-fd N [--status-fd N] [--parent PID] [--unshare-net] [--socket-families LIST] [--proxy-socket PATH] PROFILE... --
+//! cordon __ns --await-fd N [--status-fd N] [--parent PID] [--join-net FD] [--unshare-net] [--socket-families LIST] [--proxy-socket PATH] PROFILE... --
 //! cordon __landlock --await-fd N [--status-fd N] [--parent PID] [...] RULES... --
 //! ```
 //!
@@ -26,6 +26,12 @@
 //! sandbox is still the view it built, [`namespaces::View`]; the Landlock
 //! launcher: each rule's path still names what its rule was made from) —
 //! anything moved meanwhile fails the run, nothing executed — and runs it.
+//!
+//! With `--join-net FD` (root only, beside `--unshare-net`) the namespace
+//! runner joins the network namespace at that fd instead of making one: a
+//! serving host lends its spare runners namespaces it made and found quiet
+//! (no socket in any state) since their last run. The runner refuses one
+//! that is its own (the host's) or that has any interface but the loopback.
 //!
 //! `__ns` is cordon's namespace runner ([`namespaces`]): it builds the
 //! sandbox bwrap would from the same profile (`--ro-bind`, `--bind`,
@@ -191,6 +197,9 @@ struct Request {
     /// ruleset) first and then waits here for the command (its working
     /// directory, argv and environment).
     await_fd: Option<RawFd>,
+    /// The namespace runner joins the network namespace at this fd
+    /// instead of making one (`--join-net`, with `--unshare-net`).
+    join_net: Option<RawFd>,
     /// Give the command its own SysV IPC and UTS namespaces.
     unshare_ipc: bool,
     /// The host's pid, to die with (and to check is still there).
@@ -266,8 +275,9 @@ fn parse(mode: Mode, args: Vec<OsString>) -> Result<Invocation, String> {
                     Some(extra) => Err(format!("--probe takes no arguments, got {extra:?}")),
                 };
             }
-            "--status-fd" | "--env-fd" | "--await-fd"
-                if flag != "--await-fd" || runner || landlock =>
+            "--status-fd" | "--env-fd" | "--await-fd" | "--join-net"
+                if (flag != "--await-fd" || runner || landlock)
+                    && (flag != "--join-net" || runner) =>
             {
                 let fd = number(&flag, args.next())?;
                 if fd <= 2 {
@@ -276,6 +286,7 @@ fn parse(mode: Mode, args: Vec<OsString>) -> Result<Invocation, String> {
                 match flag.as_str() {
                     "--status-fd" => launch.status_fd = Some(fd),
                     "--env-fd" => launch.env_fd = Some(fd),
+                    "--join-net" => launch.join_net = Some(fd),
                     _ => launch.await_fd = Some(fd),
                 }
             }
@@ -351,6 +362,13 @@ fn complete(launch: Request, runner: bool) -> Result<Request, String> {
     #[cfg(target_os = "linux")]
     if runner {
         launch.plan.check()?;
+        if launch.join_net.is_some() && !launch.plan.unshare_net {
+            return Err(
+                "--join-net replaces the network namespace --unshare-net makes: \
+                        give both"
+                    .into(),
+            );
+        }
     }
     if let Some(stray) = launch
         .protected
@@ -432,6 +450,7 @@ mod tests {
                 status_fd: Some(3),
                 env_fd: None,
                 await_fd: None,
+                join_net: None,
                 unshare_ipc: false,
                 parent: None,
                 read_only: vec!["/".into()],
@@ -472,6 +491,47 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(parse(Mode::Landlock, os(&["--unshare-ipc", "--probe"])).is_err());
+    }
+
+    #[test]
+    fn only_the_namespace_runner_joins_a_lent_network_and_only_in_place_of_its_own() {
+        let runner = |args: &[&str]| parse(Mode::Namespaces, os(args));
+        match runner(&[
+            "--join-net",
+            "5",
+            "--ro-bind",
+            "/",
+            "/",
+            "--unshare-net",
+            "--",
+            "x",
+        ]) {
+            Ok(Invocation::Run(launch)) => assert_eq!(launch.join_net, Some(5)),
+            other => panic!("{other:?}"),
+        }
+        // No network namespace to replace: the command would keep the host's.
+        assert!(runner(&["--join-net", "5", "--ro-bind", "/", "/", "--", "x"]).is_err());
+        assert!(
+            runner(&[
+                "--join-net",
+                "1",
+                "--ro-bind",
+                "/",
+                "/",
+                "--unshare-net",
+                "--",
+                "x"
+            ])
+            .is_err()
+        );
+        assert!(
+            parse(
+                Mode::Landlock,
+                os(&["--join-net", "5", "--ro", "/", "--", "x"])
+            )
+            .is_err()
+        );
+        assert!(parse(Mode::Init, os(&["--join-net", "5", "--", "x"])).is_err());
     }
 
     #[test]

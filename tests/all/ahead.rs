@@ -542,3 +542,90 @@ fn a_server_told_to_keep_no_spares_builds_none() {
     assert_eq!(runner_starts(&log), (0, 2));
     served.stop();
 }
+
+/// What a served run in `ws` says of its network: its namespace (`net:[N]`),
+/// how many TCP sockets it sees in any state (`/proc/net/tcp`, `tcp6`),
+/// how many of its own fds are network namespaces, and whether the
+/// host's listener at `port` answered — after running `then`.
+fn network_seen(served: &mut Served, ws: &Path, port: u16, then: &str) -> Vec<String> {
+    let command = format!(
+        "{then}; ns=$(readlink /proc/self/ns/net); \
+         tcp=$(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -vc local_address); \
+         fds=$(ls -l /proc/self/fd/ /proc/$$/fd/ | grep -c 'net:'); \
+         (echo x > /dev/tcp/127.0.0.1/{port}) 2>/dev/null && host=reached || host=closed; \
+         echo \"$ns $tcp $fds $host\""
+    );
+    let result = served.run("read-only", ws, &command);
+    assert_eq!(result["exitCode"], 0, "{result}");
+    let text = result["stdout"]["text"].as_str().unwrap_or_default();
+    text.split_whitespace().map(str::to_owned).collect()
+}
+
+/// A loopback connection closed by its client first: the client's side
+/// stays in `TIME_WAIT` for a minute after the run's processes are gone.
+const TIME_WAIT: &str = "python3 -c 'import socket; s = socket.socket(); \
+    s.bind((\"127.0.0.1\", 0)); s.listen(); c = socket.create_connection(s.getsockname()); \
+    a, _ = s.accept(); c.close(); a.close(); s.close()'";
+
+#[test]
+fn a_serving_session_lends_a_network_namespace_again_only_once_it_is_quiet() {
+    let test = "a_serving_session_lends_a_network_namespace_again_only_once_it_is_quiet";
+    if !spares_usable(test) {
+        return;
+    }
+    let ws = workspace();
+    let (config, log) = logged_launcher(ws.path());
+    let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = host.local_addr().unwrap().port();
+    let own = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let own = own.to_str().unwrap();
+    let mut served = Served::start(ws.path(), &config);
+    let mut seen = vec![];
+    for round in 0..6 {
+        // Run 4 (the third spare's) leaves a TIME_WAIT in its namespace.
+        let then = if round == 3 { TIME_WAIT } else { "true" };
+        let run = network_seen(&mut served, ws.path(), port, then);
+        assert_eq!(run.len(), 4, "round {round}: {run:?}");
+        assert_ne!(run[0], own, "round {round}: the run had the host's network");
+        assert_eq!(
+            run[3], "closed",
+            "round {round}: the host's loopback answered"
+        );
+        assert_eq!(
+            run[2], "0",
+            "round {round}: a namespace fd reached the command"
+        );
+        match round {
+            3 => assert_ne!(
+                run[1], "0",
+                "round 3: its own TIME_WAIT is there (the control)"
+            ),
+            _ => assert_eq!(run[1], "0", "round {round}: it saw another run's sockets"),
+        }
+        seen.push(run[0].clone());
+        common::eventually(
+            std::time::Duration::from_secs(10),
+            &format!("round {round}: one spare is built and waits for the next run"),
+            || served.spare_waits(ws.path()),
+        );
+    }
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let joined = text.lines().filter(|l| l.contains("--join-net")).count();
+    if nix::unistd::geteuid().is_root() {
+        // The first run's runner made its own; each spare joined one the
+        // session made: the second run's namespace again for the fourth
+        // (the second run over, nothing left in it), and not the fourth's
+        // for the sixth (its TIME_WAIT: checked above, the sixth saw no
+        // socket).
+        assert_eq!(joined, 6, "every spare joined a lent namespace: {text}");
+        assert_eq!(
+            seen[3], seen[1],
+            "a quiet namespace is lent again: {seen:?}"
+        );
+        assert_eq!(seen[4], seen[2], "{seen:?}");
+    } else {
+        assert_eq!(joined, 0, "only root lends namespaces: {text}");
+    }
+    served.stop();
+    assert!(nothing_left_naming(ws.path()));
+}

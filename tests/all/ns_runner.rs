@@ -409,3 +409,115 @@ fn a_runner_that_awaits_its_command_takes_none_after_the_separator() {
         );
     }
 }
+
+/// `cordon __ns --join-net 3` with fd 3 opened on `namespace` (a
+/// `/proc/…/ns/net` path), running `command` in a read-only sandbox with
+/// `writable` bound writable.
+fn joining(namespace: &str, writable: &std::path::Path, command: &str) -> std::process::Output {
+    let cordon = env!("CARGO_BIN_EXE_cordon");
+    let writable = writable.to_str().unwrap();
+    std::process::Command::new("bash")
+        .args([
+            "-c",
+            r#"exec 3<"$1"; shift; exec "$@""#,
+            "joining",
+            namespace,
+        ])
+        .args([cordon, "__ns", "--join-net", "3", "--ro-bind", "/", "/"])
+        .args([
+            "--bind", writable, writable, "--dev", "/dev", "--proc", "/proc",
+        ])
+        .args(["--unshare-net", "--", "sh", "-c", command])
+        .output()
+        .unwrap()
+}
+
+/// A process holding a network namespace of its own (`unshare -n`), with
+/// `then` run in it first (none: `then` failed); killed when dropped.
+struct Holder(std::process::Child);
+
+impl Holder {
+    fn start(then: &str) -> Option<Holder> {
+        let child = std::process::Command::new("unshare")
+            .args(["-n", "sh", "-c", &format!("{then} && exec sleep 60")])
+            .spawn()
+            .unwrap();
+        let mut holder = Holder(child);
+        let own = std::fs::read_link("/proc/self/ns/net").unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let ready = std::fs::read_link(holder.namespace()).is_ok_and(|ns| ns != own)
+                && std::fs::read_to_string(format!("/proc/{}/comm", holder.0.id()))
+                    .is_ok_and(|comm| comm.trim() == "sleep");
+            if ready {
+                return Some(holder);
+            }
+            if holder.0.try_wait().unwrap().is_some() {
+                return None;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the holder never got ready"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    fn namespace(&self) -> String {
+        format!("/proc/{}/ns/net", self.0.id())
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_lent_network_namespace_is_joined_only_when_it_is_not_the_host_s_and_has_only_the_loopback() {
+    let test = "a_lent_network_namespace_is_joined_only_when_it_is_not_the_host_s_and_has_only_the_loopback";
+    if !namespaces_usable(test) {
+        return;
+    }
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIP {test}: joining a network namespace the host made needs root");
+        return;
+    }
+    let ws = workspace();
+    let marker = ws.path().join("ran");
+    let command = format!("readlink /proc/self/ns/net; touch {}", marker.display());
+    // The host's own network namespace: refused before anything runs.
+    let own = joining("/proc/self/ns/net", ws.path(), &command);
+    assert_eq!(own.status.code(), Some(125), "{}", stderr(&own));
+    assert!(
+        stderr(&own).contains("is the host's own"),
+        "{}",
+        stderr(&own)
+    );
+    assert!(!marker.exists(), "the command ran with the host's network");
+    // A namespace with interfaces besides the loopback (a veth pair):
+    // refused.
+    match Holder::start("ip link add cordon-a type veth peer name cordon-b") {
+        Some(wired) => {
+            let output = joining(&wired.namespace(), ws.path(), &command);
+            assert_eq!(output.status.code(), Some(125), "{}", stderr(&output));
+            let said = stderr(&output);
+            assert!(said.contains("other than the loopback"), "{said}");
+            assert!(!marker.exists(), "the command ran beside another interface");
+        }
+        None => eprintln!("SKIP {test} (its interface case): no veth pair could be made here"),
+    }
+    // The control: a namespace with only its loopback is joined.
+    let quiet = Holder::start("true").expect("a holder of a fresh network namespace");
+    let output = joining(&quiet.namespace(), ws.path(), &command);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let joined = std::fs::read_link(quiet.namespace()).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        joined.to_str().unwrap(),
+        "the command ran in the lent namespace"
+    );
+    assert!(marker.exists());
+}

@@ -24,8 +24,9 @@
 //!   (`terminal.rs`): stdin, stdout and stderr are then one pty the host
 //!   holds the master of, and `input.rs` can tell when the command waits
 //!   on it.
-//! * Only fds 0–2 (and a runner's status, handover and init fds 3–6) reach
-//!   the child; the host is not forked to start it, except to start it
+//! * Only fds 0–2 (and a runner's status, handover and init fds 3–6, and
+//!   a spare runner's lent network namespace right above them) reach the
+//!   child; the host is not forked to start it, except to start it
 //!   inside a cgroup v2 where glibc cannot (see `spawn.rs` for why and how).
 //! * When the leader exits, output still buffered is drained for a short
 //!   bound, so a daemon that inherited the pipes cannot hold the run open.
@@ -276,7 +277,7 @@ pub(crate) fn spawn_unchecked(
     spill_dir: Option<&Arc<SpillDir>>,
     sink: Option<Arc<dyn OutputSink>>,
 ) -> Result<Process, SpawnError> {
-    let (started, cgroup) = start(launch, cgroup, false)?;
+    let (started, cgroup) = start(launch, cgroup, false, None)?;
     let exit = ExitWatch::reap(started.pid);
     running(started, exit, cgroup, launch, spill_dir, sink)
 }
@@ -295,7 +296,9 @@ pub(crate) struct Waiting {
 }
 
 /// Start `launch` — a runner that takes its command later over a pipe at
-/// [`HANDOVER_FD`] — in its own session, inside `cgroup` when given.
+/// [`HANDOVER_FD`] — in its own session, inside `cgroup` when given, with
+/// `passed` too at the slot [`passed_slot`] names (what `launch`'s argv
+/// says is there).
 ///
 /// *Unchecked*: the argv runs exactly as given. Only the host starts one,
 /// from a confinement the sandbox issued; a run adopts it only when its
@@ -303,8 +306,9 @@ pub(crate) struct Waiting {
 pub(crate) fn start_waiting_unchecked(
     launch: &SpawnRequest,
     cgroup: Option<RunCgroup>,
+    passed: Option<&std::os::fd::OwnedFd>,
 ) -> Result<Waiting, SpawnError> {
-    let (started, cgroup) = start(launch, cgroup, true)?;
+    let (started, cgroup) = start(launch, cgroup, true, passed)?;
     let exit = ExitWatch::reap(started.pid);
     let guard = GroupGuard {
         group: Group {
@@ -321,6 +325,17 @@ pub(crate) fn start_waiting_unchecked(
         exit,
         guard,
     })
+}
+
+/// The fd number a fd passed to a runner started ahead of its command
+/// ([`start_waiting_unchecked`]) has in it, for a `launch` like this.
+pub(crate) fn passed_slot(launch: &SpawnRequest) -> std::os::fd::RawFd {
+    spawn::passed_slot(
+        launch.status_pipe,
+        true,
+        launch.init_pipe,
+        launch.init_env.is_some(),
+    )
 }
 
 impl Waiting {
@@ -382,18 +397,28 @@ fn start(
     launch: &SpawnRequest,
     cgroup: Option<RunCgroup>,
     handover_later: bool,
+    passed: Option<&std::os::fd::OwnedFd>,
 ) -> Result<(spawn::Started, Option<Arc<RunCgroup>>), SpawnError> {
+    use std::os::fd::AsFd;
     check_workdir(&launch.workdir).map_err(SpawnError::Workdir)?;
     let started = match &cgroup {
         // The spawn may run on a thread staged inside the cgroup: it gets
-        // its own copy of the launch (a few kilobytes).
+        // its own copy of the launch (a few kilobytes) and of `passed`.
         Some(cgroup) => {
             let owned = launch.clone();
+            let passed = passed
+                .map(std::os::fd::OwnedFd::try_clone)
+                .transpose()
+                .map_err(SpawnError::Other)?;
             cgroup.spawn_inside(move |directory| {
-                spawn::start(&spec_of(&owned, directory, handover_later))
+                let passed = passed.as_ref().map(AsFd::as_fd);
+                spawn::start(&spec_of(&owned, directory, handover_later, passed))
             })
         }
-        None => spawn::start(&spec_of(launch, None, handover_later)),
+        None => {
+            let passed = passed.map(AsFd::as_fd);
+            spawn::start(&spec_of(launch, None, handover_later, passed))
+        }
     }
     .map_err(|err| match err.kind() {
         io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied => SpawnError::Program(err),
@@ -510,11 +535,12 @@ fn feed(
 
 /// What `spawn::start` gets for `launch`, started inside the cgroup v2
 /// directory `cgroup` when given (`handover_later`: with a handover pipe).
-fn spec_of(
-    launch: &SpawnRequest,
+fn spec_of<'a>(
+    launch: &'a SpawnRequest,
     cgroup: Option<std::os::fd::RawFd>,
     handover_later: bool,
-) -> spawn::Spec<'_> {
+    passed: Option<std::os::fd::BorrowedFd<'a>>,
+) -> spawn::Spec<'a> {
     spawn::Spec {
         argv: &launch.argv,
         env: &launch.env,
@@ -529,6 +555,7 @@ fn spec_of(
         handover_later,
         init_pipe: launch.init_pipe,
         init_env: launch.init_env.as_deref(),
+        passed,
         cgroup,
     }
 }

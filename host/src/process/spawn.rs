@@ -111,6 +111,9 @@ pub(super) struct Spec<'a> {
     pub init_pipe: bool,
     /// Give the child a file with these bytes at [`super::INIT_ENV_FD`].
     pub init_env: Option<&'a [u8]>,
+    /// Give the child this fd too, at the slot right above the others
+    /// ([`passed_slot`]): what the argv tells the child is there.
+    pub passed: Option<std::os::fd::BorrowedFd<'a>>,
     /// Start the child inside this cgroup v2 directory (an open fd of it),
     /// from its first instruction.
     #[cfg_attr(
@@ -171,17 +174,11 @@ fn memfd_with(bytes: &[u8]) -> io::Result<OwnedFd> {
 /// and no source is already sitting at its target (a `dup2` onto itself
 /// would keep close-on-exec set).
 fn above_child_slots(fd: OwnedFd) -> io::Result<OwnedFd> {
-    if fd.as_raw_fd() > super::INIT_ENV_FD {
+    if fd.as_raw_fd() > HIGHEST_SLOT {
         return Ok(fd);
     }
     // SAFETY: F_DUPFD_CLOEXEC on a valid fd returns a new fd we own.
-    let raw = unsafe {
-        libc::fcntl(
-            fd.as_raw_fd(),
-            libc::F_DUPFD_CLOEXEC,
-            super::INIT_ENV_FD + 1,
-        )
-    };
+    let raw = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, HIGHEST_SLOT + 1) };
     if raw < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -370,6 +367,10 @@ pub(super) fn start(spec: &Spec<'_>) -> io::Result<Started> {
         handover: handover.map(above_child_slots).transpose()?,
         init: init_child.map(above_child_slots).transpose()?,
         init_env: init_env.map(above_child_slots).transpose()?,
+        passed: spec
+            .passed
+            .map(|fd| fd.try_clone_to_owned().and_then(above_child_slots))
+            .transpose()?,
     };
     let pid = platform::start(&program, spec, &child_fds)?;
     let input = match spec.stdin {
@@ -450,6 +451,28 @@ struct ChildFds {
     handover: Option<OwnedFd>,
     init: Option<OwnedFd>,
     init_env: Option<OwnedFd>,
+    /// [`Spec::passed`], at the slot above the others.
+    passed: Option<OwnedFd>,
+}
+
+/// The highest slot a child's fd may have: a passed fd above all four.
+const HIGHEST_SLOT: RawFd = super::INIT_ENV_FD + 1;
+
+/// The slot a passed fd ([`Spec::passed`]) gets: the one above the fds
+/// the child has (a status pipe, a handover, an init pipe, its
+/// environment; each needs the one below it, checked in `start`).
+pub(super) fn passed_slot(status: bool, handover: bool, init: bool, init_env: bool) -> RawFd {
+    if init_env {
+        super::INIT_ENV_FD + 1
+    } else if init {
+        super::INIT_FD + 1
+    } else if handover {
+        super::HANDOVER_FD + 1
+    } else if status {
+        super::STATUS_FD + 1
+    } else {
+        3
+    }
 }
 
 impl ChildFds {
@@ -472,24 +495,25 @@ impl ChildFds {
         if let Some(env) = &self.init_env {
             slots.push((env.as_raw_fd(), super::INIT_ENV_FD));
         }
+        if let Some(passed) = &self.passed {
+            slots.push((passed.as_raw_fd(), self.passed_slot()));
+        }
         slots
+    }
+
+    /// The slot [`Self::passed`] has.
+    fn passed_slot(&self) -> RawFd {
+        passed_slot(
+            self.status.is_some(),
+            self.handover.is_some(),
+            self.init.is_some(),
+            self.init_env.is_some(),
+        )
     }
 
     /// The first fd the child must not keep.
     fn first_closed(&self) -> RawFd {
-        // Each slot needs the one below it (checked in `start`), so the
-        // highest present slot says where the closing starts.
-        if self.init_env.is_some() {
-            super::INIT_ENV_FD + 1
-        } else if self.init.is_some() {
-            super::INIT_FD + 1
-        } else if self.handover.is_some() {
-            super::HANDOVER_FD + 1
-        } else if self.status.is_some() {
-            super::STATUS_FD + 1
-        } else {
-            3
-        }
+        self.passed_slot() + RawFd::from(self.passed.is_some())
     }
 }
 

@@ -26,7 +26,7 @@ use crate::model::{Deployment, ExecRequest, ExecSpec, RunLimits};
 use crate::process::{self, Cgroups, Waiting};
 use crate::sandbox::{self, Confine};
 
-use super::{Prepared, checks};
+use super::{Prepared, checks, netns};
 
 /// A runner being started ahead of a run's plan, on a thread of its own
 /// (making the run's cgroup and laying out the grant take that thread's
@@ -130,9 +130,15 @@ impl Ahead {
 /// command, and the run is reported as not started), and a grant that has
 /// placeholders or a proxy gets no spare. A session holds at most one
 /// (a process and its cgroup, not counted against the run bounds), ended
-/// with the session.
+/// with the session, and — run as root — up to three network namespaces
+/// its spares join instead of making one each ([`netns`]), closed with
+/// the session.
 #[derive(Debug, Default)]
-pub(crate) struct Spare(std::sync::Mutex<Option<Ahead>>);
+pub(crate) struct Spare {
+    slot: std::sync::Mutex<Option<Ahead>>,
+    /// The network namespaces its spares join ([`netns`]).
+    networks: Arc<netns::Pool>,
+}
 
 impl Spare {
     /// The spare runner when it is started by now (taken), else none (a
@@ -141,7 +147,7 @@ impl Spare {
     /// (where no staged cgroup had a spawner thread, that thread is the
     /// runner's parent: its end is the runner's parent-death signal).
     fn ready(&self) -> Option<(Waiting, Ahead)> {
-        let mut slot = self.0.lock().ok()?;
+        let mut slot = self.slot.lock().ok()?;
         match slot.as_ref()?.poll() {
             Poll::Pending => None,
             Poll::Ready(waiting) => {
@@ -154,14 +160,17 @@ impl Spare {
     /// Start a spare for a run planned like `prepared`, when none is kept
     /// and none is starting (on a thread of its own, as [`Ahead`]).
     pub(super) fn refill(&self, cx: &super::RunContext, prepared: &Prepared) {
-        let Ok(mut slot) = self.0.lock() else { return };
+        let Ok(mut slot) = self.slot.lock() else {
+            return;
+        };
         if slot.is_some() || !spares(cx, prepared) {
             return;
         }
         let (confiner, cgroups) = (cx.confiner.clone(), cx.cgroups.clone());
         let (spec, limits) = (prepared.spec.clone(), prepared.run_limits);
+        let networks = self.networks.clone();
         *slot = Some(Ahead::on_thread(move || {
-            start_runner(&confiner, || cgroups, &spec, &limits)
+            start_runner(&confiner, || cgroups, &spec, &limits, Some(&networks))
         }));
     }
 }
@@ -215,19 +224,22 @@ fn start(
         return None;
     }
     let limits = checks::limits(request.limits.as_ref(), &deployment.limits).ok()?;
-    start_runner(confiner, cgroups, &spec, &limits)
+    start_runner(confiner, cgroups, &spec, &limits, None)
 }
 
 /// Start cordon's own launcher (the namespace runner, the Landlock
 /// launcher) waiting for a command run under `spec`'s grant, in a cgroup
 /// of `cgroups` (asked for once the grant is confined: the host may still
-/// be finding them) with `limits`; none when that grant is not confined
-/// by it, or has placeholders or a proxy, or there are no cgroups.
+/// be finding them) with `limits`, and joining a network namespace of
+/// `networks` where it would make one (as root); none when that grant is
+/// not confined by it, or has placeholders or a proxy, or there are no
+/// cgroups.
 fn start_runner(
     confiner: &Arc<dyn Confine>,
     cgroups: impl FnOnce() -> Option<Arc<Cgroups>>,
     spec: &ExecSpec,
     limits: &RunLimits,
+    networks: Option<&netns::Pool>,
 ) -> Option<Waiting> {
     if !spec.policy.mode.is_confined() {
         return None;
@@ -239,7 +251,7 @@ fn start_runner(
     }
     let (argv, _) = sandbox::awaiting(wrap.argv())?;
     let (env, _, _) = wrap.handover().split(vec![], &[]);
-    let launch = process::SpawnRequest {
+    let mut launch = process::SpawnRequest {
         argv,
         env,
         workdir: "/".into(),
@@ -254,7 +266,25 @@ fn start_runner(
         supervisor: wrap.supervision().process(),
     };
     let cgroup = cgroups()?.create(limits).ok()?;
-    process::start_waiting_unchecked(&launch, Some(cgroup)).ok()
+    let lent = networks.and_then(|pool| lend_network(pool, &mut launch, &cgroup));
+    process::start_waiting_unchecked(&launch, Some(cgroup), lent.as_ref()).ok()
+}
+
+/// A network namespace of `pool` for `launch`'s runner (in `cgroup`) to
+/// join instead of making one, its argv told where it is; none (`launch`
+/// unchanged) when it makes none or the host is not root.
+fn lend_network(
+    pool: &netns::Pool,
+    launch: &mut process::SpawnRequest,
+    cgroup: &process::RunCgroup,
+) -> Option<std::os::fd::OwnedFd> {
+    if !nix::unistd::geteuid().is_root() {
+        return None;
+    }
+    let joining = sandbox::joining_network(&launch.argv, process::passed_slot(launch))?;
+    let lent = pool.lend(cgroup.directories())?;
+    launch.argv = joining;
+    Some(lent)
 }
 
 /// A runner already waiting for `prepared`'s command — the one started
@@ -291,7 +321,7 @@ fn fit(
 ) -> Option<(Waiting, Vec<u8>)> {
     let launch = &prepared.launch;
     let (argv, command) = sandbox::awaiting(&launch.argv)?;
-    let fits = argv == waiting.argv()
+    let fits = argv[..] == *sandbox::without_lent_network(waiting.argv())
         && launch.env == waiting.env()
         && launch.stdin.is_none()
         && !launch.init_pipe

@@ -15,6 +15,7 @@ mod essentials;
 mod evidence;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+mod netns;
 
 use std::ffi::OsString;
 use std::sync::Arc;

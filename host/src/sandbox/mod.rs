@@ -302,6 +302,37 @@ pub fn awaiting(argv: &[String]) -> Option<(Vec<String>, &[String])> {
     Some((waiting, command))
 }
 
+/// The flag that has cordon's namespace runner join a network namespace
+/// the host lent instead of making one.
+const JOIN_NET: &str = "--join-net";
+
+/// A namespace runner's argv started ahead of its command ([`awaiting`])
+/// that makes a network namespace of its own, made to join instead the
+/// one at `fd` in it (a session's spare, root only: the namespace is one
+/// the session made and found quiet); none when `argv` is no namespace
+/// runner's, or makes no network namespace.
+pub fn joining_network(argv: &[String], fd: std::os::fd::RawFd) -> Option<Vec<String>> {
+    let end = argv.iter().position(|arg| arg == "--")?;
+    let makes_one = argv.get(1).map(String::as_str) == Some(launcher::NS_SUBCOMMAND)
+        && argv[..end].iter().any(|arg| arg == "--unshare-net");
+    if !makes_one {
+        return None;
+    }
+    let mut joining = argv.to_vec();
+    joining.splice(2..2, [JOIN_NET.to_owned(), fd.to_string()]);
+    Some(joining)
+}
+
+/// `argv` without what [`joining_network`] added: two runners that differ
+/// only there confine alike — each a closed network of the run's own,
+/// made fresh or lent and found quiet.
+pub fn without_lent_network(argv: &[String]) -> std::borrow::Cow<'_, [String]> {
+    match argv.get(2).map(String::as_str) == Some(JOIN_NET) && argv.len() >= 4 {
+        true => std::borrow::Cow::Owned([&argv[..2], &argv[4..]].concat()),
+        false => std::borrow::Cow::Borrowed(argv),
+    }
+}
+
 /// `--writable-root DEV:INO:PATH` for each writable root of `layout`, as
 /// the host checks it now: the runner refuses to run the command unless
 /// what it bound (or granted) there is that very directory.

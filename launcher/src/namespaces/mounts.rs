@@ -16,18 +16,23 @@ use crate::paths::Anchors;
 /// Enter the run's namespaces (the launcher, before it forks pid 1): a
 /// user namespace mapping this user to itself when not root, then new
 /// mount, PID, IPC and UTS namespaces, and a network namespace when the
-/// plan closes the network.
+/// plan closes the network — or, given `join_net`, the network namespace
+/// at that fd ([`join_network`]), closed here either way.
 #[allow(
     unsafe_code,
     reason = "namespaces, mounts and the new mount API are raw system calls; each block says why it is sound"
 )]
-pub fn enter(plan: &Plan) -> Result<(), String> {
+pub fn enter(plan: &Plan, join_net: Option<RawFd>) -> Result<(), String> {
     // SAFETY: geteuid/getegid cannot fail.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
     let mut flags =
         libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
-    if plan.unshare_net {
-        flags |= libc::CLONE_NEWNET;
+    match join_net {
+        // SAFETY: the host handed this fd over for the launcher alone;
+        // owned (and closed) from here on.
+        Some(fd) => join_network(unsafe { OwnedFd::from_raw_fd(fd) })?,
+        None if plan.unshare_net => flags |= libc::CLONE_NEWNET,
+        None => {}
     }
     let user = uid != 0;
     if user {
@@ -58,6 +63,39 @@ pub fn enter(plan: &Plan) -> Result<(), String> {
         write_proc("/proc/self/setgroups", "deny")?;
         write_proc("/proc/self/uid_map", &format!("{uid} {uid} 1"))?;
         write_proc("/proc/self/gid_map", &format!("{gid} {gid} 1"))?;
+    }
+    Ok(())
+}
+
+/// Join the network namespace `ns` the host lent (`--join-net`) in place
+/// of a fresh one: refused unless it is a network namespace other than
+/// the launcher's own (the host's) and has no interface but the loopback
+/// — what a fresh one would be. Whether it is quiet (no socket left by
+/// an earlier run) the host checked before lending it.
+fn join_network(ns: OwnedFd) -> Result<(), String> {
+    let inode =
+        |path: &str| std::fs::metadata(path).map(|meta| std::os::unix::fs::MetadataExt::ino(&meta));
+    let own = inode("/proc/thread-self/ns/net")
+        .map_err(|err| format!("cannot read the launcher's own network namespace: {err}"))?;
+    let lent = inode(&format!("/proc/thread-self/fd/{}", ns.as_raw_fd()))
+        .map_err(|err| format!("cannot read the lent network namespace: {err}"))?;
+    if own == lent {
+        return Err("the network namespace to join is the host's own: refused".into());
+    }
+    nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET).map_err(|err| {
+        format!("cannot join the lent network namespace (--join-net needs root and a network namespace): {err}")
+    })?;
+    let devices = std::fs::read_to_string("/proc/thread-self/net/dev")
+        .map_err(|err| format!("cannot list the joined network namespace's interfaces: {err}"))?;
+    // Two heading lines, then one line per interface: `NAME: counters`.
+    let mut names = devices
+        .lines()
+        .skip(2)
+        .filter_map(|line| line.split(':').next());
+    if !names.all(|name| name.trim() == "lo") {
+        return Err(
+            "the lent network namespace has an interface other than the loopback: refused".into(),
+        );
     }
     Ok(())
 }

@@ -42,6 +42,12 @@ impl RunCgroup {
         }
     }
 
+    /// Its directories (each gone once the cgroup is removed: the kernel
+    /// removes a cgroup only when no process is left in it).
+    pub fn directories(&self) -> Vec<PathBuf> {
+        self.dirs().into_iter().map(Path::to_path_buf).collect()
+    }
+
     pub(super) fn member(&self, controller: Controller) -> Option<&Path> {
         match self {
             RunCgroup::V1 { members, .. } => v1::member(members, controller),

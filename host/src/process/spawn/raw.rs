@@ -388,6 +388,7 @@ mod tests {
             handover: None,
             init: None,
             init_env: None,
+            passed: None,
         };
         (fds, out_read, err_read)
     }
@@ -403,6 +404,7 @@ mod tests {
             handover_later: false,
             init_pipe: false,
             init_env: None,
+            passed: None,
             cgroup: None,
         }
     }

@@ -30,8 +30,6 @@ use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use nix::sched::{CloneFlags, setns, unshare};
-
 /// How many namespaces a session keeps: the one its running command has,
 /// the one its spare waits in, and one the spare before may have left.
 const KEPT: usize = 3;
@@ -89,7 +87,9 @@ impl Kept {
     /// changes namespace.
     fn fresh() -> Option<Kept> {
         on_own_thread(|| {
-            unshare(CloneFlags::CLONE_NEWNET).ok()?;
+            if !make_network() {
+                return None;
+            }
             let namespace = File::open("/proc/thread-self/ns/net").ok()?;
             Some(Kept {
                 namespace: namespace.into(),
@@ -106,12 +106,36 @@ impl Kept {
 
     /// Whether it holds no more sockets than when it was made.
     fn quiet(&self) -> bool {
-        let counts = on_own_thread(|| {
-            setns(&self.namespace, CloneFlags::CLONE_NEWNET).ok()?;
-            Counts::here()
+        let counts = on_own_thread(|| match enter_network(&self.namespace) {
+            true => Counts::here(),
+            false => None,
         });
         counts.as_ref() == Some(&self.made)
     }
+}
+
+/// Move the calling thread into a new network namespace.
+#[cfg(target_os = "linux")]
+fn make_network() -> bool {
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).is_ok()
+}
+
+/// Move the calling thread into the network namespace `namespace`.
+#[cfg(target_os = "linux")]
+fn enter_network(namespace: &OwnedFd) -> bool {
+    nix::sched::setns(namespace, nix::sched::CloneFlags::CLONE_NEWNET).is_ok()
+}
+
+/// No network namespaces off Linux: none is ever lent.
+#[cfg(not(target_os = "linux"))]
+fn make_network() -> bool {
+    false
+}
+
+/// No network namespaces off Linux.
+#[cfg(not(target_os = "linux"))]
+fn enter_network(_namespace: &OwnedFd) -> bool {
+    false
 }
 
 /// `work` on a thread of its own, which ends with it (a thread that
@@ -238,7 +262,7 @@ mod tests {
         // Its run over, but a socket left in it (as a stray daemon of the
         // command's would leave one): not lent again.
         let left = on_own_thread(|| {
-            setns(&third, CloneFlags::CLONE_NEWNET).ok()?;
+            enter_network(&third).then_some(())?;
             std::os::unix::net::UnixDatagram::unbound().ok()
         })
         .unwrap();

@@ -777,11 +777,16 @@ mod tests {
     fn a_place_holding_a_supervised_root_is_supervised_too() {
         // Landlock's rights on /tmp would reach a workspace inside it,
         // past the supervisor.
-        let ww = SandboxPolicy::new(SandboxMode::WorkspaceWrite, "/tmp/ws");
+        // A workspace that is absent on this host (the layout reads the
+        // host: a `/tmp/ws` someone left there once changed its grants).
+        let ws = format!("/tmp/cordon-unit-absent-{}", std::process::id());
+        assert!(!std::path::Path::new(&ws).exists(), "{ws} exists");
+        let ww = SandboxPolicy::new(SandboxMode::WorkspaceWrite, &ws);
         let args = grants(&layout(&ww), &Writes::Supervised).0.join(" ");
         assert!(
-            args.contains("--rw-supervised /tmp --rw-supervised /tmp/ws --protected ")
-                && args.contains("--protected /tmp/ws/.git "),
+            args.contains(&format!(
+                "--rw-supervised /tmp --rw-supervised {ws} --protected "
+            )) && args.contains(&format!("--protected {ws}/.git ")),
             "{args}"
         );
         assert!(!args.contains("--rw /tmp"), "{args}");

@@ -302,7 +302,8 @@ pub(crate) struct Waiting {
 ///
 /// *Unchecked*: the argv runs exactly as given. Only the host starts one,
 /// from a confinement the sandbox issued; a run adopts it only when its
-/// own checked launch has the very same runner argv.
+/// own checked launch has the very same runner argv (but for a network
+/// namespace lent to it: `sandbox::without_lent_network`).
 pub(crate) fn start_waiting_unchecked(
     launch: &SpawnRequest,
     cgroup: Option<RunCgroup>,

@@ -311,7 +311,8 @@ pub(super) fn taken(
 }
 
 /// `waiting` with the message that hands it `prepared`'s command, when it
-/// fits — the same runner argv and environment, no stdin bytes, no
+/// fits — the same runner argv (a spare's lent network namespace aside:
+/// it confines as a fresh one does) and environment, no stdin bytes, no
 /// placeholders, no proxy, and a cgroup, now holding `prepared`'s limits;
 /// ended (dropped) when not.
 fn fit(

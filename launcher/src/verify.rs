@@ -136,7 +136,7 @@ impl Root {
 pub const NAMESPACES: &[&str] = &["mnt", "pid", "ipc", "uts", "net", "user", "cgroup"];
 
 /// This process's namespace `name`, by its inode.
-fn namespace(name: &str) -> std::io::Result<u64> {
+pub(crate) fn namespace(name: &str) -> std::io::Result<u64> {
     std::fs::metadata(format!("/proc/self/ns/{name}")).map(|m| m.ino())
 }
 

@@ -73,11 +73,12 @@ pub fn enter(plan: &Plan, join_net: Option<RawFd>) -> Result<(), String> {
 /// — what a fresh one would be. Whether it is quiet (no socket left by
 /// an earlier run) the host checked before lending it.
 fn join_network(ns: OwnedFd) -> Result<(), String> {
-    let inode =
-        |path: &str| std::fs::metadata(path).map(|meta| std::os::unix::fs::MetadataExt::ino(&meta));
-    let own = inode("/proc/thread-self/ns/net")
+    let own = crate::verify::namespace("net")
         .map_err(|err| format!("cannot read the launcher's own network namespace: {err}"))?;
-    let lent = inode(&format!("/proc/thread-self/fd/{}", ns.as_raw_fd()))
+    let ns = std::fs::File::from(ns);
+    let lent = ns
+        .metadata()
+        .map(|meta| std::os::unix::fs::MetadataExt::ino(&meta))
         .map_err(|err| format!("cannot read the lent network namespace: {err}"))?;
     if own == lent {
         return Err("the network namespace to join is the host's own: refused".into());

@@ -20,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The suites whose claims must hold where users run.
-suites=(containment:: trees:: limits:: network:: inspection:: requests:: grant:: mcp:: python:: escapes:: landlock:: probe:: doctor:: audit:: hostile::a_components_reasons hostile::a_commands_escapes rules_policy::rules_policy_refuses_every_dodge serve::a_task_with_a_terminal denials:: launcher:: cli::stdout_moves cli::the_command_names)
+suites=(containment:: trees:: limits:: network:: inspection:: requests:: grant:: mcp:: python:: escapes:: landlock:: probe:: doctor:: audit:: hostile::a_components_reasons hostile::a_commands_escapes rules_policy::rules_policy_refuses_every_dodge serve::a_task_with_a_terminal denials:: launcher:: cli::stdout_moves cli::the_command_names ns_runner::a_lent_network_namespace)
 user=cordon-ci
 
 skip() {
